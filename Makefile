@@ -1,0 +1,62 @@
+# otelcol-gpu: build, run and test the distribution. Tools (OCB, mdatagen) are pinned in
+# tools/go.mod and built from the Go module proxy into .tools/ on first use.
+
+SHELL        := /bin/bash
+GO           ?= go
+TOOLS_DIR    := $(CURDIR)/.tools
+BUILDER      := $(TOOLS_DIR)/builder
+MDATAGEN     := $(TOOLS_DIR)/mdatagen
+BIN          := bin/otelcol-gpu
+BUILD_DIR    := distro/_build
+COMPONENTS   := $(shell find receiver processor exporter -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
+SOURCES      := $(shell find receiver processor exporter internal -name '*.go' 2>/dev/null) go.mod go.sum builder-config.yaml
+
+.PHONY: all build run demo test unit e2e bench lint generate tools deps clean
+
+all: build
+
+tools: $(BUILDER) $(MDATAGEN)
+$(BUILDER) $(MDATAGEN): tools/go.mod tools/go.sum
+	$(GO) build -C tools -o $(TOOLS_DIR)/ tool
+
+## build: the collector binary at bin/otelcol-gpu (OCB, cgo on)
+build: $(BIN)
+$(BIN): $(BUILDER) $(SOURCES)
+	$(BUILDER) --config builder-config.yaml --skip-compilation
+	cd $(BUILD_DIR) && $(GO) mod tidy -e && CGO_ENABLED=1 $(GO) build -trimpath -o ../../$(BIN) .
+
+## run: this machine's node and task metrics on http://127.0.0.1:9102/metrics
+run: $(BIN)
+	$(BIN) --config distro/local.yaml
+
+## generate: metric builders, docs and generated tests from each component's metadata.yaml
+generate: $(MDATAGEN)
+	@for c in $(COMPONENTS); do (cd $$c && PATH=$(TOOLS_DIR):$$PATH $(GO) generate ./...) || exit 1; done
+
+## test: unit tests, then end-to-end tests against the built binary and real peers
+test: lint unit e2e
+
+unit:
+	$(GO) test -race -count=1 ./...
+
+## e2e: the built binary against fixture trees, a real node_exporter and a real Prometheus
+e2e: $(BIN)
+	$(GO) test -count=1 -tags e2e ./test/... -otelcol=$(CURDIR)/$(BIN)
+
+## bench: collection cost (Go benchmarks) and whole-process CPU/RSS next to node_exporter
+bench: $(BIN)
+	$(GO) test -run '^$$' -bench . -benchmem ./receiver/...
+	bench/process.sh $(CURDIR)/$(BIN)
+
+## lint: go vet and gofmt
+lint:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## deps: the Debian packages the end-to-end tests run (needs root)
+deps:
+	apt-get update
+	apt-get install -y --no-install-recommends prometheus prometheus-node-exporter
+
+clean:
+	rm -rf bin $(BUILD_DIR) $(TOOLS_DIR)

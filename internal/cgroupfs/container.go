@@ -1,0 +1,146 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package cgroupfs finds containers in a cgroup tree (v1 or v2, cgroupfs or systemd driver) and
+// names them from their cgroup path: runtime, container id, pod UID and Kubernetes QoS class.
+// Both the task receiver (which walks the tree) and GPU attribution (which maps a process's
+// /proc/<pid>/cgroup to a container) use it, so a layout is recognised in one place only.
+package cgroupfs // import "github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs"
+
+import (
+	"path"
+	"strings"
+)
+
+// QoS classes of Kubernetes pods, as the kubelet lays them out in the cgroup tree.
+const (
+	QoSGuaranteed = "guaranteed"
+	QoSBurstable  = "burstable"
+	QoSBestEffort = "besteffort"
+)
+
+// Container is what a cgroup path tells about the container that owns it.
+type Container struct {
+	// ID is the runtime's container id (64 hex characters).
+	ID string
+	// Runtime is "docker", "containerd" or "cri-o" when the path says so, else "".
+	Runtime string
+	// PodUID is the Kubernetes pod UID, "" for a container outside Kubernetes.
+	PodUID string
+	// QoS is the pod's QoS class, "" outside Kubernetes.
+	QoS string
+}
+
+// systemd scope prefixes of container runtimes; a conmon scope (cri-o's monitor) is not a container.
+var scopePrefixes = []struct{ prefix, runtime string }{
+	{"cri-containerd-", "containerd"},
+	{"crio-", "cri-o"},
+	{"docker-", "docker"},
+}
+
+// ParseContainer recognises a container's cgroup from its path, relative to the hierarchy root
+// (as in /proc/<pid>/cgroup). The last path element must be the container; a path inside a
+// container (a nested cgroup) is not one.
+func ParseContainer(cgroupPath string) (Container, bool) {
+	cgroupPath = strings.TrimSuffix(cgroupPath, "/")
+	dir, leaf := path.Split(cgroupPath)
+	c, ok := parseLeaf(leaf)
+	if !ok {
+		return Container{}, false
+	}
+	parent := path.Base(strings.TrimSuffix(dir, "/"))
+	grandparent := path.Base(path.Dir(strings.TrimSuffix(dir, "/")))
+	if uid, ok := parsePodElement(parent); ok {
+		c.PodUID = uid
+		c.QoS = qosOf(parent, grandparent)
+		return c, true
+	}
+	// Outside Kubernetes only layouts that certainly name a container count: docker's own
+	// cgroupfs parent and runtime scopes under systemd.
+	if c.Runtime != "" {
+		return c, true
+	}
+	if parent == "docker" {
+		c.Runtime = "docker"
+		return c, true
+	}
+	return Container{}, false
+}
+
+func parseLeaf(leaf string) (Container, bool) {
+	if id, ok := strings.CutSuffix(leaf, ".scope"); ok {
+		for _, p := range scopePrefixes {
+			if rest, ok := strings.CutPrefix(id, p.prefix); ok && isContainerID(rest) {
+				return Container{ID: rest, Runtime: p.runtime}, true
+			}
+		}
+		return Container{}, false
+	}
+	if isContainerID(leaf) {
+		return Container{ID: leaf}, true
+	}
+	return Container{}, false
+}
+
+// parsePodElement accepts "pod<uid>" (cgroupfs driver) and "kubepods[-<qos>]-pod<uid_with_underscores>.slice"
+// (systemd driver, also below a kubelet slice as in "kubelet-kubepods-…") and returns the UID with dashes.
+func parsePodElement(elem string) (string, bool) {
+	if slice, ok := strings.CutSuffix(elem, ".slice"); ok {
+		i := strings.LastIndex(slice, "-pod")
+		if i < 0 || !strings.Contains(slice[:i+1], "kubepods") {
+			return "", false
+		}
+		uid := strings.ReplaceAll(slice[i+len("-pod"):], "_", "-")
+		return uid, isPodUID(uid)
+	}
+	uid, ok := strings.CutPrefix(elem, "pod")
+	return uid, ok && isPodUID(uid)
+}
+
+func qosOf(podElem, parentElem string) string {
+	for _, q := range []string{QoSBurstable, QoSBestEffort} {
+		if strings.Contains(podElem, "-"+q+"-") || parentElem == q || parentElem == "kubepods-"+q+".slice" {
+			return q
+		}
+	}
+	return QoSGuaranteed
+}
+
+func isContainerID(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isHex(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// isPodUID accepts a UUID (the kubelet's form) and static-pod hashes (32 hex characters).
+func isPodUID(s string) bool {
+	if len(s) == 32 {
+		return strings.IndexFunc(s, func(r rune) bool { return r > 0x7f || !isHex(byte(r)) }) < 0
+	}
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch i {
+		case 8, 13, 18, 23:
+			if s[i] != '-' {
+				return false
+			}
+		default:
+			if !isHex(s[i]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func isHex(b byte) bool {
+	return ('0' <= b && b <= '9') || ('a' <= b && b <= 'f')
+}

@@ -1,0 +1,215 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package hostfixture writes a fake host tree (/proc and /sys/fs/cgroup, v1 or v2) that the
+// task receiver can read through its root_path: the node's files as a kernel writes them, plus
+// containers with processes, environment, network namespace and cgroup statistics. The checked-in
+// trees under receiver/taskreceiver/testdata/hosts are written by it (see cmd/mkfixtures), and
+// benchmarks use it to lay out hundreds of containers.
+package hostfixture // import "github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// HostNetNS is the inode of the node's network namespace in every fixture.
+const HostNetNS = 4026531992
+
+// Host describes a fake node.
+type Host struct {
+	// CgroupVersion is 1 (a controller directory each) or 2 (unified).
+	CgroupVersion int
+	Containers    []Container
+	// Processes outside any container.
+	Processes []Process
+}
+
+// Process is a process's /proc entry.
+type Process struct {
+	PID     int
+	Comm    string
+	Cmdline []string
+	Env     []string
+	// State is the stat state letter (R, S, D, Z…).
+	State string
+	// RSSPages is the resident set in pages.
+	RSSPages int64
+	// NetNS is the network namespace inode; 0 means the node's.
+	NetNS uint32
+	// RxBytes and TxBytes go to the namespace's net/dev (eth0; lo carries a fixed amount).
+	RxBytes, TxBytes uint64
+	// ServiceAccountNamespace, if set, is written where Kubernetes mounts the pod's namespace.
+	ServiceAccountNamespace string
+}
+
+// Container is a cgroup with processes in it.
+type Container struct {
+	// CgroupPath is relative to the hierarchy root, e.g. /kubepods/burstable/pod<uid>/<id>.
+	CgroupPath string
+	Processes  []Process
+	// ExitedPIDs are listed in cgroup.procs but have no /proc entry: they exited in between.
+	ExitedPIDs []int
+	CPUUsec    uint64
+	MemUsage   uint64
+	// MemLimit 0 means no limit ("max" in v2, the kernel's huge number in v1).
+	MemLimit     uint64
+	InactiveFile uint64
+	ReadBytes    uint64
+	WriteBytes   uint64
+}
+
+// Write lays the host out under root, which must not exist yet or be empty.
+func Write(root string, h Host) error {
+	w := writer{root: root}
+	w.node()
+	init := Process{PID: 1, Comm: "systemd", Cmdline: []string{"/sbin/init"}, State: "S", RSSPages: 3000}
+	w.process(init)
+	w.file("proc/1/mountinfo", mountinfo)
+	for _, p := range h.Processes {
+		w.process(p)
+	}
+	switch h.CgroupVersion {
+	case 1:
+		for _, c := range []string{"memory", "cpu,cpuacct", "blkio", "pids"} {
+			w.dir(filepath.Join("sys/fs/cgroup", c))
+		}
+		w.symlink("cpu,cpuacct", "sys/fs/cgroup/cpuacct")
+		w.symlink("cpu,cpuacct", "sys/fs/cgroup/cpu")
+		for _, c := range h.Containers {
+			w.containerV1(c)
+		}
+	case 2:
+		w.file("sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory hugetlb pids rdma misc\n")
+		for _, c := range h.Containers {
+			w.containerV2(c)
+		}
+	default:
+		return fmt.Errorf("cgroup version %d: want 1 or 2", h.CgroupVersion)
+	}
+	for _, c := range h.Containers {
+		for _, p := range c.Processes {
+			w.process(p)
+		}
+	}
+	return w.err
+}
+
+type writer struct {
+	root string
+	err  error
+}
+
+func (w *writer) dir(rel string) {
+	if w.err == nil {
+		w.err = os.MkdirAll(filepath.Join(w.root, rel), 0o755)
+	}
+}
+
+func (w *writer) file(rel, content string) {
+	w.dir(filepath.Dir(rel))
+	if w.err == nil {
+		w.err = os.WriteFile(filepath.Join(w.root, rel), []byte(content), 0o644)
+	}
+}
+
+func (w *writer) symlink(target, rel string) {
+	w.dir(filepath.Dir(rel))
+	if w.err == nil {
+		w.err = os.Symlink(target, filepath.Join(w.root, rel))
+	}
+}
+
+func (w *writer) process(p Process) {
+	dir := filepath.Join("proc", strconv.Itoa(p.PID))
+	// Fields 3.. of /proc/<pid>/stat as the kernel writes them; rss is field 24.
+	w.file(filepath.Join(dir, "stat"), fmt.Sprintf(
+		"%d (%s) %s 1 %d %d 0 -1 4194560 1000 0 0 0 150 40 0 0 20 0 1 0 100 %d %d 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+		p.PID, p.Comm, p.State, p.PID, p.PID, p.RSSPages*4096*4, p.RSSPages))
+	w.file(filepath.Join(dir, "comm"), p.Comm+"\n")
+	w.file(filepath.Join(dir, "cmdline"), nulJoined(p.Cmdline))
+	w.file(filepath.Join(dir, "environ"), nulJoined(p.Env))
+	ns := p.NetNS
+	if ns == 0 {
+		ns = HostNetNS
+	}
+	w.symlink(fmt.Sprintf("net:[%d]", ns), filepath.Join(dir, "ns", "net"))
+	w.file(filepath.Join(dir, "net", "dev"), netDev(p.RxBytes, p.TxBytes))
+	if p.ServiceAccountNamespace != "" {
+		w.file(filepath.Join(dir, "root/var/run/secrets/kubernetes.io/serviceaccount/namespace"), p.ServiceAccountNamespace)
+	}
+}
+
+func (w *writer) containerV1(c Container) {
+	mem := filepath.Join("sys/fs/cgroup/memory", c.CgroupPath)
+	limit := c.MemLimit
+	if limit == 0 {
+		limit = 9223372036854771712 // what v1 shows for no limit on 4 KiB pages
+	}
+	w.file(filepath.Join(mem, "cgroup.procs"), pidList(c))
+	w.file(filepath.Join(mem, "memory.usage_in_bytes"), u64(c.MemUsage))
+	w.file(filepath.Join(mem, "memory.limit_in_bytes"), u64(limit))
+	w.file(filepath.Join(mem, "memory.max_usage_in_bytes"), u64(c.MemUsage+4096))
+	w.file(filepath.Join(mem, "memory.failcnt"), "0\n")
+	w.file(filepath.Join(mem, "memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n")
+	w.file(filepath.Join(mem, "memory.stat"), fmt.Sprintf(
+		"cache %d\nrss %d\nmapped_file 0\ninactive_file %d\nactive_file 0\nhierarchical_memory_limit %d\ntotal_cache %d\ntotal_rss %d\ntotal_inactive_file %d\ntotal_active_file 0\n",
+		c.InactiveFile, c.MemUsage-c.InactiveFile, c.InactiveFile, limit, c.InactiveFile, c.MemUsage-c.InactiveFile, c.InactiveFile))
+	cpu := filepath.Join("sys/fs/cgroup/cpu,cpuacct", c.CgroupPath)
+	w.file(filepath.Join(cpu, "cgroup.procs"), pidList(c))
+	w.file(filepath.Join(cpu, "cpuacct.usage"), u64(c.CPUUsec*1000))
+	w.file(filepath.Join(cpu, "cpuacct.usage_percpu"), fmt.Sprintf("%d %d\n", c.CPUUsec*600, c.CPUUsec*400))
+	w.file(filepath.Join(cpu, "cpuacct.stat"), fmt.Sprintf("user %d\nsystem %d\n", c.CPUUsec/10000*7/10, c.CPUUsec/10000*3/10))
+	blk := filepath.Join("sys/fs/cgroup/blkio", c.CgroupPath)
+	w.file(filepath.Join(blk, "cgroup.procs"), pidList(c))
+	w.file(filepath.Join(blk, "blkio.throttle.io_service_bytes"), fmt.Sprintf(
+		"254:0 Read %d\n254:0 Write %d\n254:0 Sync 0\n254:0 Async 0\n254:0 Discard 0\n254:0 Total %d\nTotal %d\n",
+		c.ReadBytes, c.WriteBytes, c.ReadBytes+c.WriteBytes, c.ReadBytes+c.WriteBytes))
+	w.file(filepath.Join(blk, "blkio.throttle.io_serviced"), "254:0 Read 10\n254:0 Write 20\n254:0 Total 30\nTotal 30\n")
+}
+
+func (w *writer) containerV2(c Container) {
+	dir := filepath.Join("sys/fs/cgroup", c.CgroupPath)
+	limit := "max"
+	if c.MemLimit != 0 {
+		limit = u64(c.MemLimit)
+	}
+	w.file(filepath.Join(dir, "cgroup.procs"), pidList(c))
+	w.file(filepath.Join(dir, "cpu.stat"), fmt.Sprintf("usage_usec %d\nuser_usec %d\nsystem_usec %d\nnr_periods 0\nnr_throttled 0\nthrottled_usec 0\n",
+		c.CPUUsec, c.CPUUsec*7/10, c.CPUUsec*3/10))
+	w.file(filepath.Join(dir, "memory.current"), u64(c.MemUsage))
+	w.file(filepath.Join(dir, "memory.max"), limit+"\n")
+	w.file(filepath.Join(dir, "memory.stat"), fmt.Sprintf("anon %d\nfile %d\ninactive_file %d\nactive_file 0\n",
+		c.MemUsage-c.InactiveFile, c.InactiveFile, c.InactiveFile))
+	w.file(filepath.Join(dir, "io.stat"), fmt.Sprintf("254:0 rbytes=%d wbytes=%d rios=10 wios=20 dbytes=0 dios=0\n", c.ReadBytes, c.WriteBytes))
+}
+
+func pidList(c Container) string {
+	var b strings.Builder
+	for _, pid := range c.ExitedPIDs {
+		fmt.Fprintf(&b, "%d\n", pid)
+	}
+	for _, p := range c.Processes {
+		fmt.Fprintf(&b, "%d\n", p.PID)
+	}
+	return b.String()
+}
+
+func nulJoined(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return strings.Join(args, "\x00") + "\x00"
+}
+
+func u64(v uint64) string { return strconv.FormatUint(v, 10) + "\n" }
+
+func netDev(rx, tx uint64) string {
+	return "Inter-|   Receive                                                |  Transmit\n" +
+		" face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n" +
+		"    lo:    1000      10    0    0    0     0          0         0     1000      10    0    0    0     0       0          0\n" +
+		fmt.Sprintf("  eth0: %d     100    0    0    0     0          0         0 %d     200    0    0    0     0       0          0\n", rx, tx)
+}

@@ -1,0 +1,330 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package taskreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver"
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/procfs"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
+)
+
+type containerKind int
+
+const (
+	kindIgnored containerKind = iota // not a job's nor a service's: a plain container outside Kubernetes
+	kindSandbox                      // the pod's pause container
+	kindTask
+	kindService
+)
+
+const unknownLabel = "unknown"
+
+// taskEnv maps each task label to the environment variables it is read from, first found wins.
+var taskEnv = []struct {
+	set  func(*metadata.ResourceBuilder, string)
+	vars []string
+}{
+	{(*metadata.ResourceBuilder).SetUsername, []string{"PAI_USER_NAME"}},
+	{(*metadata.ResourceBuilder).SetJobName, []string{"PAI_JOB_NAME"}},
+	{(*metadata.ResourceBuilder).SetRoleName, []string{"PAI_CURRENT_TASK_ROLE_NAME"}},
+	{(*metadata.ResourceBuilder).SetTaskIndex, []string{"PAI_TASK_INDEX", "FC_TASK_INDEX"}},
+	{(*metadata.ResourceBuilder).SetJobInstanceID, []string{"FC_FRAMEWORK_ATTEMPT_INSTANCE_UID"}},
+	{(*metadata.ResourceBuilder).SetVirtualCluster, []string{"PAI_VIRTUAL_CLUSTER"}},
+}
+
+// containerState is what is kept between collections: the container's identity (its environment
+// does not change, so it is read once) and the previous counters for rates.
+type containerState struct {
+	identified bool
+	kind       containerKind
+	env        map[string]string
+	service    string
+
+	prev        containerSample
+	hasPrev     bool
+	hostNetwork bool
+}
+
+type containerSample struct {
+	at         time.Time
+	cpuSeconds float64
+	net        *netCounters
+}
+
+type netCounters struct{ rx, tx uint64 }
+
+func (s *taskScraper) scrapeContainers(now pcommon.Timestamp) {
+	if s.cgroups == nil {
+		return
+	}
+	found, err := s.cgroups.findContainers()
+	if err != nil {
+		s.readFailed("cgroup")
+		return
+	}
+	hostNetNS := s.hostNetNamespace()
+	seen := make(map[string]bool, len(found))
+	for _, f := range found {
+		pids, err := s.cgroups.processes(f.Path)
+		if err != nil {
+			s.readFailed("cgroup")
+			continue
+		}
+		if len(pids) == 0 {
+			// An empty cgroup is a container being torn down: nothing runs, nothing to charge.
+			continue
+		}
+		st := s.containers[f.ID]
+		if st == nil {
+			st = &containerState{}
+			s.containers[f.ID] = st
+		}
+		seen[f.ID] = true
+		if !st.identified {
+			s.identify(st, f, pids)
+		}
+		if st.kind == kindIgnored || st.kind == kindSandbox {
+			continue
+		}
+		stats, err := s.cgroups.stat(f.Path)
+		if err != nil {
+			s.readFailed("cgroup")
+			continue
+		}
+		s.recordContainer(now, f, st, stats, s.readNet(pids, hostNetNS, st))
+	}
+	for id := range s.containers {
+		if !seen[id] {
+			delete(s.containers, id)
+		}
+	}
+}
+
+// identify classifies a container and reads its labels from the environment of its first
+// readable process. A container whose processes cannot be read yet is tried again next time.
+func (s *taskScraper) identify(st *containerState, f cgroupfs.Found, pids []int) {
+	for _, pid := range pids {
+		p, err := s.proc.Proc(pid)
+		if err != nil {
+			continue
+		}
+		environ, err := p.Environ()
+		if err != nil {
+			s.readFailed("environ")
+			continue
+		}
+		comm, err := p.Comm()
+		if err != nil {
+			s.readFailed("comm")
+			continue
+		}
+		st.identified = true
+		st.env = parseEnviron(environ)
+		switch {
+		case len(pids) == 1 && comm == "pause" && f.PodUID != "":
+			st.kind = kindSandbox
+		case f.PodUID != "" && s.isServiceNamespace(pid):
+			st.kind, st.service = kindService, comm
+		case f.PodUID != "" || hasTaskEnv(st.env):
+			st.kind = kindTask
+		default:
+			st.kind = kindIgnored
+		}
+		return
+	}
+}
+
+// isServiceNamespace reads the pod's namespace from the service-account mount Kubernetes puts
+// in every container that has one; containers without it are not services.
+func (s *taskScraper) isServiceNamespace(pid int) bool {
+	if len(s.cfg.ServiceNamespaces) == 0 {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join(s.cfg.RootPath, "proc", strconv.Itoa(pid), "root",
+		"var", "run", "secrets", "kubernetes.io", "serviceaccount", "namespace"))
+	if err != nil {
+		return false
+	}
+	return slices.Contains(s.cfg.ServiceNamespaces, strings.TrimSpace(string(b)))
+}
+
+func parseEnviron(environ []string) map[string]string {
+	env := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+func hasTaskEnv(env map[string]string) bool {
+	for _, l := range taskEnv {
+		for _, v := range l.vars {
+			if env[v] != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// netNamespace returns the inode of a process's network namespace, 0 when it cannot be read.
+func netNamespace(p procfs.Proc) uint32 {
+	ns, err := p.Namespaces()
+	if err != nil {
+		return 0
+	}
+	return ns["net"].Inode
+}
+
+// hostNetNamespace is the network namespace of the node (pid 1's), 0 when it cannot be read.
+func (s *taskScraper) hostNetNamespace() uint32 {
+	p, err := s.proc.Proc(1)
+	if err != nil {
+		return 0
+	}
+	return netNamespace(p)
+}
+
+// readNet sums the container's network devices (all but lo) as seen from one of its processes.
+// A container in the node's network namespace is marked and gets no network metrics: they would
+// be the node's traffic charged to it.
+func (s *taskScraper) readNet(pids []int, hostNetNS uint32, st *containerState) *netCounters {
+	for _, pid := range pids {
+		p, err := s.proc.Proc(pid)
+		if err != nil {
+			continue
+		}
+		ns := netNamespace(p)
+		if ns == 0 {
+			continue
+		}
+		st.hostNetwork = ns == hostNetNS
+		if st.hostNetwork {
+			return nil
+		}
+		dev, err := p.NetDev()
+		if err != nil {
+			s.readFailed("net_dev")
+			continue
+		}
+		var c netCounters
+		for name, line := range dev {
+			if name != "lo" {
+				c.rx += line.RxBytes
+				c.tx += line.TxBytes
+			}
+		}
+		return &c
+	}
+	return nil
+}
+
+func (s *taskScraper) recordContainer(now pcommon.Timestamp, f cgroupfs.Found, st *containerState, stats containerStats, net *netCounters) {
+	r := s.tasks
+	if st.kind == kindService {
+		r = s.services
+	}
+	at := now.AsTime()
+	r.cpuSeconds(now, stats.cpuSeconds)
+	if st.hasPrev {
+		if dt := at.Sub(st.prev.at).Seconds(); dt > 0 {
+			if d := stats.cpuSeconds - st.prev.cpuSeconds; d >= 0 {
+				r.cpuPercent(now, d/dt*100)
+			}
+			if net != nil && st.prev.net != nil && net.rx >= st.prev.net.rx && net.tx >= st.prev.net.tx {
+				r.netIn(now, float64(net.rx-st.prev.net.rx)/dt)
+				r.netOut(now, float64(net.tx-st.prev.net.tx)/dt)
+			}
+		}
+	}
+	st.prev, st.hasPrev = containerSample{at: at, cpuSeconds: stats.cpuSeconds, net: net}, true
+
+	// docker stats' usage: page cache that can be dropped at once is not the container's use.
+	usage := stats.memUsage
+	if stats.inactiveFile < usage {
+		usage -= stats.inactiveFile
+	}
+	limit := stats.memLimit
+	if s.memTotal > 0 && (limit == 0 || limit > s.memTotal) {
+		limit = s.memTotal
+	}
+	r.memUsage(now, int64(usage))
+	if limit > 0 {
+		r.memLimit(now, int64(limit))
+		r.memPercent(now, float64(usage)/float64(limit)*100)
+	}
+	if net != nil {
+		r.netReceive(now, int64(net.rx))
+		r.netTransmit(now, int64(net.tx))
+	}
+	r.blockIn(now, int64(stats.blockRead))
+	r.blockOut(now, int64(stats.blockWrite))
+
+	rb := s.containerMB.NewResourceBuilder()
+	rb.SetNodeName(s.nodeName)
+	rb.SetContainerID(f.ID)
+	if f.PodUID != "" {
+		rb.SetPodUID(f.PodUID)
+	}
+	if st.hostNetwork {
+		rb.SetHostNetwork("true")
+	}
+	if st.kind == kindService {
+		rb.SetName(st.service)
+	} else {
+		for _, l := range taskEnv {
+			l.set(rb, firstEnv(st.env, l.vars))
+		}
+	}
+	s.containerMB.EmitForResource(metadata.WithResource(rb.Emit()))
+}
+
+func firstEnv(env map[string]string, vars []string) string {
+	for _, v := range vars {
+		if val := env[v]; val != "" {
+			return val
+		}
+	}
+	return unknownLabel
+}
+
+// containerRecorders are the record functions of one metric family (task_* or service_*), which
+// share suffixes and semantics.
+type containerRecorders struct {
+	cpuPercent, cpuSeconds, memPercent, netIn, netOut              func(pcommon.Timestamp, float64)
+	memUsage, memLimit, netReceive, netTransmit, blockIn, blockOut func(pcommon.Timestamp, int64)
+}
+
+func taskRecorders(mb *metadata.MetricsBuilder) containerRecorders {
+	return containerRecorders{
+		cpuPercent: mb.RecordTaskCPUPercentDataPoint, cpuSeconds: mb.RecordTaskCPUSecondsTotalDataPoint,
+		memPercent: mb.RecordTaskMemUsagePercentDataPoint, netIn: mb.RecordTaskNetInByteDataPoint,
+		netOut: mb.RecordTaskNetOutByteDataPoint, memUsage: mb.RecordTaskMemUsageByteDataPoint,
+		memLimit: mb.RecordTaskMemLimitByteDataPoint, netReceive: mb.RecordTaskNetworkReceiveBytesTotalDataPoint,
+		netTransmit: mb.RecordTaskNetworkTransmitBytesTotalDataPoint, blockIn: mb.RecordTaskBlockInByteDataPoint,
+		blockOut: mb.RecordTaskBlockOutByteDataPoint,
+	}
+}
+
+func serviceRecorders(mb *metadata.MetricsBuilder) containerRecorders {
+	return containerRecorders{
+		cpuPercent: mb.RecordServiceCPUPercentDataPoint, cpuSeconds: mb.RecordServiceCPUSecondsTotalDataPoint,
+		memPercent: mb.RecordServiceMemUsagePercentDataPoint, netIn: mb.RecordServiceNetInByteDataPoint,
+		netOut: mb.RecordServiceNetOutByteDataPoint, memUsage: mb.RecordServiceMemUsageByteDataPoint,
+		memLimit: mb.RecordServiceMemLimitByteDataPoint, netReceive: mb.RecordServiceNetworkReceiveBytesTotalDataPoint,
+		netTransmit: mb.RecordServiceNetworkTransmitBytesTotalDataPoint, blockIn: mb.RecordServiceBlockInByteDataPoint,
+		blockOut: mb.RecordServiceBlockOutByteDataPoint,
+	}
+}

@@ -1,0 +1,141 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package taskreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver"
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/scraper/scrapererror"
+	"golang.org/x/sys/unix"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
+)
+
+// scrapeNode records the node_* metrics with node_exporter's names and semantics. Each source
+// stands alone: one unreadable file costs only its own metrics.
+func (s *taskScraper) scrapeNode(now pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
+	s.scrapeUname(now, errs)
+	s.scrapeCPU(now, errs)
+	s.scrapeMemory(now, errs)
+	s.scrapeNetDev(now, errs)
+	s.scrapeDiskstats(now, errs)
+	s.scrapeFilesystems(now, errs)
+	if load, err := s.proc.LoadAvg(); err != nil {
+		s.nodeReadFailed(errs, "loadavg", err)
+	} else {
+		s.mb.RecordNodeLoad1DataPoint(now, load.Load1)
+	}
+}
+
+// scrapeUname reads uname(2)'s fields from /proc/sys/kernel, so that a fixture tree (and the
+// host's tree under root_path) decides them; the architecture falls back to uname(2) on kernels
+// older than 6.1, which lack kernel/arch, and is the same kernel's anyway.
+func (s *taskScraper) scrapeUname(now pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
+	dir := filepath.Join(s.cfg.RootPath, "proc", "sys", "kernel")
+	var fields [5]string
+	for i, name := range []string{"ostype", "osrelease", "version", "hostname", "domainname"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			s.nodeReadFailed(errs, "uname", err)
+			return
+		}
+		fields[i] = strings.TrimSpace(string(b))
+	}
+	machine := ""
+	if b, err := os.ReadFile(filepath.Join(dir, "arch")); err == nil {
+		machine = strings.TrimSpace(string(b))
+	} else {
+		var u unix.Utsname
+		if err := unix.Uname(&u); err == nil {
+			machine = unix.ByteSliceToString(u.Machine[:])
+		}
+	}
+	s.mb.RecordNodeUnameInfoDataPoint(now, 1, fields[0], fields[1], fields[2], machine, fields[3], fields[4])
+}
+
+func (s *taskScraper) scrapeCPU(now pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
+	stat, err := s.proc.Stat()
+	if err != nil {
+		s.nodeReadFailed(errs, "stat", err)
+		return
+	}
+	for n, c := range stat.CPU {
+		cpu := strconv.FormatInt(n, 10)
+		for _, m := range []struct {
+			mode  metadata.AttributeMode
+			value float64
+		}{
+			{metadata.AttributeModeUser, c.User},
+			{metadata.AttributeModeNice, c.Nice},
+			{metadata.AttributeModeSystem, c.System},
+			{metadata.AttributeModeIdle, c.Idle},
+			{metadata.AttributeModeIowait, c.Iowait},
+			{metadata.AttributeModeIrq, c.IRQ},
+			{metadata.AttributeModeSoftirq, c.SoftIRQ},
+			{metadata.AttributeModeSteal, c.Steal},
+		} {
+			s.mb.RecordNodeCPUSecondsTotalDataPoint(now, m.value, cpu, m.mode)
+		}
+	}
+}
+
+func (s *taskScraper) scrapeMemory(now pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
+	mi, err := s.proc.Meminfo()
+	if err != nil {
+		s.nodeReadFailed(errs, "meminfo", err)
+		return
+	}
+	if mi.MemTotalBytes != nil {
+		s.memTotal = *mi.MemTotalBytes
+	}
+	for _, m := range []struct {
+		value  *uint64
+		record func(pcommon.Timestamp, float64)
+	}{
+		{mi.MemTotalBytes, s.mb.RecordNodeMemoryMemTotalBytesDataPoint},
+		{mi.MemFreeBytes, s.mb.RecordNodeMemoryMemFreeBytesDataPoint},
+		{mi.MemAvailableBytes, s.mb.RecordNodeMemoryMemAvailableBytesDataPoint},
+		{mi.BuffersBytes, s.mb.RecordNodeMemoryBuffersBytesDataPoint},
+		{mi.CachedBytes, s.mb.RecordNodeMemoryCachedBytesDataPoint},
+	} {
+		// A field the kernel does not have (MemAvailable before 3.14) is absent, not zero.
+		if m.value != nil {
+			m.record(now, float64(*m.value))
+		}
+	}
+}
+
+func (s *taskScraper) scrapeNetDev(now pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
+	netDev, err := s.proc.NetDev()
+	if err != nil {
+		s.nodeReadFailed(errs, "net_dev", err)
+		return
+	}
+	for name, line := range netDev {
+		s.mb.RecordNodeNetworkReceiveBytesTotalDataPoint(now, float64(line.RxBytes), name)
+		s.mb.RecordNodeNetworkTransmitBytesTotalDataPoint(now, float64(line.TxBytes), name)
+	}
+}
+
+// sectorSize is the unit of /proc/diskstats whatever the device's real sector size.
+const sectorSize = 512
+
+func (s *taskScraper) scrapeDiskstats(now pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
+	disks, err := s.block.ProcDiskstats()
+	if err != nil {
+		s.nodeReadFailed(errs, "diskstats", err)
+		return
+	}
+	for _, d := range disks {
+		if s.diskExclude.MatchString(d.DeviceName) {
+			continue
+		}
+		s.mb.RecordNodeDiskReadBytesTotalDataPoint(now, float64(d.ReadSectors*sectorSize), d.DeviceName)
+		s.mb.RecordNodeDiskWrittenBytesTotalDataPoint(now, float64(d.WriteSectors*sectorSize), d.DeviceName)
+	}
+}

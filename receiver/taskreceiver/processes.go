@@ -1,0 +1,70 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package taskreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver"
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/scraper/scrapererror"
+)
+
+// scrapeProcesses reports processes in state D by command (zombie_process_count, OpenPAI's
+// name for them) and the resident memory of large processes (process_mem_usage_byte).
+func (s *taskScraper) scrapeProcesses(now pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
+	procs, err := s.proc.AllProcs()
+	if err != nil {
+		s.nodeReadFailed(errs, "proc", err)
+		return
+	}
+	uninterruptible := map[string]int64{}
+	for _, p := range procs {
+		stat, err := p.Stat()
+		if err != nil {
+			// Usually the process exited between the listing and the read.
+			s.readFailed("proc_stat")
+			continue
+		}
+		inD := stat.State == "D"
+		rss := int64(stat.ResidentMemory())
+		large := s.cfg.ProcessMemThreshold > 0 && rss > s.cfg.ProcessMemThreshold
+		if !inD && !large {
+			continue
+		}
+		args, _ := p.CmdLine() // a process gone by now still has its stat line: keep it
+		cmd := commandName(args, stat.Comm)
+		if inD {
+			command := cmd
+			if strings.Contains(strings.Join(args, " "), "nvidia-smi") {
+				// OpenPAI's alert rule matches this one value.
+				command = "nvidia-smi"
+			}
+			uninterruptible[command]++
+		}
+		if large {
+			s.mb.RecordProcessMemUsageByteDataPoint(now, rss, strconv.Itoa(p.PID), cmd)
+		}
+	}
+	commands := make([]string, 0, len(uninterruptible))
+	for c := range uninterruptible {
+		commands = append(commands, c)
+	}
+	sort.Strings(commands)
+	for _, c := range commands {
+		s.mb.RecordZombieProcessCountDataPoint(now, uninterruptible[c], c)
+	}
+}
+
+// commandName is the first token of the command line, as ps shows it; a kernel thread, which
+// has none, is shown as ps does: its name in brackets.
+func commandName(args []string, comm string) string {
+	if len(args) > 0 {
+		if fields := strings.Fields(args[0]); len(fields) > 0 {
+			return fields[0]
+		}
+	}
+	return "[" + comm + "]"
+}

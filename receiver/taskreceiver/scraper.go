@@ -1,0 +1,142 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package taskreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver"
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"time"
+
+	"github.com/prometheus/procfs"
+	"github.com/prometheus/procfs/blockdevice"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/collector/scraper/scrapererror"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
+)
+
+// collectorName is the value of the name label on this receiver's self-metrics (OpenPAI's
+// collector thread names were per source; ours is one loop).
+const collectorName = "task"
+
+// taskScraper collects one snapshot of the node per interval. Rates (task_cpu_percent,
+// task_net_*_byte) need the previous snapshot, kept per container and dropped when it goes.
+type taskScraper struct {
+	cfg    *Config
+	logger *zap.Logger
+	// mb collects the node's metrics, containerMB one resource per container; tasks and
+	// services are containerMB's two metric families.
+	mb          *metadata.MetricsBuilder
+	containerMB *metadata.MetricsBuilder
+	tasks       containerRecorders
+	services    containerRecorders
+	memTotal    uint64
+
+	nodeName string
+	proc     procfs.FS
+	block    blockdevice.FS
+	cgroups  cgroupHierarchy
+
+	mountPointsExclude *regexp.Regexp
+	fsTypesExclude     *regexp.Regexp
+	diskExclude        *regexp.Regexp
+	statfs             *statfsGuard
+
+	// now is the clock, a seam for tests of rates.
+	now func() time.Time
+
+	iterations int64
+	readErrors map[string]int64
+	containers map[string]*containerState
+}
+
+func newTaskScraper(cfg *Config, set receiver.Settings) *taskScraper {
+	containerMB := metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, set)
+	return &taskScraper{
+		cfg:         cfg,
+		logger:      set.Logger,
+		mb:          metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, set),
+		containerMB: containerMB,
+		tasks:       taskRecorders(containerMB),
+		services:    serviceRecorders(containerMB),
+		now:         time.Now,
+		readErrors:  map[string]int64{},
+		containers:  map[string]*containerState{},
+	}
+}
+
+func (s *taskScraper) start(context.Context, component.Host) error {
+	var err error
+	root := s.cfg.RootPath
+	if s.proc, err = procfs.NewFS(filepath.Join(root, "proc")); err != nil {
+		return fmt.Errorf("root_path: %w", err)
+	}
+	if s.block, err = blockdevice.NewFS(filepath.Join(root, "proc"), filepath.Join(root, "sys")); err != nil {
+		return fmt.Errorf("root_path: %w", err)
+	}
+	s.nodeName = s.cfg.NodeName
+	if s.nodeName == "" {
+		if s.nodeName, err = os.Hostname(); err != nil {
+			return fmt.Errorf("node_name is empty and the host name cannot be read: %w", err)
+		}
+	}
+	// Validate compiled these already; a failure here would be a bug.
+	s.mountPointsExclude = regexp.MustCompile(s.cfg.Filesystem.MountPointsExclude)
+	s.fsTypesExclude = regexp.MustCompile(s.cfg.Filesystem.FSTypesExclude)
+	s.diskExclude = regexp.MustCompile(s.cfg.Disk.DeviceExclude)
+	s.statfs = newStatfsGuard(s.cfg.Filesystem.StatfsTimeout)
+
+	mount := filepath.Join(root, "sys", "fs", "cgroup")
+	if s.cgroups, err = newCgroupHierarchy(mount, filepath.Join(root, "proc")); err != nil {
+		// A node without cgroups still has node metrics; say once why tasks are missing.
+		s.logger.Warn("No cgroup hierarchy found: task and service metrics are off", zap.Error(err))
+	}
+	return nil
+}
+
+// scrape never fails as a whole: what cannot be read is counted in collector_read_errors_total
+// and, for node-wide sources, returned as a partial error so it is also logged.
+func (s *taskScraper) scrape(context.Context) (pmetric.Metrics, error) {
+	now := pcommon.NewTimestampFromTime(s.now())
+	s.iterations++
+	var errs scrapererror.ScrapeErrors
+
+	// The node pass goes first: a container without a memory limit is given the node's memory.
+	s.scrapeNode(now, &errs)
+	s.scrapeProcesses(now, &errs)
+	s.scrapeContainers(now)
+	s.mb.RecordCollectorIterationCountTotalDataPoint(now, s.iterations, collectorName)
+	sources := make([]string, 0, len(s.readErrors))
+	for src := range s.readErrors {
+		sources = append(sources, src)
+	}
+	sort.Strings(sources)
+	for _, src := range sources {
+		s.mb.RecordCollectorReadErrorsTotalDataPoint(now, s.readErrors[src], collectorName, src)
+	}
+	rb := s.mb.NewResourceBuilder()
+	rb.SetNodeName(s.nodeName)
+	md := s.mb.Emit(metadata.WithResource(rb.Emit()))
+	s.containerMB.Emit().ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
+	return md, errs.Combine()
+}
+
+// readFailed counts a skipped item under its source.
+func (s *taskScraper) readFailed(source string) {
+	s.readErrors[source]++
+}
+
+// nodeReadFailed counts a node-wide source that could not be read and reports it as a partial error.
+func (s *taskScraper) nodeReadFailed(errs *scrapererror.ScrapeErrors, source string, err error) {
+	s.readFailed(source)
+	errs.AddPartial(1, fmt.Errorf("%s: %w", source, err))
+}

@@ -1,0 +1,75 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package taskreceiver
+
+import (
+	"context"
+	"flag"
+	"path/filepath"
+	"testing"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected metrics in testdata/expected")
+
+// Filesystem sizes come from statfs on the machine running the test, so only their presence
+// and labels are compared.
+var compareOptions = []pmetrictest.CompareMetricsOption{
+	pmetrictest.IgnoreStartTimestamp(),
+	pmetrictest.IgnoreTimestamp(),
+	pmetrictest.IgnoreResourceMetricsOrder(),
+	pmetrictest.IgnoreMetricsOrder(),
+	pmetrictest.IgnoreMetricDataPointsOrder(),
+	pmetrictest.IgnoreMetricValues("node_filesystem_avail_bytes", "node_filesystem_size_bytes"),
+}
+
+func testConfig(root string) *Config {
+	cfg := createDefaultConfig().(*Config)
+	cfg.RootPath = root
+	cfg.NodeName = "gpu-node-07"
+	cfg.ServiceNamespaces = []string{"pai"}
+	return cfg
+}
+
+func newStartedScraper(t *testing.T, cfg *Config) *taskScraper {
+	t.Helper()
+	s := newTaskScraper(cfg, receivertest.NewNopSettings(metadata.Type))
+	require.NoError(t, s.start(context.Background(), componenttest.NewNopHost()))
+	return s
+}
+
+func scrapeOnce(t *testing.T, s *taskScraper) pmetric.Metrics {
+	t.Helper()
+	md, err := s.scrape(context.Background())
+	var partial interface{ Failed() int }
+	if err != nil {
+		require.ErrorAs(t, err, &partial, "a scrape error must be partial, never total")
+	}
+	return md
+}
+
+// TestScrapeHosts compares one collection of each fixture host with its expected metrics.
+func TestScrapeHosts(t *testing.T) {
+	for _, host := range []string{"v1-cgroupfs-docker", "v1-systemd-containerd", "v2-systemd-crio"} {
+		t.Run(host, func(t *testing.T) {
+			s := newStartedScraper(t, testConfig(filepath.Join("testdata", "hosts", host)))
+			actual := scrapeOnce(t, s)
+			expectedFile := filepath.Join("testdata", "expected", host+".yaml")
+			if *update {
+				require.NoError(t, golden.WriteMetrics(t, expectedFile, actual))
+			}
+			expected, err := golden.ReadMetrics(expectedFile)
+			require.NoError(t, err)
+			require.NoError(t, pmetrictest.CompareMetrics(expected, actual, compareOptions...))
+		})
+	}
+}
