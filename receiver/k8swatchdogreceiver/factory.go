@@ -1,0 +1,106 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package k8swatchdogreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/k8swatchdogreceiver"
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/collector/scraper"
+	"go.opentelemetry.io/collector/scraper/scraperhelper"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/k8swatchdogreceiver/internal/metadata"
+)
+
+// NewFactory creates the k8s_watchdog receiver factory.
+func NewFactory() receiver.Factory {
+	return receiver.NewFactory(
+		metadata.Type,
+		createDefaultConfig,
+		receiver.WithMetrics(createMetrics, metadata.MetricsStability),
+		receiver.WithLogs(createLogs, metadata.LogsStability),
+	)
+}
+
+func createDefaultConfig() component.Config {
+	cc := scraperhelper.NewDefaultControllerConfig()
+	// The metrics are read from the informers' caches, so collecting often is cheap; only the
+	// /healthz probe goes to the API server on each collection.
+	cc.CollectionInterval = 30 * time.Second
+	return &Config{
+		ControllerConfig:     cc,
+		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
+		LogsBuilderConfig:    metadata.DefaultLogsBuilderConfig(),
+		AuthType:             AuthTypeServiceAccount,
+		SyncTimeout:          time.Minute,
+		HealthzTimeout:       10 * time.Second,
+		GPUResourceNames:     []string{"nvidia.com/gpu"},
+		ServiceLabel:         "app",
+		JobNameSources: []JobNameSource{
+			{Label: "jobName"},                        // OpenPAI before v1.0
+			{Env: "PAI_JOB_NAME"},                     // OpenPAI v1.x: only the containers' environment has it
+			{Label: "batch.kubernetes.io/job-name"},   // Kubernetes Jobs
+			{Label: "training.kubeflow.org/job-name"}, // Kubeflow training operator
+			{Label: "volcano.sh/job-name"},            // Volcano
+		},
+	}
+}
+
+func createMetrics(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Metrics) (receiver.Metrics, error) {
+	c := cfg.(*Config)
+	w := watchdogs.get(c, set)
+	s, err := scraper.NewMetrics(w.scrape, scraper.WithStart(w.start), scraper.WithShutdown(w.shutdown))
+	if err != nil {
+		return nil, err
+	}
+	return scraperhelper.NewMetricsController(&c.ControllerConfig, set, next, scraperhelper.AddMetricsScraper(metadata.Type, s))
+}
+
+func createLogs(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Logs) (receiver.Logs, error) {
+	w := watchdogs.get(cfg.(*Config), set)
+	w.logs = next
+	return logsReceiver{w}, nil
+}
+
+// logsReceiver is the logs face of a watchdog; the metrics face is the scraper controller.
+type logsReceiver struct{ w *watchdog }
+
+func (r logsReceiver) Start(ctx context.Context, host component.Host) error {
+	return r.w.start(ctx, host)
+}
+
+func (r logsReceiver) Shutdown(ctx context.Context) error { return r.w.shutdown(ctx) }
+
+// watchdogs shares one watchdog between the metrics and the logs receiver of one component: the
+// collector creates both from the same *Config, and two sets of informers would list and watch
+// the whole cluster twice. (contrib's internal/sharedcomponent does the same; it cannot be
+// imported from outside contrib.)
+var watchdogs = &registry{m: map[*Config]*watchdog{}}
+
+type registry struct {
+	mu sync.Mutex
+	m  map[*Config]*watchdog
+}
+
+func (r *registry) get(cfg *Config, set receiver.Settings) *watchdog {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w, ok := r.m[cfg]; ok {
+		return w
+	}
+	w := newWatchdog(cfg, set)
+	w.release = func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.m[cfg] == w {
+			delete(r.m, cfg)
+		}
+	}
+	r.m[cfg] = w
+	return w
+}

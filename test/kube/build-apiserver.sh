@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Builds kube-apiserver from k8s.io/kubernetes through the Go module proxy, once per version,
+# and prints the binary's path. The end-to-end tests of the k8s_watchdog receiver run it
+# (KUBE_APISERVER_BIN=$(test/kube/build-apiserver.sh) go test -tags e2e ./...).
+#
+# k8s.io/kubernetes is not meant to be required as a module: its go.mod points every staging
+# repository (k8s.io/api, k8s.io/client-go, ...) at ./staging/src/..., which does not exist in
+# the module zip. A throwaway module therefore requires it and replaces each of those staging
+# paths by the published module of the matching version (v1.34.4 -> v0.34.4). The list is read
+# from kubernetes' own go.mod so that it cannot drift from the version being built.
+set -euo pipefail
+
+KUBE_VERSION="${KUBE_VERSION:-v1.34.4}"
+cache_dir="${KUBE_CACHE_DIR:-$HOME/.cache/otelcol-gpu}/kube-apiserver-${KUBE_VERSION}"
+bin="${cache_dir}/kube-apiserver"
+
+if [[ -x "$bin" ]]; then
+	echo "$bin"
+	exit 0
+fi
+
+# Staging modules are tagged v0.<minor>.<patch> for kubernetes v1.<minor>.<patch>.
+staging_version="v0.${KUBE_VERSION#v1.}"
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+export GOWORK=off GOFLAGS=-mod=mod
+
+go mod init kube-apiserver-build >&2
+kube_gomod="$(go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}" | sed -n 's/^\s*"GoMod": "\(.*\)",$/\1/p')"
+if [[ -z "$kube_gomod" ]]; then
+	echo "build-apiserver.sh: could not download k8s.io/kubernetes@${KUBE_VERSION} from the module proxy" >&2
+	exit 1
+fi
+replaces=()
+while read -r path; do
+	replaces+=("-replace=${path}=${path}@${staging_version}")
+done < <(sed -n 's#^\s*\(k8s\.io/[^ ]*\) => \./staging/src/.*#\1#p' "$kube_gomod")
+if [[ ${#replaces[@]} -eq 0 ]]; then
+	echo "build-apiserver.sh: found no staging replace lines in $kube_gomod" >&2
+	exit 1
+fi
+go mod edit "-require=k8s.io/kubernetes@${KUBE_VERSION}" "${replaces[@]}"
+go get "k8s.io/kubernetes/cmd/kube-apiserver@${KUBE_VERSION}" >&2
+
+# The version variables are what kubernetes' own build (hack/lib/version.sh) sets; without them
+# the binary reports v0.0.0 and clients that check the server version get confused.
+ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+	ldflags+=" -X ${pkg}.gitVersion=${KUBE_VERSION} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=$(cut -d. -f2 <<<"$KUBE_VERSION")"
+done
+mkdir -p "$cache_dir"
+CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "${bin}.tmp" k8s.io/kubernetes/cmd/kube-apiserver >&2
+mv "${bin}.tmp" "$bin"
+echo "$bin"
