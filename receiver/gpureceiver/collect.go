@@ -1,0 +1,418 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gpureceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver"
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
+)
+
+// gpu_health values.
+const (
+	healthOK      = 0
+	healthWarning = 1
+	healthFatal   = 2
+)
+
+// gpuRead is one collection of one GPU. The first call that finds the GPU lost, needing a
+// reset or past its deadline ends it: the GPU is reported down and its remaining calls are not
+// made, while the other GPUs, collected in parallel, go on.
+type gpuRead struct {
+	src    *nvmlSource
+	st     *gpuState
+	dev    nvml.Device
+	now    pcommon.Timestamp
+	down   nvml.Return
+	health map[metadata.AttributeCondition]int64
+	// util is the GPU utilization read this collection, -1 when unknown.
+	util int64
+}
+
+// read makes one guarded NVML call on the GPU. It reports false when the value is unavailable:
+// not supported (the metric is left out, never faked), another error, or the GPU went down.
+func read[T any](r *gpuRead, call string, f func() (T, nvml.Return)) (T, bool) {
+	var zero T
+	if r.down != nvml.SUCCESS {
+		return zero, false
+	}
+	v, ret := guarded(&r.st.lane, r.src.cfg.CallTimeout, r.src.hist, f)
+	switch ret {
+	case nvml.SUCCESS:
+		return v, true
+	case nvml.ERROR_GPU_IS_LOST, nvml.ERROR_RESET_REQUIRED:
+		r.down = ret
+	case errDeadline:
+		r.down = ret
+		r.st.timeouts[call]++
+		r.src.logger.Warn("NVML call passed its deadline: the GPU is reported down until the call returns; the other GPUs keep reporting",
+			zap.Int("gpu", r.st.id.index), zap.String("uuid", r.st.id.uuid), zap.String("call", call), zap.Duration("call_timeout", r.src.cfg.CallTimeout))
+	case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_NOT_FOUND:
+	default:
+		r.src.logger.Debug("NVML call failed", zap.Int("gpu", r.st.id.index), zap.String("call", call), zap.String("error", ret.Error()))
+	}
+	return zero, false
+}
+
+// collectGPU records one GPU into its own MetricsBuilder (GPUs are collected in parallel).
+func (s *nvmlSource) collectGPU(st *gpuState, now pcommon.Timestamp) {
+	r := &gpuRead{src: s, st: st, dev: st.id.handle, now: now, down: st.handleErr, health: map[metadata.AttributeCondition]int64{}, util: -1}
+	if r.down == nvml.SUCCESS && st.lane.hung.Load() {
+		r.down = errDeadline
+	}
+	if r.down == nvml.SUCCESS {
+		for _, step := range []func(*gpuRead){
+			readUtilization, readMemoryAndProcesses, readThermalAndPower, readClocks,
+			readPCIe, readNVLink, readECC, readRetiredPages, readRemappedRows,
+		} {
+			step(r)
+		}
+	}
+	mb := st.mb
+	switch r.down {
+	case nvml.SUCCESS:
+		mb.RecordGpuUpDataPoint(now, 1)
+		r.health[metadata.AttributeConditionNvml] = healthOK
+	case nvml.ERROR_GPU_IS_LOST, nvml.ERROR_RESET_REQUIRED:
+		mb.RecordGpuUpDataPoint(now, 0)
+		r.health[metadata.AttributeConditionNvml] = healthFatal
+	default:
+		mb.RecordGpuUpDataPoint(now, 0)
+		r.health[metadata.AttributeConditionNvml] = healthWarning
+	}
+	r.health[metadata.AttributeConditionXid] = s.xids.healthOf(st.id.uuid)
+	for cond, level := range r.health {
+		mb.RecordGpuHealthDataPoint(now, level, cond)
+	}
+	codes, counts := s.xids.countsOf(st.id.uuid)
+	for i, code := range codes {
+		mb.RecordGpuXidErrorsTotalDataPoint(now, counts[i], strconv.FormatUint(code, 10))
+	}
+	for call, n := range st.timeouts {
+		mb.RecordGpuNvmlTimeoutsTotalDataPoint(now, n, call)
+	}
+	mb.RecordGpuInfoDataPoint(now, 1, st.id.model, st.id.pciBusID, s.driver)
+}
+
+func (r *gpuRead) worst(cond metadata.AttributeCondition, level int64) {
+	r.health[cond] = max(r.health[cond], level)
+}
+
+func readUtilization(r *gpuRead) {
+	if u, ok := read(r, "GetUtilizationRates", r.dev.GetUtilizationRates); ok {
+		r.util = int64(u.Gpu)
+		r.st.mb.RecordGpuUtilizationDataPoint(r.now, float64(u.Gpu), metadata.AttributeVenderNvidia)
+		r.st.mb.RecordNvidiasmiUtilizationGpuDataPoint(r.now, float64(u.Gpu))
+	}
+}
+
+// readMemoryAndProcesses reads the framebuffer and the processes together: a leak is memory
+// in use that no process holds.
+func readMemoryAndProcesses(r *gpuRead) {
+	mb := r.st.mb
+	var total, used uint64
+	var haveMemory bool
+	if r.src.symbols[symMemoryInfoV2] {
+		// v2 leaves out the driver's reserved memory, which v1 counts as used.
+		var m nvml.Memory_v2
+		if m, haveMemory = read(r, "GetMemoryInfo_v2", r.dev.GetMemoryInfo_v2); haveMemory {
+			total, used = m.Total, m.Used
+		}
+	} else {
+		var m nvml.Memory
+		if m, haveMemory = read(r, "GetMemoryInfo", r.dev.GetMemoryInfo); haveMemory {
+			total, used = m.Total, m.Used
+		}
+	}
+	if haveMemory {
+		mb.RecordGpuMemoryTotalBytesDataPoint(r.now, int64(total))
+		mb.RecordGpuMemoryUsedBytesDataPoint(r.now, int64(used))
+		if total > 0 {
+			pct := float64(used) / float64(total) * 100
+			mb.RecordGpuMemUtilizationDataPoint(r.now, pct, metadata.AttributeVenderNvidia)
+			mb.RecordNvidiasmiUtilizationMemoryDataPoint(r.now, pct)
+		}
+	}
+
+	compute, okCompute := read(r, "GetComputeRunningProcesses", r.dev.GetComputeRunningProcesses)
+	graphics, okGraphics := read(r, "GetGraphicsRunningProcesses", r.dev.GetGraphicsRunningProcesses)
+	if !okCompute && !okGraphics {
+		return
+	}
+	memory := map[uint32]uint64{}
+	for _, p := range append(compute, graphics...) {
+		memory[p.Pid] += p.UsedGpuMemory
+	}
+	pids := make([]uint32, 0, len(memory))
+	for pid := range memory {
+		pids = append(pids, pid)
+	}
+	sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
+	for _, pid := range pids {
+		mb.RecordGpuProcessMemoryUsedBytesDataPoint(r.now, int64(memory[pid]), strconv.FormatUint(uint64(pid), 10))
+	}
+	if haveMemory {
+		leak := int64(0)
+		if len(pids) == 0 && used > uint64(r.src.cfg.MemoryLeakThreshold) {
+			leak = 1
+		}
+		mb.RecordNvidiasmiMemoryLeakCountDataPoint(r.now, leak)
+	}
+
+	// Pass the newest sample seen, so NVML returns this interval's samples only; ERROR_NOT_FOUND
+	// means no process ran a kernel since then, a real 0 for each process.
+	last := r.st.lastProcessSample
+	samples, ok := read(r, "GetProcessUtilization", func() ([]nvml.ProcessUtilizationSample, nvml.Return) {
+		samples, ret := r.dev.GetProcessUtilization(last)
+		if ret == nvml.ERROR_NOT_FOUND {
+			return nil, nvml.SUCCESS
+		}
+		return samples, ret
+	})
+	if !ok {
+		return
+	}
+	sm := map[uint32]uint32{}
+	for _, smp := range samples {
+		if smp.TimeStamp > last {
+			sm[smp.Pid] = max(sm[smp.Pid], smp.SmUtil)
+			r.st.lastProcessSample = max(r.st.lastProcessSample, smp.TimeStamp)
+		}
+	}
+	for _, pid := range pids {
+		mb.RecordGpuProcessSmUtilizationDataPoint(r.now, int64(sm[pid]), strconv.FormatUint(uint64(pid), 10))
+	}
+}
+
+func readThermalAndPower(r *gpuRead) {
+	mb := r.st.mb
+	if t, ok := read(r, "GetTemperature", func() (uint32, nvml.Return) { return r.dev.GetTemperature(nvml.TEMPERATURE_GPU) }); ok {
+		mb.RecordNvidiasmiTemperatureDataPoint(r.now, float64(t))
+	}
+	if mw, ok := read(r, "GetPowerUsage", r.dev.GetPowerUsage); ok {
+		mb.RecordGpuPowerWattsDataPoint(r.now, float64(mw)/1000)
+	}
+	if r.src.symbols[symTotalEnergy] {
+		if mj, ok := read(r, "GetTotalEnergyConsumption", r.dev.GetTotalEnergyConsumption); ok {
+			mb.RecordGpuEnergyJoulesTotalDataPoint(r.now, float64(mj)/1000)
+		}
+	}
+}
+
+// clockReasons are NVML's clock event reason bits with dcgm-exporter's names for them. The
+// HW slowdown bits exist in go-nvml only under their older ClocksThrottleReason names.
+var clockReasons = []struct {
+	bit    uint64
+	reason metadata.AttributeReason
+}{
+	{nvml.ClocksEventReasonGpuIdle, metadata.AttributeReasonGpuIdle},
+	{nvml.ClocksEventReasonApplicationsClocksSetting, metadata.AttributeReasonClocksSetting},
+	{nvml.ClocksEventReasonSwPowerCap, metadata.AttributeReasonPowerCap},
+	{nvml.ClocksThrottleReasonHwSlowdown, metadata.AttributeReasonHwSlowdown},
+	{nvml.ClocksEventReasonSyncBoost, metadata.AttributeReasonSyncBoost},
+	{nvml.ClocksEventReasonSwThermalSlowdown, metadata.AttributeReasonSwThermal},
+	{nvml.ClocksThrottleReasonHwThermalSlowdown, metadata.AttributeReasonHwThermal},
+	{nvml.ClocksThrottleReasonHwPowerBrakeSlowdown, metadata.AttributeReasonHwPowerBrake},
+	{nvml.ClocksEventReasonDisplayClockSetting, metadata.AttributeReasonDisplayClocks},
+	{nvml.ClocksEventReasonBoardLimit, metadata.AttributeReasonBoardLimit},
+	{nvml.ClocksEventReasonReliability, metadata.AttributeReasonReliability},
+}
+
+func readClocks(r *gpuRead) {
+	mb := r.st.mb
+	for _, c := range []struct {
+		typ   nvml.ClockType
+		clock metadata.AttributeClock
+	}{{nvml.CLOCK_SM, metadata.AttributeClockSm}, {nvml.CLOCK_MEM, metadata.AttributeClockMemory}} {
+		if mhz, ok := read(r, "GetClockInfo", func() (uint32, nvml.Return) { return r.dev.GetClockInfo(c.typ) }); ok {
+			mb.RecordGpuClockMhzDataPoint(r.now, int64(mhz), c.clock)
+		}
+	}
+
+	var bits uint64
+	var haveReasons bool
+	if r.src.symbols[symClocksEventReasons] {
+		bits, haveReasons = read(r, "GetCurrentClocksEventReasons", r.dev.GetCurrentClocksEventReasons)
+	} else {
+		bits, haveReasons = read(r, "GetCurrentClocksThrottleReasons", r.dev.GetCurrentClocksThrottleReasons)
+	}
+	var active []string
+	if haveReasons {
+		for _, cr := range clockReasons {
+			on := int64(0)
+			if bits&cr.bit != 0 {
+				on = 1
+				active = append(active, cr.reason.String())
+			}
+			mb.RecordGpuClockEventReasonDataPoint(r.now, on, cr.reason)
+		}
+		thermal := bits&(nvml.ClocksEventReasonSwThermalSlowdown|nvml.ClocksThrottleReasonHwThermalSlowdown) != 0
+		power := bits&(nvml.ClocksThrottleReasonHwSlowdown|nvml.ClocksThrottleReasonHwPowerBrakeSlowdown) != 0
+		r.worst(metadata.AttributeConditionThermal, boolLevel(thermal, healthWarning))
+		r.worst(metadata.AttributeConditionPower, boolLevel(power, healthWarning))
+	}
+	if p, ok := read(r, "GetPerformanceState", r.dev.GetPerformanceState); ok && p != nvml.PSTATE_UNKNOWN {
+		mb.RecordNvidiasmiPerformanceStateDataPoint(r.now, int64(p), strings.Join(active, ","))
+	}
+}
+
+func readPCIe(r *gpuRead) {
+	mb := r.st.mb
+	for _, c := range []struct {
+		counter nvml.PcieUtilCounter
+		dir     metadata.AttributeDirection
+	}{{nvml.PCIE_UTIL_RX_BYTES, metadata.AttributeDirectionRx}, {nvml.PCIE_UTIL_TX_BYTES, metadata.AttributeDirectionTx}} {
+		if kbps, ok := read(r, "GetPcieThroughput", func() (uint32, nvml.Return) { return r.dev.GetPcieThroughput(c.counter) }); ok {
+			mb.RecordGpuPcieThroughputBytesPerSecondDataPoint(r.now, int64(kbps)*1024, c.dir)
+		}
+	}
+	if n, ok := read(r, "GetPcieReplayCounter", r.dev.GetPcieReplayCounter); ok {
+		mb.RecordGpuPcieReplaysTotalDataPoint(r.now, int64(n))
+	}
+	genCur, ok1 := read(r, "GetCurrPcieLinkGeneration", r.dev.GetCurrPcieLinkGeneration)
+	genMax, ok2 := read(r, "GetMaxPcieLinkGeneration", r.dev.GetMaxPcieLinkGeneration)
+	widthCur, ok3 := read(r, "GetCurrPcieLinkWidth", r.dev.GetCurrPcieLinkWidth)
+	widthMax, ok4 := read(r, "GetMaxPcieLinkWidth", r.dev.GetMaxPcieLinkWidth)
+	if ok1 {
+		mb.RecordGpuPcieLinkGenCurrentDataPoint(r.now, int64(genCur))
+	}
+	if ok2 {
+		mb.RecordGpuPcieLinkGenMaxDataPoint(r.now, int64(genMax))
+	}
+	if ok3 {
+		mb.RecordGpuPcieLinkWidthCurrentDataPoint(r.now, int64(widthCur))
+	}
+	if ok4 {
+		mb.RecordGpuPcieLinkWidthMaxDataPoint(r.now, int64(widthMax))
+	}
+	if ok1 && ok2 && ok3 && ok4 {
+		// GPUs lower the link generation at idle to save power, so only a busy GPU below its
+		// generation is degraded; fewer lanes than the maximum is degraded at any load.
+		busy := r.util > 0
+		r.worst(metadata.AttributeConditionPcieLink, boolLevel(widthCur < widthMax || (busy && genCur < genMax), healthWarning))
+	}
+}
+
+var nvlinkCounters = []struct {
+	counter nvml.NvLinkErrorCounter
+	attr    metadata.AttributeNvlinkCounter
+}{
+	{nvml.NVLINK_ERROR_DL_REPLAY, metadata.AttributeNvlinkCounterReplay},
+	{nvml.NVLINK_ERROR_DL_RECOVERY, metadata.AttributeNvlinkCounterRecovery},
+	{nvml.NVLINK_ERROR_DL_CRC_FLIT, metadata.AttributeNvlinkCounterCrcFlit},
+	{nvml.NVLINK_ERROR_DL_CRC_DATA, metadata.AttributeNvlinkCounterCrcData},
+}
+
+// readNVLink reports the error counters of the active links; the first link NVML refuses ends
+// the list (GPUs have 4 to 18 links, PCIe cards none).
+func readNVLink(r *gpuRead) {
+	for link := range nvml.NVLINK_MAX_LINKS {
+		state, ok := read(r, "GetNvLinkState", func() (nvml.EnableState, nvml.Return) { return r.dev.GetNvLinkState(link) })
+		if !ok {
+			return
+		}
+		if state != nvml.FEATURE_ENABLED {
+			continue
+		}
+		for _, c := range nvlinkCounters {
+			if n, ok := read(r, "GetNvLinkErrorCounter", func() (uint64, nvml.Return) { return r.dev.GetNvLinkErrorCounter(link, c.counter) }); ok {
+				r.st.mb.RecordGpuNvlinkErrorsTotalDataPoint(r.now, int64(n), strconv.Itoa(link), c.attr)
+			}
+		}
+	}
+}
+
+func readECC(r *gpuRead) {
+	mb := r.st.mb
+	var volatileUncorrected uint64
+	var haveECC bool
+	for _, e := range []struct {
+		typ     nvml.MemoryErrorType
+		counter nvml.EccCounterType
+		errType metadata.AttributeErrorType
+		ctrType metadata.AttributeCounterType
+		smi     metadata.AttributeEccType
+	}{
+		{nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.VOLATILE_ECC, metadata.AttributeErrorTypeCorrected, metadata.AttributeCounterTypeVolatile, metadata.AttributeEccTypeSingle},
+		{nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC, metadata.AttributeErrorTypeUncorrected, metadata.AttributeCounterTypeVolatile, metadata.AttributeEccTypeDouble},
+		{nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.AGGREGATE_ECC, metadata.AttributeErrorTypeCorrected, metadata.AttributeCounterTypeAggregate, metadata.AttributeEccTypeSingle},
+		{nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.AGGREGATE_ECC, metadata.AttributeErrorTypeUncorrected, metadata.AttributeCounterTypeAggregate, metadata.AttributeEccTypeDouble},
+	} {
+		n, ok := read(r, "GetTotalEccErrors", func() (uint64, nvml.Return) { return r.dev.GetTotalEccErrors(e.typ, e.counter) })
+		if !ok {
+			continue
+		}
+		haveECC = true
+		mb.RecordGpuEccErrorsDataPoint(r.now, int64(n), e.errType, e.ctrType)
+		if e.counter == nvml.VOLATILE_ECC {
+			// OpenPAI's nvidiasmi_ecc_error_count is the volatile count.
+			mb.RecordNvidiasmiEccErrorCountDataPoint(r.now, int64(n), e.smi)
+			if e.typ == nvml.MEMORY_ERROR_TYPE_UNCORRECTED {
+				volatileUncorrected = n
+			}
+		}
+	}
+	if haveECC {
+		r.worst(metadata.AttributeConditionMemoryEcc, boolLevel(volatileUncorrected > 0, healthWarning))
+	}
+}
+
+// readRetiredPages covers GPUs before Ampere; later ones answer NOT_SUPPORTED and the metric
+// is left out (row remapping replaces it).
+func readRetiredPages(r *gpuRead) {
+	for _, c := range []struct {
+		cause nvml.PageRetirementCause
+		typ   metadata.AttributeEccType
+	}{{nvml.PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, metadata.AttributeEccTypeSingle}, {nvml.PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, metadata.AttributeEccTypeDouble}} {
+		pages, ok := read(r, "GetRetiredPages", func() ([]uint64, nvml.Return) { return r.dev.GetRetiredPages(c.cause) })
+		if !ok {
+			return
+		}
+		r.st.mb.RecordNvidiasmiRetiredPageCountDataPoint(r.now, int64(len(pages)), c.typ)
+	}
+	if pending, ok := read(r, "GetRetiredPagesPendingStatus", r.dev.GetRetiredPagesPendingStatus); ok {
+		r.worst(metadata.AttributeConditionRetiredPages, boolLevel(pending == nvml.FEATURE_ENABLED, healthWarning))
+	}
+}
+
+type remappedRows struct {
+	corrected, uncorrected int
+	pending, failed        bool
+}
+
+func readRemappedRows(r *gpuRead) {
+	if !r.src.symbols[symRemappedRows] {
+		return
+	}
+	rows, ok := read(r, "GetRemappedRows", func() (remappedRows, nvml.Return) {
+		c, u, p, f, ret := r.dev.GetRemappedRows()
+		return remappedRows{c, u, p, f}, ret
+	})
+	if !ok {
+		return
+	}
+	mb := r.st.mb
+	mb.RecordGpuRemappedRowsDataPoint(r.now, int64(rows.corrected), metadata.AttributeErrorTypeCorrected)
+	mb.RecordGpuRemappedRowsDataPoint(r.now, int64(rows.uncorrected), metadata.AttributeErrorTypeUncorrected)
+	mb.RecordGpuRemappedRowsPendingDataPoint(r.now, boolLevel(rows.pending, 1))
+	mb.RecordGpuRemappedRowsFailedDataPoint(r.now, boolLevel(rows.failed, 1))
+	level := boolLevel(rows.pending, healthWarning)
+	if rows.failed {
+		level = healthFatal
+	}
+	r.worst(metadata.AttributeConditionRowRemap, level)
+}
+
+func boolLevel(b bool, level int64) int64 {
+	if b {
+		return level
+	}
+	return 0
+}

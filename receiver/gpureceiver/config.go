@@ -1,0 +1,150 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gpureceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver"
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/scraper/scraperhelper"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
+)
+
+// Backends.
+const (
+	backendNVML      = "nvml"
+	backendSimulated = "simulated"
+)
+
+// Config of the gpu receiver.
+type Config struct {
+	scraperhelper.ControllerConfig `mapstructure:",squash"`
+	metadata.MetricsBuilderConfig  `mapstructure:",squash"`
+	// Events enables the log records (logs pipeline); resource_attributes above apply to them too.
+	Events metadata.EventsConfig `mapstructure:"events"`
+
+	// Backend is nvml (the driver's libnvidia-ml) or simulated (a scenario on go-nvml's mocks).
+	Backend string `mapstructure:"backend"`
+	// LibraryPath is the NVML library to dlopen; empty means libnvidia-ml.so.1 on the loader path.
+	LibraryPath string `mapstructure:"library_path"`
+	// Scenario is the scenario file of the simulated backend.
+	Scenario string `mapstructure:"scenario"`
+	// RootPath is where the host's / is mounted; the kernel log is read at <root_path>/dev/kmsg.
+	RootPath string `mapstructure:"root_path"`
+	// NodeName labels every series (node_name); empty means this machine's host name.
+	NodeName string `mapstructure:"node_name"`
+	// ConfiguredGPUCount is how many GPUs the node should have (configured_gpu_count).
+	ConfiguredGPUCount *int `mapstructure:"configured_gpu_count"`
+	// CallTimeout is the deadline of every NVML call; a GPU whose call passes it is reported down
+	// and skipped until the call returns, while the other GPUs keep reporting.
+	CallTimeout time.Duration `mapstructure:"call_timeout"`
+	// InitRetry paces the NVML Init retries while the driver is missing.
+	InitRetry InitRetryConfig `mapstructure:"init_retry"`
+	// MemoryLeakThreshold is the framebuffer use, in bytes, above which a GPU that no process
+	// holds counts as leaking (nvidiasmi_memory_leak_count); it absorbs the driver's own use.
+	MemoryLeakThreshold int64 `mapstructure:"memory_leak_threshold"`
+	// XID configures the XID sources and the XID table.
+	XID XIDConfig `mapstructure:"xid"`
+}
+
+// InitRetryConfig is an exponential backoff.
+type InitRetryConfig struct {
+	InitialInterval time.Duration `mapstructure:"initial_interval"`
+	MaxInterval     time.Duration `mapstructure:"max_interval"`
+}
+
+// XIDConfig selects the XID sources and overrides the XID table.
+type XIDConfig struct {
+	// NVMLEvents reads XIDs from an NVML event set.
+	NVMLEvents bool `mapstructure:"nvml_events"`
+	// Kmsg reads "NVRM: Xid" lines from the kernel log.
+	Kmsg bool `mapstructure:"kmsg"`
+	// KmsgPath replaces <root_path>/dev/kmsg, e.g. with a file that a log shipper appends to.
+	KmsgPath string `mapstructure:"kmsg_path"`
+	// DedupWindow is how far apart the NVML event and the kernel log line of one XID may arrive.
+	DedupWindow time.Duration `mapstructure:"dedup_window"`
+	// HealthWindow is how long an XID keeps its severity in gpu_health{condition="xid"}.
+	HealthWindow time.Duration `mapstructure:"health_window"`
+	// Table overrides entries of the XID table, keyed by code; empty fields keep the default.
+	Table map[string]XIDInfo `mapstructure:"table"`
+}
+
+// XIDInfo is one entry of the XID table.
+type XIDInfo struct {
+	Meaning  string `mapstructure:"meaning"`
+	Severity string `mapstructure:"severity"`
+	Action   string `mapstructure:"action"`
+}
+
+var _ confmap.Validator = (*Config)(nil)
+
+// Validate checks the configuration at start-up, naming the key at fault.
+func (cfg *Config) Validate() error {
+	var errs []error
+	switch cfg.Backend {
+	case backendNVML:
+		if cfg.Scenario != "" {
+			errs = append(errs, errors.New("scenario is only read with backend: simulated; remove it or set backend: simulated"))
+		}
+	case backendSimulated:
+		if cfg.LibraryPath != "" {
+			errs = append(errs, errors.New("library_path is only used with backend: nvml; remove it or set backend: nvml"))
+		}
+		if cfg.Scenario == "" {
+			errs = append(errs, errors.New("scenario must name a scenario file when backend is simulated"))
+		} else if _, err := simulated.LoadScenario(cfg.Scenario); err != nil {
+			errs = append(errs, fmt.Errorf("scenario %q: %w", cfg.Scenario, err))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("backend must be nvml or simulated, got %q", cfg.Backend))
+	}
+	if !filepath.IsAbs(cfg.RootPath) {
+		errs = append(errs, fmt.Errorf("root_path must be an absolute path, got %q", cfg.RootPath))
+	}
+	if cfg.ConfiguredGPUCount != nil && *cfg.ConfiguredGPUCount < 0 {
+		errs = append(errs, fmt.Errorf("configured_gpu_count must not be negative, got %d", *cfg.ConfiguredGPUCount))
+	}
+	if cfg.CallTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("call_timeout must be positive, got %s", cfg.CallTimeout))
+	}
+	if cfg.InitRetry.InitialInterval <= 0 {
+		errs = append(errs, fmt.Errorf("init_retry::initial_interval must be positive, got %s", cfg.InitRetry.InitialInterval))
+	}
+	if cfg.InitRetry.MaxInterval < cfg.InitRetry.InitialInterval {
+		errs = append(errs, fmt.Errorf("init_retry::max_interval must be at least init_retry::initial_interval (%s), got %s", cfg.InitRetry.InitialInterval, cfg.InitRetry.MaxInterval))
+	}
+	if cfg.MemoryLeakThreshold < 0 {
+		errs = append(errs, fmt.Errorf("memory_leak_threshold must not be negative, got %d", cfg.MemoryLeakThreshold))
+	}
+	errs = append(errs, cfg.XID.validate()...)
+	return errors.Join(errs...)
+}
+
+func (x *XIDConfig) validate() []error {
+	var errs []error
+	if x.KmsgPath != "" && !filepath.IsAbs(x.KmsgPath) {
+		errs = append(errs, fmt.Errorf("xid::kmsg_path must be an absolute path, got %q", x.KmsgPath))
+	}
+	if x.DedupWindow < 0 {
+		errs = append(errs, fmt.Errorf("xid::dedup_window must not be negative, got %s", x.DedupWindow))
+	}
+	if x.HealthWindow <= 0 {
+		errs = append(errs, fmt.Errorf("xid::health_window must be positive, got %s", x.HealthWindow))
+	}
+	for key, info := range x.Table {
+		if code, err := strconv.ParseUint(key, 10, 32); err != nil || code == 0 {
+			errs = append(errs, fmt.Errorf("xid::table: key %q is not an XID code (a positive integer)", key))
+		}
+		if _, ok := severityLevels[info.Severity]; info.Severity != "" && !ok {
+			errs = append(errs, fmt.Errorf("xid::table::%s::severity must be info, warning or fatal, got %q", key, info.Severity))
+		}
+	}
+	return errs
+}

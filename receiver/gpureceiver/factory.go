@@ -1,0 +1,96 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gpureceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver"
+
+import (
+	"context"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/collector/scraper"
+	"go.opentelemetry.io/collector/scraper/scraperhelper"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
+)
+
+// libraryFactory returns the NVML interface of the configured backend and what releases it;
+// tests inject go-nvml's mock servers through it.
+type libraryFactory func(cfg *Config) (nvml.Interface, func(), error)
+
+// NewFactory creates the gpu receiver factory.
+func NewFactory() receiver.Factory {
+	return newFactory(openLibrary)
+}
+
+func newFactory(newLibrary libraryFactory) receiver.Factory {
+	shared := &sharedReceivers{receivers: map[*Config]*gpuReceiver{}, newLibrary: newLibrary}
+	return receiver.NewFactory(
+		metadata.Type,
+		createDefaultConfig,
+		receiver.WithMetrics(shared.createMetrics, metadata.MetricsStability),
+		receiver.WithLogs(shared.createLogs, metadata.LogsStability),
+	)
+}
+
+func createDefaultConfig() component.Config {
+	cc := scraperhelper.NewDefaultControllerConfig()
+	cc.CollectionInterval = 10 * time.Second
+	return &Config{
+		ControllerConfig:     cc,
+		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
+		Events:               metadata.DefaultEventsConfig(),
+		Backend:              backendNVML,
+		RootPath:             "/",
+		CallTimeout:          5 * time.Second,
+		InitRetry:            InitRetryConfig{InitialInterval: 5 * time.Second, MaxInterval: 5 * time.Minute},
+		MemoryLeakThreshold:  32 << 20,
+		XID: XIDConfig{
+			NVMLEvents:   true,
+			Kmsg:         true,
+			DedupWindow:  2 * time.Second,
+			HealthWindow: time.Hour,
+		},
+	}
+}
+
+// openLibrary is the production libraryFactory.
+func openLibrary(cfg *Config) (nvml.Interface, func(), error) {
+	if cfg.Backend == backendSimulated {
+		sc, err := simulated.LoadScenario(cfg.Scenario)
+		if err != nil {
+			return nil, nil, err
+		}
+		srv := simulated.New(sc, time.Now)
+		return srv, srv.Close, nil
+	}
+	var opts []nvml.LibraryOption
+	if cfg.LibraryPath != "" {
+		opts = append(opts, nvml.WithLibraryPath(cfg.LibraryPath))
+	}
+	// nvml.New only records the path: the library is opened by Init, at Start.
+	return nvml.New(opts...), func() {}, nil
+}
+
+func (s *sharedReceivers) createMetrics(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Metrics) (receiver.Metrics, error) {
+	c := cfg.(*Config)
+	r := s.get(c, set)
+	sc, err := scraper.NewMetrics(r.scrape)
+	if err != nil {
+		return nil, err
+	}
+	if r.metrics, err = scraperhelper.NewMetricsController(&c.ControllerConfig, set, next, scraperhelper.AddMetricsScraper(metadata.Type, sc)); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (s *sharedReceivers) createLogs(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Logs) (receiver.Logs, error) {
+	r := s.get(cfg.(*Config), set)
+	r.nextLogs = next
+	return r, nil
+}

@@ -1,0 +1,403 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package simulated // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+)
+
+// Readings of an idle GPU, for signals a scenario leaves out.
+const (
+	idleTemperature = 35
+	idlePower       = 60
+	idleSMClockMHz  = 210
+	pcieWidth       = 16
+)
+
+// Device is one simulated GPU. Identity (name, UUID, index, MIG) comes from the embedded mock
+// device; the readings below follow the scenario.
+type Device struct {
+	*server.Device
+	srv     *Server
+	profile profile
+	pci     nvml.PciInfo
+
+	utilization, memory, temperature, power *signal
+	processes                               []Process
+	faults                                  []*Fault
+
+	// Energy is the integral of power over the readings so far.
+	mu       sync.Mutex
+	energyAt time.Duration
+	energyMJ float64
+}
+
+func newDevice(s *Server, sc *Scenario, p profile, index int, md *server.Device) *Device {
+	md.UUID = deterministicUUID(sc.Seed, index)
+	sig := sc.Signals
+	for _, ds := range sc.Devices {
+		if ds.Index == index {
+			sig = mergeSignals(sig, ds.Signals)
+		}
+	}
+	seed := uint64(sc.Seed)<<16 ^ uint64(index)<<4
+	d := &Device{
+		Device:      md,
+		srv:         s,
+		profile:     p,
+		pci:         pciInfo(index, md.Config.PciDeviceId),
+		utilization: newSignal(sig.Utilization, 0, seed|1),
+		memory:      newSignal(sig.Memory, 0, seed|2),
+		temperature: newSignal(sig.Temperature, idleTemperature, seed|3),
+		power:       newSignal(sig.Power, idlePower, seed|4),
+	}
+	for _, proc := range sc.Processes {
+		if proc.GPU == index {
+			d.processes = append(d.processes, proc)
+		}
+	}
+	for i := range sc.Faults {
+		if sc.Faults[i].GPU == index {
+			d.faults = append(d.faults, &sc.Faults[i])
+		}
+	}
+	return d
+}
+
+func mergeSignals(base, over Signals) Signals {
+	pick := func(a, b *Signal) *Signal {
+		if b != nil {
+			return b
+		}
+		return a
+	}
+	return Signals{
+		Utilization: pick(base.Utilization, over.Utilization),
+		Memory:      pick(base.Memory, over.Memory),
+		Temperature: pick(base.Temperature, over.Temperature),
+		Power:       pick(base.Power, over.Power),
+	}
+}
+
+// pciInfo gives GPU i bus i+1 (and the next domain every 255 GPUs, for large benchmarks).
+func pciInfo(index int, deviceID uint32) nvml.PciInfo {
+	p := nvml.PciInfo{Domain: uint32(index / 255), Bus: uint32(index%255 + 1), PciDeviceId: deviceID}
+	copyCString(p.BusId[:], fmtBusID(p, "%08X:%02X:%02X.0"))
+	copyCString(p.BusIdLegacy[:], fmtBusID(p, "%04X:%02X:%02X.0"))
+	return p
+}
+
+// check applies the faults that stop a call: a hang blocks it until the hang ends, a lost GPU
+// or one that needs a reset answers with NVML's error. It returns the scenario time.
+func (d *Device) check() (time.Duration, nvml.Return) {
+	t := d.srv.elapsed()
+	ret := nvml.SUCCESS
+	for _, f := range d.faults {
+		switch {
+		case f.Kind == FaultHang && f.active(t):
+			d.srv.block(f.At + f.Duration)
+			t = d.srv.elapsed()
+		case f.Kind == FaultGPULost && f.active(t), f.Kind == FaultXID && f.XID == xidFallenOffBus && t >= f.At:
+			return t, nvml.ERROR_GPU_IS_LOST
+		case f.Kind == FaultResetRequired && f.active(t):
+			ret = nvml.ERROR_RESET_REQUIRED
+		}
+	}
+	return t, ret
+}
+
+// fault returns the latest state fault of a kind in force at t.
+func (d *Device) fault(kind string, t time.Duration) *Fault {
+	var found *Fault
+	for _, f := range d.faults {
+		if f.Kind == kind && f.active(t) {
+			found = f
+		}
+	}
+	return found
+}
+
+func (d *Device) util(t time.Duration) uint32 {
+	return uint32(math.Round(clamp(d.utilization.at(t), 0, 100)))
+}
+
+func (d *Device) activeProcesses(t time.Duration) []Process {
+	var active []Process
+	for _, p := range d.processes {
+		if t >= p.From && (p.Until == 0 || t < p.Until) {
+			active = append(active, p)
+		}
+	}
+	return active
+}
+
+func (d *Device) memoryInfo(t time.Duration) (total, used uint64) {
+	total = d.Config.MemoryMB << 20
+	used = uint64(clamp(d.memory.at(t), 0, 100) / 100 * float64(total))
+	for _, p := range d.activeProcesses(t) {
+		used += p.MemoryMiB << 20
+	}
+	return total, min(used, total)
+}
+
+func (d *Device) thermalSlowdown(t time.Duration) bool {
+	return d.fault(FaultThermalSlowdown, t) != nil
+}
+
+// GetPciInfo reports the simulated bus id, which the kernel log's XID lines refer to.
+func (d *Device) GetPciInfo() (nvml.PciInfo, nvml.Return) {
+	_, ret := d.check()
+	return d.pci, ret
+}
+
+// GetUtilizationRates follows the utilization signal; memory controller activity tracks it.
+func (d *Device) GetUtilizationRates() (nvml.Utilization, nvml.Return) {
+	t, ret := d.check()
+	u := d.util(t)
+	return nvml.Utilization{Gpu: u, Memory: u / 2}, ret
+}
+
+// GetMemoryInfo is the framebuffer use of the processes plus the memory signal.
+func (d *Device) GetMemoryInfo() (nvml.Memory, nvml.Return) {
+	t, ret := d.check()
+	total, used := d.memoryInfo(t)
+	return nvml.Memory{Total: total, Used: used, Free: total - used}, ret
+}
+
+// GetMemoryInfo_v2 is GetMemoryInfo with no memory reserved by the driver.
+func (d *Device) GetMemoryInfo_v2() (nvml.Memory_v2, nvml.Return) {
+	t, ret := d.check()
+	total, used := d.memoryInfo(t)
+	return nvml.Memory_v2{Version: nvml.STRUCT_VERSION(nvml.Memory_v2{}, 2), Total: total, Used: used, Free: total - used}, ret
+}
+
+// GetTemperature follows the temperature signal.
+func (d *Device) GetTemperature(nvml.TemperatureSensors) (uint32, nvml.Return) {
+	t, ret := d.check()
+	return uint32(math.Round(clamp(d.temperature.at(t), 0, 200))), ret
+}
+
+// GetPowerUsage follows the power signal, in milliwatts.
+func (d *Device) GetPowerUsage() (uint32, nvml.Return) {
+	t, ret := d.check()
+	return uint32(clamp(d.power.at(t), 0, 5000) * 1000), ret
+}
+
+// GetTotalEnergyConsumption integrates the power signal (trapezoids between readings), in mJ.
+func (d *Device) GetTotalEnergyConsumption() (uint64, nvml.Return) {
+	t, ret := d.check()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if t > d.energyAt {
+		avgW := (clamp(d.power.at(d.energyAt), 0, 5000) + clamp(d.power.at(t), 0, 5000)) / 2
+		d.energyMJ += avgW * (t - d.energyAt).Seconds() * 1000
+		d.energyAt = t
+	}
+	return uint64(d.energyMJ), ret
+}
+
+// GetClockInfo: full SM clock under load, idle clock otherwise, halved by a thermal slowdown.
+func (d *Device) GetClockInfo(clock nvml.ClockType) (uint32, nvml.Return) {
+	t, ret := d.check()
+	switch clock {
+	case nvml.CLOCK_SM:
+		mhz := uint32(idleSMClockMHz)
+		if d.util(t) > 0 {
+			mhz = d.profile.smClockMHz
+		}
+		if d.thermalSlowdown(t) {
+			mhz /= 2
+		}
+		return mhz, ret
+	case nvml.CLOCK_MEM:
+		return d.profile.memClockMHz, ret
+	}
+	return 0, nvml.ERROR_NOT_SUPPORTED
+}
+
+// GetPerformanceState is P0 under load and P8 at idle.
+func (d *Device) GetPerformanceState() (nvml.Pstates, nvml.Return) {
+	t, ret := d.check()
+	if d.util(t) > 0 {
+		return nvml.PSTATE_0, ret
+	}
+	return nvml.PSTATE_8, ret
+}
+
+// GetCurrentClocksEventReasons: idle without load, thermal slowdown during the fault.
+func (d *Device) GetCurrentClocksEventReasons() (uint64, nvml.Return) {
+	t, ret := d.check()
+	var reasons uint64
+	if d.util(t) == 0 {
+		reasons |= nvml.ClocksEventReasonGpuIdle
+	}
+	if d.thermalSlowdown(t) {
+		reasons |= nvml.ClocksEventReasonSwThermalSlowdown | nvml.ClocksThrottleReasonHwThermalSlowdown
+	}
+	return reasons, ret
+}
+
+// GetPcieThroughput grows with utilization, in KB/s as NVML reports it.
+func (d *Device) GetPcieThroughput(counter nvml.PcieUtilCounter) (uint32, nvml.Return) {
+	t, ret := d.check()
+	perPercent := uint32(200_000) // 20 GB/s at 100 %
+	if counter == nvml.PCIE_UTIL_TX_BYTES {
+		perPercent /= 2
+	}
+	return d.util(t) * perPercent / 100 * 10, ret
+}
+
+// GetPcieReplayCounter: the simulated links never replay.
+func (d *Device) GetPcieReplayCounter() (int, nvml.Return) {
+	_, ret := d.check()
+	return 0, ret
+}
+
+// GetCurrPcieLinkGeneration drops to Gen1 at idle as real GPUs do to save power, and to the
+// fault's generation during a pcie_downgrade.
+func (d *Device) GetCurrPcieLinkGeneration() (int, nvml.Return) {
+	t, ret := d.check()
+	if f := d.fault(FaultPCIeDowngrade, t); f != nil && f.Generation > 0 {
+		return f.Generation, ret
+	}
+	if d.util(t) == 0 {
+		return 1, ret
+	}
+	return d.profile.pcieGen, ret
+}
+
+// GetCurrPcieLinkWidth is x16, or the fault's width during a pcie_downgrade.
+func (d *Device) GetCurrPcieLinkWidth() (int, nvml.Return) {
+	t, ret := d.check()
+	if f := d.fault(FaultPCIeDowngrade, t); f != nil && f.Width > 0 {
+		return f.Width, ret
+	}
+	return pcieWidth, ret
+}
+
+// GetMaxPcieLinkGeneration is the profile's PCIe generation.
+func (d *Device) GetMaxPcieLinkGeneration() (int, nvml.Return) {
+	_, ret := d.check()
+	return d.profile.pcieGen, ret
+}
+
+// GetMaxPcieLinkWidth is x16.
+func (d *Device) GetMaxPcieLinkWidth() (int, nvml.Return) {
+	_, ret := d.check()
+	return pcieWidth, ret
+}
+
+// GetNvLinkState: every link of the profile is up.
+func (d *Device) GetNvLinkState(link int) (nvml.EnableState, nvml.Return) {
+	_, ret := d.check()
+	if link < 0 || link >= d.profile.nvLinks {
+		return nvml.FEATURE_DISABLED, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return nvml.FEATURE_ENABLED, ret
+}
+
+// GetNvLinkErrorCounter: the simulated links have no errors.
+func (d *Device) GetNvLinkErrorCounter(link int, _ nvml.NvLinkErrorCounter) (uint64, nvml.Return) {
+	_, ret := d.check()
+	if link < 0 || link >= d.profile.nvLinks {
+		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return 0, ret
+}
+
+// eccErrors sums the ecc faults up to t; the simulated driver never reloads, so volatile and
+// aggregate counts are equal.
+func (d *Device) eccErrors(t time.Duration) (corrected, uncorrected uint64) {
+	for _, f := range d.faults {
+		if f.Kind == FaultECC && t >= f.At {
+			corrected += f.Corrected
+			uncorrected += f.Uncorrected
+		}
+	}
+	return corrected, uncorrected
+}
+
+// GetTotalEccErrors reports the ecc faults so far.
+func (d *Device) GetTotalEccErrors(typ nvml.MemoryErrorType, _ nvml.EccCounterType) (uint64, nvml.Return) {
+	t, ret := d.check()
+	corrected, uncorrected := d.eccErrors(t)
+	if typ == nvml.MEMORY_ERROR_TYPE_UNCORRECTED {
+		return uncorrected, ret
+	}
+	return corrected, ret
+}
+
+// GetRemappedRows: every uncorrected ECC error remaps a row; the row-remap faults set the
+// pending and failed flags.
+func (d *Device) GetRemappedRows() (int, int, bool, bool, nvml.Return) {
+	t, ret := d.check()
+	_, uncorrected := d.eccErrors(t)
+	pending := d.fault(FaultRowRemapPending, t) != nil
+	failed := d.fault(FaultRowRemapFailed, t) != nil
+	return 0, int(uncorrected), pending, failed, ret
+}
+
+// GetRetiredPages: the simulated GPUs are Ampere or later, which remap rows instead.
+func (d *Device) GetRetiredPages(nvml.PageRetirementCause) ([]uint64, nvml.Return) {
+	return nil, nvml.ERROR_NOT_SUPPORTED
+}
+
+// GetComputeRunningProcesses lists the scenario's processes running now on this GPU.
+func (d *Device) GetComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Return) {
+	t, ret := d.check()
+	var infos []nvml.ProcessInfo
+	for _, p := range d.activeProcesses(t) {
+		infos = append(infos, nvml.ProcessInfo{Pid: p.PID, UsedGpuMemory: p.MemoryMiB << 20, GpuInstanceId: 0xFFFFFFFF, ComputeInstanceId: 0xFFFFFFFF})
+	}
+	return infos, ret
+}
+
+// GetGraphicsRunningProcesses: no graphics work on a compute node.
+func (d *Device) GetGraphicsRunningProcesses() ([]nvml.ProcessInfo, nvml.Return) {
+	_, ret := d.check()
+	return nil, ret
+}
+
+// GetProcessUtilization samples the running processes' SM use; like NVML it answers
+// ERROR_NOT_FOUND when there is no sample.
+func (d *Device) GetProcessUtilization(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+	t, ret := d.check()
+	if ret != nvml.SUCCESS {
+		return nil, ret
+	}
+	ts := uint64(d.srv.now().UnixMicro())
+	var samples []nvml.ProcessUtilizationSample
+	for _, p := range d.activeProcesses(t) {
+		samples = append(samples, nvml.ProcessUtilizationSample{Pid: p.PID, TimeStamp: ts, SmUtil: p.SM})
+	}
+	if len(samples) == 0 {
+		return nil, nvml.ERROR_NOT_FOUND
+	}
+	return samples, nvml.SUCCESS
+}
+
+// GetSupportedEventTypes: XID and ECC events.
+func (d *Device) GetSupportedEventTypes() (uint64, nvml.Return) {
+	_, ret := d.check()
+	return nvml.EventTypeXidCriticalError | nvml.EventTypeSingleBitEccError | nvml.EventTypeDoubleBitEccError, ret
+}
+
+// RegisterEvents adds this GPU to a simulated event set.
+func (d *Device) RegisterEvents(mask uint64, set nvml.EventSet) nvml.Return {
+	es, ok := set.(*eventSet)
+	if !ok {
+		return nvml.ERROR_INVALID_ARGUMENT
+	}
+	es.register(d, mask)
+	return nvml.SUCCESS
+}
+
+func clamp(v, lo, hi float64) float64 {
+	return math.Min(hi, math.Max(lo, v))
+}

@@ -1,0 +1,255 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package simulated runs go-nvml's mock DGX servers as an nvml.Interface whose readings follow a
+// scenario file: signals over time per GPU, processes and injected faults.
+package simulated // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Scenario is the content of a scenario file (documented in the receiver's README).
+type Scenario struct {
+	// Profile is the mock DGX server: dgxa100, dgxh100, dgxh200 or dgxb200.
+	Profile string `yaml:"profile"`
+	// GPUs overrides the profile's eight GPUs.
+	GPUs int `yaml:"gpus"`
+	// Model and MemoryMiB override the profile's product name and framebuffer size.
+	Model     string `yaml:"model"`
+	MemoryMiB uint64 `yaml:"memory_mib"`
+	// Seed derives the UUIDs and the random walks, so a scenario always replays the same way.
+	Seed int64 `yaml:"seed"`
+	// Signals apply to every GPU unless a device entry overrides them.
+	Signals   Signals     `yaml:"signals"`
+	Devices   []DeviceSet `yaml:"devices"`
+	Processes []Process   `yaml:"processes"`
+	Faults    []Fault     `yaml:"faults"`
+}
+
+// Signals are the readings that follow a function of time; memory is a percent of the
+// framebuffer used on top of the processes' memory.
+type Signals struct {
+	Utilization *Signal `yaml:"utilization"`
+	Memory      *Signal `yaml:"memory"`
+	Temperature *Signal `yaml:"temperature"`
+	Power       *Signal `yaml:"power"`
+}
+
+// DeviceSet overrides signals of one GPU.
+type DeviceSet struct {
+	Index   int     `yaml:"index"`
+	Signals Signals `yaml:"signals"`
+}
+
+// Signal is exactly one of its shapes.
+type Signal struct {
+	Constant   *float64    `yaml:"constant"`
+	Step       []StepPoint `yaml:"step"`
+	Sine       *Sine       `yaml:"sine"`
+	RandomWalk *RandomWalk `yaml:"random_walk"`
+}
+
+// StepPoint sets the value from At on; before the first point the first value holds.
+type StepPoint struct {
+	At    time.Duration `yaml:"at"`
+	Value float64       `yaml:"value"`
+}
+
+// Sine oscillates between Min and Max.
+type Sine struct {
+	Min    float64       `yaml:"min"`
+	Max    float64       `yaml:"max"`
+	Period time.Duration `yaml:"period"`
+	Phase  time.Duration `yaml:"phase"`
+}
+
+// RandomWalk moves by at most Step every Every, staying within [Min, Max], from the middle.
+type RandomWalk struct {
+	Min   float64       `yaml:"min"`
+	Max   float64       `yaml:"max"`
+	Step  float64       `yaml:"step"`
+	Every time.Duration `yaml:"every"`
+}
+
+// Process holds memory and SM time on one GPU between From and Until (0: forever).
+type Process struct {
+	PID       uint32        `yaml:"pid"`
+	GPU       int           `yaml:"gpu"`
+	MemoryMiB uint64        `yaml:"memory_mib"`
+	SM        uint32        `yaml:"sm"`
+	From      time.Duration `yaml:"from"`
+	Until     time.Duration `yaml:"until"`
+}
+
+// Fault kinds.
+const (
+	FaultXID             = "xid"
+	FaultGPULost         = "gpu_lost"
+	FaultResetRequired   = "reset_required"
+	FaultHang            = "hang"
+	FaultECC             = "ecc"
+	FaultRowRemapPending = "row_remap_pending"
+	FaultRowRemapFailed  = "row_remap_failed"
+	FaultPCIeDowngrade   = "pcie_downgrade"
+	FaultThermalSlowdown = "thermal_slowdown"
+)
+
+// xidFallenOffBus is the XID a GPU reports when it drops off the PCIe bus; NVML then answers
+// ERROR_GPU_IS_LOST for it, so the simulation does the same.
+const xidFallenOffBus = 79
+
+// Fault happens on one GPU at At and, for state faults, lasts Duration (0: until the end).
+type Fault struct {
+	At       time.Duration `yaml:"at"`
+	GPU      int           `yaml:"gpu"`
+	Kind     string        `yaml:"kind"`
+	Duration time.Duration `yaml:"duration"`
+	// XID is the code of an xid fault.
+	XID uint64 `yaml:"xid"`
+	// Corrected and Uncorrected are the ECC errors an ecc fault adds.
+	Corrected   uint64 `yaml:"corrected"`
+	Uncorrected uint64 `yaml:"uncorrected"`
+	// Width and Generation are the PCIe link a pcie_downgrade fault trains at.
+	Width      int `yaml:"width"`
+	Generation int `yaml:"generation"`
+}
+
+// active reports whether a state fault is in force at t.
+func (f *Fault) active(t time.Duration) bool {
+	return t >= f.At && (f.Duration == 0 || t < f.At+f.Duration)
+}
+
+// LoadScenario reads and checks a scenario file.
+func LoadScenario(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseScenario(data)
+}
+
+// ParseScenario decodes a scenario strictly (unknown keys are errors, so typos do not pass
+// silently) and checks it.
+func ParseScenario(data []byte) (*Scenario, error) {
+	var s Scenario
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&s); err != nil {
+		return nil, err
+	}
+	if s.GPUs == 0 {
+		s.GPUs = 8
+	}
+	// Faults are looked up in time order.
+	sort.SliceStable(s.Faults, func(i, j int) bool { return s.Faults[i].At < s.Faults[j].At })
+	return &s, s.validate()
+}
+
+// maxGPUs bounds a scenario to what one node can hold, with room for benchmarks.
+const maxGPUs = 1024
+
+func (s *Scenario) validate() error {
+	var errs []error
+	if _, ok := profiles[s.Profile]; !ok {
+		errs = append(errs, fmt.Errorf("profile must be one of dgxa100, dgxh100, dgxh200, dgxb200, got %q", s.Profile))
+	}
+	if s.GPUs < 0 || s.GPUs > maxGPUs {
+		errs = append(errs, fmt.Errorf("gpus must be between 1 and %d, got %d", maxGPUs, s.GPUs))
+	}
+	errs = append(errs, s.Signals.validate("signals")...)
+	gpu := func(key string, i int) {
+		if i < 0 || i >= s.GPUs {
+			errs = append(errs, fmt.Errorf("%s: gpu index %d is outside 0..%d", key, i, s.GPUs-1))
+		}
+	}
+	for i, d := range s.Devices {
+		key := fmt.Sprintf("devices[%d]", i)
+		gpu(key, d.Index)
+		errs = append(errs, d.Signals.validate(key+".signals")...)
+	}
+	for i, p := range s.Processes {
+		key := fmt.Sprintf("processes[%d]", i)
+		gpu(key, p.GPU)
+		if p.PID == 0 {
+			errs = append(errs, fmt.Errorf("%s: pid must be set", key))
+		}
+		if p.SM > 100 {
+			errs = append(errs, fmt.Errorf("%s: sm is a percent, got %d", key, p.SM))
+		}
+	}
+	for i, f := range s.Faults {
+		key := fmt.Sprintf("faults[%d]", i)
+		gpu(key, f.GPU)
+		if f.At < 0 || f.Duration < 0 {
+			errs = append(errs, fmt.Errorf("%s: at and duration must not be negative", key))
+		}
+		switch f.Kind {
+		case FaultXID:
+			if f.XID == 0 {
+				errs = append(errs, fmt.Errorf("%s: kind xid needs an xid code", key))
+			}
+		case FaultHang, FaultThermalSlowdown:
+			if f.Duration == 0 {
+				errs = append(errs, fmt.Errorf("%s: kind %s needs a duration", key, f.Kind))
+			}
+		case FaultECC:
+			if f.Corrected == 0 && f.Uncorrected == 0 {
+				errs = append(errs, fmt.Errorf("%s: kind ecc needs corrected or uncorrected errors", key))
+			}
+		case FaultPCIeDowngrade:
+			if f.Width <= 0 && f.Generation <= 0 {
+				errs = append(errs, fmt.Errorf("%s: kind pcie_downgrade needs a width or a generation", key))
+			}
+		case FaultGPULost, FaultResetRequired, FaultRowRemapPending, FaultRowRemapFailed:
+		default:
+			errs = append(errs, fmt.Errorf("%s: kind must be one of xid, gpu_lost, reset_required, hang, ecc, row_remap_pending, row_remap_failed, pcie_downgrade, thermal_slowdown, got %q", key, f.Kind))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (ss *Signals) validate(key string) []error {
+	var errs []error
+	for name, sig := range map[string]*Signal{"utilization": ss.Utilization, "memory": ss.Memory, "temperature": ss.Temperature, "power": ss.Power} {
+		if sig == nil {
+			continue
+		}
+		if err := sig.validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%s.%s: %w", key, name, err))
+		}
+	}
+	return errs
+}
+
+func (sig *Signal) validate() error {
+	shapes := 0
+	for _, set := range []bool{sig.Constant != nil, len(sig.Step) > 0, sig.Sine != nil, sig.RandomWalk != nil} {
+		if set {
+			shapes++
+		}
+	}
+	if shapes != 1 {
+		return errors.New("set exactly one of constant, step, sine, random_walk")
+	}
+	switch {
+	case sig.Sine != nil:
+		if sig.Sine.Period <= 0 || sig.Sine.Max < sig.Sine.Min {
+			return errors.New("sine needs a positive period and max >= min")
+		}
+	case sig.RandomWalk != nil:
+		w := sig.RandomWalk
+		if w.Every <= 0 || w.Max < w.Min || w.Step <= 0 || math.IsNaN(w.Step) {
+			return errors.New("random_walk needs a positive every and step and max >= min")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,216 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package simulated // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxb200"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+)
+
+// profile is a mock DGX server plus the readings its mocks do not model, from the products'
+// data sheets.
+type profile struct {
+	gpu         gpus.Config
+	newServer   func(...gpus.Config) *server.Server
+	smClockMHz  uint32
+	memClockMHz uint32
+	nvLinks     int
+	pcieGen     int
+}
+
+var profiles = map[string]profile{
+	"dgxa100": {gpus.A100_SXM4_40GB, dgxa100.NewWithGPUs, 1410, 1215, 12, 4},
+	"dgxh100": {gpus.H100_SXM5_80GB, dgxh100.NewWithGPUs, 1980, 2619, 18, 5},
+	"dgxh200": {gpus.H200_SXM5_141GB, dgxh200.NewWithGPUs, 1980, 3201, 18, 5},
+	"dgxb200": {gpus.B200_SXM5_180GB, dgxb200.NewWithGPUs, 1965, 3996, 18, 5},
+}
+
+// pollInterval is how often a blocked call (hang fault, event wait) looks at the clock again;
+// polling instead of sleeping to a deadline lets tests drive the scenario with a fake clock.
+const pollInterval = 25 * time.Millisecond
+
+// Server is an nvml.Interface on a go-nvml mock server. It answers the calls the gpu receiver
+// makes from the scenario; every other call goes to the mock and behaves as go-nvml's mocks do.
+//
+// The simulated calls are methods of Server and Device rather than the mocks' XxxFunc fields:
+// the moq mocks append every call's arguments to an in-memory log, which would grow without
+// bound in a collector that runs the simulation for days.
+type Server struct {
+	*server.Server
+	devices []*Device
+	now     func() time.Time
+	start   time.Time
+
+	closed    chan struct{}
+	closeOnce sync.Once
+
+	mu   sync.Mutex
+	xids []*pendingXID
+}
+
+type pendingXID struct {
+	fault     *Fault
+	device    *Device
+	delivered bool
+}
+
+var _ nvml.Interface = (*Server)(nil)
+
+// New builds the simulated server; the scenario's time 0 is the first reading of now.
+func New(sc *Scenario, now func() time.Time) *Server {
+	p := profiles[sc.Profile]
+	cfg := p.gpu
+	if sc.Model != "" {
+		cfg.Name = sc.Model
+	}
+	if sc.MemoryMiB != 0 {
+		cfg.MemoryMB = sc.MemoryMiB
+	}
+	s := &Server{
+		Server: p.newServer(gpus.Multiple(sc.GPUs, cfg)...),
+		now:    now,
+		start:  now(),
+		closed: make(chan struct{}),
+	}
+	for i, md := range s.Server.Devices {
+		d := newDevice(s, sc, p, i, md.(*server.Device))
+		s.devices = append(s.devices, d)
+		s.Server.Devices[i] = d
+	}
+	for i := range sc.Faults {
+		f := &sc.Faults[i]
+		if f.Kind == FaultXID {
+			s.xids = append(s.xids, &pendingXID{fault: f, device: s.devices[f.GPU]})
+		}
+	}
+	return s
+}
+
+// Close releases every call blocked by a hang fault and every event wait.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() { close(s.closed) })
+}
+
+func (s *Server) elapsed() time.Duration {
+	return s.now().Sub(s.start)
+}
+
+// block holds the caller until the scenario reaches until, or the server closes.
+func (s *Server) block(until time.Duration) {
+	for s.elapsed() < until {
+		select {
+		case <-s.closed:
+			return
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// DeviceGetCount is the number of GPUs of the scenario.
+func (s *Server) DeviceGetCount() (int, nvml.Return) {
+	return len(s.devices), nvml.SUCCESS
+}
+
+// DeviceGetHandleByIndex returns the simulated GPU at index.
+func (s *Server) DeviceGetHandleByIndex(index int) (nvml.Device, nvml.Return) {
+	if index < 0 || index >= len(s.devices) {
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return s.devices[index], nvml.SUCCESS
+}
+
+// EventSetCreate returns an event set that delivers the scenario's xid faults.
+func (s *Server) EventSetCreate() (nvml.EventSet, nvml.Return) {
+	return &eventSet{srv: s, masks: map[*Device]uint64{}}, nvml.SUCCESS
+}
+
+// nextXID hands out the earliest due xid fault of a GPU registered for XID events, once.
+func (s *Server) nextXID(masks map[*Device]uint64) (nvml.EventData, bool) {
+	t := s.elapsed()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, x := range s.xids {
+		if x.delivered || x.fault.At > t || masks[x.device]&nvml.EventTypeXidCriticalError == 0 {
+			continue
+		}
+		x.delivered = true
+		// 0xFFFFFFFF: the event concerns the whole GPU, not a MIG instance.
+		return nvml.EventData{Device: x.device, EventType: nvml.EventTypeXidCriticalError, EventData: x.fault.XID, GpuInstanceId: 0xFFFFFFFF, ComputeInstanceId: 0xFFFFFFFF}, true
+	}
+	return nvml.EventData{}, false
+}
+
+// eventSet implements Wait and Free; the embedded mock covers the rest of nvml.EventSet.
+type eventSet struct {
+	mock.EventSet
+	srv   *Server
+	mu    sync.Mutex
+	masks map[*Device]uint64
+}
+
+func (e *eventSet) register(d *Device, mask uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.masks[d] |= mask
+}
+
+// Wait returns the next due XID, or ERROR_TIMEOUT after timeoutMs as NVML does.
+func (e *eventSet) Wait(timeoutMs uint32) (nvml.EventData, nvml.Return) {
+	deadline := time.Now().Add(time.Duration(timeoutMs) * time.Millisecond)
+	for {
+		e.mu.Lock()
+		ev, ok := e.srv.nextXID(e.masks)
+		e.mu.Unlock()
+		if ok {
+			return ev, nvml.SUCCESS
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return nvml.EventData{}, nvml.ERROR_TIMEOUT
+		}
+		select {
+		case <-e.srv.closed:
+			return nvml.EventData{}, nvml.ERROR_TIMEOUT
+		case <-time.After(min(wait, pollInterval)):
+		}
+	}
+}
+
+// Free releases nothing: the set holds no resources.
+func (e *eventSet) Free() nvml.Return {
+	return nvml.SUCCESS
+}
+
+// deterministicUUID derives a GPU UUID from the seed and index, so series keep their identity
+// from one run to the next.
+func deterministicUUID(seed int64, index int) string {
+	var in [16]byte
+	binary.LittleEndian.PutUint64(in[:8], uint64(seed))
+	binary.LittleEndian.PutUint64(in[8:], uint64(index))
+	h := sha256.Sum256(in[:])
+	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+func fmtBusID(p nvml.PciInfo, format string) string {
+	return fmt.Sprintf(format, p.Domain, p.Bus, p.Device)
+}
+
+// copyCString fills an NVML char array, leaving the terminating NUL.
+func copyCString(dst []int8, s string) {
+	for i := 0; i < len(s) && i < len(dst)-1; i++ {
+		dst[i] = int8(s[i])
+	}
+}

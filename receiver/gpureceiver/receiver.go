@@ -1,0 +1,138 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gpureceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver"
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver"
+	"go.uber.org/zap"
+)
+
+// sharedReceivers gives the metrics and the logs pipeline of one configured receiver the same
+// instance: one NVML library, one event watcher, one kernel log reader, one XID count.
+type sharedReceivers struct {
+	newLibrary libraryFactory
+	mu         sync.Mutex
+	receivers  map[*Config]*gpuReceiver
+}
+
+func (s *sharedReceivers) get(cfg *Config, set receiver.Settings) *gpuReceiver {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.receivers[cfg]; ok {
+		return r
+	}
+	r := &gpuReceiver{cfg: cfg, set: set, newLibrary: s.newLibrary, forget: func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.receivers, cfg)
+	}}
+	s.receivers[cfg] = r
+	return r
+}
+
+// gpuReceiver is the component both pipelines get; Start and Shutdown run once.
+type gpuReceiver struct {
+	cfg        *Config
+	set        receiver.Settings
+	newLibrary libraryFactory
+	forget     func()
+
+	// metrics is the scrape controller, nil without a metrics pipeline.
+	metrics  receiver.Metrics
+	nextLogs consumer.Logs
+	src      *gpuSource
+
+	startOnce, stopOnce sync.Once
+	startErr            error
+}
+
+func (r *gpuReceiver) Start(ctx context.Context, host component.Host) error {
+	r.startOnce.Do(func() { r.startErr = r.start(ctx, host) })
+	return r.startErr
+}
+
+func (r *gpuReceiver) start(ctx context.Context, host component.Host) error {
+	nodeName := r.cfg.NodeName
+	if nodeName == "" {
+		var err error
+		if nodeName, err = os.Hostname(); err != nil {
+			return fmt.Errorf("node_name is empty and the host name cannot be read: %w", err)
+		}
+	}
+	lib, release, err := r.newLibrary(r.cfg)
+	if err != nil {
+		return fmt.Errorf("backend %s: %w", r.cfg.Backend, err)
+	}
+	ss := sourceSettings{cfg: r.cfg, set: r.set, nodeName: nodeName, now: time.Now}
+	if r.nextLogs != nil {
+		next := r.nextLogs
+		ss.emitLogs = func(logs plog.Logs) {
+			if err := next.ConsumeLogs(context.Background(), logs); err != nil {
+				r.set.Logger.Warn("The logs pipeline refused an XID log record", zap.Error(err))
+			}
+		}
+	}
+	r.src = newSource(ss, lib, release)
+	r.startKmsg()
+	r.src.start()
+	if r.metrics != nil {
+		return r.metrics.Start(ctx, host)
+	}
+	return nil
+}
+
+// startKmsg follows the kernel log. The simulated backend reads it only from an explicit
+// xid::kmsg_path: the machine's own kernel log has nothing to do with simulated GPUs.
+func (r *gpuReceiver) startKmsg() {
+	x := r.cfg.XID
+	path := x.KmsgPath
+	if !x.Kmsg || (path == "" && r.cfg.Backend == backendSimulated) {
+		return
+	}
+	if path == "" {
+		path = filepath.Join(r.cfg.RootPath, "dev", "kmsg")
+	}
+	f, err := openKmsg(path)
+	if err != nil {
+		r.set.Logger.Warn("The kernel log cannot be read: XIDs come from NVML events only (run as root or give CAP_SYSLOG, or set xid::kmsg_path)", zap.String("path", path), zap.Error(err))
+		return
+	}
+	src := r.src
+	src.kmsg = f
+	k := &kmsgReader{file: f, poll: time.Second, logger: r.set.Logger, onLine: src.onKmsgLine}
+	src.wg.Add(1)
+	go func() {
+		defer src.wg.Done()
+		k.run(src.stop)
+	}()
+}
+
+func (r *gpuReceiver) scrape(context.Context) (pmetric.Metrics, error) {
+	return r.src.scrape(), nil
+}
+
+func (r *gpuReceiver) Shutdown(ctx context.Context) error {
+	var err error
+	r.stopOnce.Do(func() {
+		if r.metrics != nil {
+			err = r.metrics.Shutdown(ctx)
+		}
+		if r.src != nil {
+			r.src.shutdown()
+		}
+		r.forget()
+	})
+	return err
+}

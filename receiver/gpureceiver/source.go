@@ -1,0 +1,317 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gpureceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver"
+
+import (
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
+)
+
+// NVML calls newer than old drivers. Each is looked up in the loaded library after Init: on a
+// driver without it the reading is left out (or an older call used) instead of the process dying
+// on an undefined symbol, which is what calling it would do.
+const (
+	symClocksEventReasons = "nvmlDeviceGetCurrentClocksEventReasons" // R535
+	symMemoryInfoV2       = "nvmlDeviceGetMemoryInfo_v2"             // R510
+	symRemappedRows       = "nvmlDeviceGetRemappedRows"              // R450
+	symTotalEnergy        = "nvmlDeviceGetTotalEnergyConsumption"    // R418
+)
+
+var optionalSymbols = []string{symClocksEventReasons, symMemoryInfoV2, symRemappedRows, symTotalEnergy}
+
+// gpuIdentity is what a GPU is known by. It is immutable once published, so the XID
+// goroutines can read it while a scrape replaces it.
+type gpuIdentity struct {
+	index    int
+	uuid     string
+	model    string
+	pciBusID string
+	pci      pciAddr
+	handle   nvml.Device
+}
+
+// gpuState is a GPU's collection state, touched only by the scrape (and enumeration, under
+// enumMu): scrapes never overlap.
+type gpuState struct {
+	id   *gpuIdentity
+	lane lane
+	// handleErr is why the last enumeration got no handle for this index.
+	handleErr nvml.Return
+	mb        *metadata.MetricsBuilder
+	timeouts  map[string]int64
+	// lastProcessSample is the newest per-process utilization sample seen, so each collection
+	// asks NVML only for the samples of its own interval.
+	lastProcessSample uint64
+}
+
+// nvmlSource owns the NVML library for one receiver: Init with retry and backoff, the GPU list,
+// and the XID event watcher. Nothing calls the library before Init succeeded.
+type nvmlSource struct {
+	lib     nvml.Interface
+	cfg     *Config
+	logger  *zap.Logger
+	hist    *latencyHistogram
+	xids    *xidTracker
+	newMB   func() *metadata.MetricsBuilder
+	libLane lane
+
+	// release frees what the backend holds (the simulation's blocked calls); kmsg is the kernel
+	// log being followed, closed at shutdown to wake its blocked read.
+	release func()
+	kmsg    *os.File
+	stop    chan struct{}
+	wg      sync.WaitGroup
+
+	ready   atomic.Bool
+	driver  string
+	symbols map[string]bool
+
+	enumMu     sync.Mutex
+	gpus       []*gpuState
+	identities atomic.Pointer[[]*gpuIdentity]
+}
+
+func (s *nvmlSource) call(f func() nvml.Return) nvml.Return {
+	_, ret := guarded(&s.libLane, s.cfg.CallTimeout, s.hist, func() (struct{}, nvml.Return) { return struct{}{}, f() })
+	return ret
+}
+
+// start initializes NVML, or keeps retrying in the background with exponential backoff: the
+// driver may be installed or reloaded while the collector runs.
+func (s *nvmlSource) start() {
+	if s.tryInit(true) {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		wait := s.cfg.InitRetry.InitialInterval
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(wait):
+			}
+			if s.tryInit(false) {
+				return
+			}
+			wait = min(2*wait, s.cfg.InitRetry.MaxInterval)
+		}
+	}()
+}
+
+func (s *nvmlSource) tryInit(first bool) bool {
+	if ret := s.call(s.lib.Init); ret != nvml.SUCCESS {
+		if first {
+			s.logger.Warn("NVML is not available: GPU metrics are off (gpu_nvml_up 0) and Init is retried with backoff; everything else keeps running",
+				zap.String("library", s.libraryName()), zap.String("error", ret.Error()),
+				zap.Duration("first_retry", s.cfg.InitRetry.InitialInterval), zap.Duration("max_interval", s.cfg.InitRetry.MaxInterval))
+		} else {
+			s.logger.Debug("NVML Init failed again", zap.String("error", ret.Error()))
+		}
+		return false
+	}
+	s.symbols = map[string]bool{}
+	var missing []string
+	for _, sym := range optionalSymbols {
+		if s.lib.Extensions().LookupSymbol(sym) == nil {
+			s.symbols[sym] = true
+		} else {
+			missing = append(missing, sym)
+		}
+	}
+	s.driver, _ = guarded(&s.libLane, s.cfg.CallTimeout, s.hist, s.lib.SystemGetDriverVersion)
+	s.ready.Store(true)
+	s.enumMu.Lock()
+	s.enumerate()
+	n := len(s.gpus)
+	s.enumMu.Unlock()
+	s.logger.Info("NVML initialized", zap.String("driver_version", s.driver), zap.Int("gpus", n), zap.Strings("calls_missing_in_driver", missing))
+	if s.cfg.XID.NVMLEvents {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.watchEvents()
+		}()
+	}
+	return true
+}
+
+func (s *nvmlSource) libraryName() string {
+	if s.cfg.LibraryPath != "" {
+		return s.cfg.LibraryPath
+	}
+	return "libnvidia-ml.so.1"
+}
+
+// enumerate refreshes the GPU list and publishes the identities; the caller holds enumMu. A GPU
+// that cannot be reached keeps its last identity, so its series keep their labels while down.
+func (s *nvmlSource) enumerate() nvml.Return {
+	count, ret := guarded(&s.libLane, s.cfg.CallTimeout, s.hist, s.lib.DeviceGetCount)
+	if ret != nvml.SUCCESS {
+		return ret
+	}
+	for len(s.gpus) < count {
+		i := len(s.gpus)
+		s.gpus = append(s.gpus, &gpuState{id: &gpuIdentity{index: i}, mb: s.newMB(), timeouts: map[string]int64{}})
+	}
+	s.gpus = s.gpus[:count]
+	ids := make([]*gpuIdentity, count)
+	for i, st := range s.gpus {
+		st.handleErr = nvml.SUCCESS
+		if st.lane.hung.Load() {
+			st.handleErr = errDeadline
+		} else if h, ret := guarded(&st.lane, s.cfg.CallTimeout, s.hist, func() (nvml.Device, nvml.Return) { return s.lib.DeviceGetHandleByIndex(i) }); ret != nvml.SUCCESS {
+			st.handleErr = ret
+		} else if st.id.handle != h || st.id.uuid == "" {
+			st.id = s.identify(st, i, h)
+		}
+		ids[i] = st.id
+	}
+	s.identities.Store(&ids)
+	return nvml.SUCCESS
+}
+
+func (s *nvmlSource) identify(st *gpuState, index int, h nvml.Device) *gpuIdentity {
+	id := &gpuIdentity{index: index, handle: h}
+	id.uuid, _ = guarded(&st.lane, s.cfg.CallTimeout, s.hist, h.GetUUID)
+	id.model, _ = guarded(&st.lane, s.cfg.CallTimeout, s.hist, h.GetName)
+	if pci, ret := guarded(&st.lane, s.cfg.CallTimeout, s.hist, h.GetPciInfo); ret == nvml.SUCCESS {
+		id.pci = pciAddr{domain: pci.Domain, bus: pci.Bus, device: pci.Device}
+		id.pciBusID = cString(pci.BusId[:])
+	}
+	return id
+}
+
+func (s *nvmlSource) gpuByHandle(h nvml.Device) *gpuIdentity {
+	if ids := s.identities.Load(); ids != nil {
+		for _, id := range *ids {
+			if id.handle == h {
+				return id
+			}
+		}
+	}
+	return nil
+}
+
+func (s *nvmlSource) gpuByPCI(pci pciAddr) *gpuIdentity {
+	if ids := s.identities.Load(); ids != nil {
+		for _, id := range *ids {
+			if id.pciBusID != "" && id.pci == pci {
+				return id
+			}
+		}
+	}
+	return nil
+}
+
+// eventWait is how long one NVML event wait blocks; it bounds how long shutdown waits for the
+// watcher.
+const eventWait = 500 * time.Millisecond
+
+// watchEvents reads XIDs from an NVML event set until the receiver stops. GPUs that cannot
+// register (ERROR_NOT_SUPPORTED on old GPUs) are left to the kernel log.
+func (s *nvmlSource) watchEvents() {
+	set, ret := guarded(&s.libLane, s.cfg.CallTimeout, s.hist, s.lib.EventSetCreate)
+	if ret != nvml.SUCCESS {
+		s.logger.Warn("NVML event set unavailable: XIDs come from the kernel log only", zap.String("error", ret.Error()))
+		return
+	}
+	defer set.Free()
+	registered := 0
+	if ids := s.identities.Load(); ids != nil {
+		for _, id := range *ids {
+			if id.handle == nil {
+				continue
+			}
+			supported, ret := guarded(&s.libLane, s.cfg.CallTimeout, s.hist, id.handle.GetSupportedEventTypes)
+			if ret != nvml.SUCCESS || supported&nvml.EventTypeXidCriticalError == 0 {
+				continue
+			}
+			if s.call(func() nvml.Return { return id.handle.RegisterEvents(nvml.EventTypeXidCriticalError, set) }) == nvml.SUCCESS {
+				registered++
+			}
+		}
+	}
+	s.logger.Debug("Watching NVML XID events", zap.Int("gpus", registered))
+	for {
+		select {
+		case <-s.stop:
+			return
+		default:
+		}
+		ev, ret := set.Wait(uint32(eventWait / time.Millisecond))
+		switch ret {
+		case nvml.SUCCESS:
+			if ev.EventType&nvml.EventTypeXidCriticalError == 0 {
+				continue
+			}
+			gpu := s.gpuByHandle(ev.Device)
+			occ := xidOccurrence{gpu: gpu, code: ev.EventData, source: metadata.AttributeSourceNvml}
+			if gpu != nil {
+				occ.pci = gpu.pciBusID
+			}
+			s.xids.add(occ)
+		case nvml.ERROR_TIMEOUT:
+		default:
+			// A lost GPU can make every wait fail at once; pace the retries.
+			s.logger.Debug("NVML event wait failed", zap.String("error", ret.Error()))
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(eventWait):
+			}
+		}
+	}
+}
+
+// onKmsgLine turns an "NVRM: Xid" line into an occurrence on the GPU at its PCI address.
+func (s *nvmlSource) onKmsgLine(line string) {
+	x, ok := parseXIDLine(line)
+	if !ok {
+		return
+	}
+	occ := xidOccurrence{gpu: s.gpuByPCI(x.pci), code: x.code, source: metadata.AttributeSourceKmsg, message: x.message}
+	if occ.gpu != nil {
+		occ.pci = occ.gpu.pciBusID
+	} else {
+		occ.pci = formatPCI(x.pci)
+	}
+	s.xids.add(occ)
+}
+
+// shutdown stops the goroutines and, if Init succeeded, shuts NVML down.
+func (s *nvmlSource) shutdown() {
+	close(s.stop)
+	if s.kmsg != nil {
+		s.kmsg.Close()
+	}
+	s.release()
+	s.wg.Wait()
+	if s.ready.Load() {
+		if ret := s.call(s.lib.Shutdown); ret != nvml.SUCCESS {
+			s.logger.Debug("NVML Shutdown failed", zap.String("error", ret.Error()))
+		}
+	}
+}
+
+// cString reads an NVML char array.
+func cString(b []int8) string {
+	var sb strings.Builder
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		sb.WriteByte(byte(c))
+	}
+	return sb.String()
+}
