@@ -1,0 +1,102 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gpureceiver
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
+)
+
+func loadConfig(t *testing.T, name string) *Config {
+	t.Helper()
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	cfg := createDefaultConfig().(*Config)
+	sub, err := cm.Sub(component.NewIDWithName(metadata.Type, name).String())
+	require.NoError(t, err)
+	require.NoError(t, sub.Unmarshal(cfg))
+	return cfg
+}
+
+func TestLoadConfig(t *testing.T) {
+	def := loadConfig(t, "")
+	assert.Equal(t, createDefaultConfig(), def)
+	require.NoError(t, confmap.Validate(def))
+
+	custom := loadConfig(t, "custom")
+	require.NoError(t, confmap.Validate(custom))
+	assert.Equal(t, 15*time.Second, custom.CollectionInterval)
+	assert.Equal(t, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", custom.LibraryPath)
+	assert.Equal(t, "/hostfs", custom.RootPath)
+	assert.Equal(t, "gpu-node-07", custom.NodeName)
+	require.NotNil(t, custom.ConfiguredGPUCount)
+	assert.Equal(t, 8, *custom.ConfiguredGPUCount)
+	assert.Equal(t, 2*time.Second, custom.CallTimeout)
+	assert.Equal(t, InitRetryConfig{InitialInterval: time.Second, MaxInterval: time.Minute}, custom.InitRetry)
+	assert.Equal(t, int64(1<<20), custom.MemoryLeakThreshold)
+	assert.False(t, custom.Events.GpuXid.Enabled)
+	assert.Equal(t, XIDConfig{
+		NVMLEvents:   false,
+		Kmsg:         true,
+		KmsgPath:     "/var/log/kern.log",
+		DedupWindow:  5 * time.Second,
+		HealthWindow: 30 * time.Minute,
+		Table: map[string]XIDInfo{
+			"13":  {Severity: "fatal", Action: "drain the node"},
+			"999": {Meaning: "vendor test code", Severity: "info"},
+		},
+	}, custom.XID)
+
+	sim := loadConfig(t, "simulated")
+	require.NoError(t, confmap.Validate(sim))
+	assert.Equal(t, backendSimulated, sim.Backend)
+}
+
+func TestValidateErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		wantErr string
+	}{
+		{"bad_backend", `backend must be nvml or simulated, got "dcgm"`},
+		{"scenario_with_nvml", "scenario is only read with backend: simulated; remove it or set backend: simulated"},
+		{"library_with_simulated", "library_path is only used with backend: nvml; remove it or set backend: nvml"},
+		{"no_scenario", "scenario must name a scenario file when backend is simulated"},
+		{"missing_scenario", `scenario "testdata/scenarios/does-not-exist.yaml": open testdata/scenarios/does-not-exist.yaml: no such file or directory`},
+		{"invalid_scenario", `scenario "testdata/scenarios/invalid.yaml": profile must be one of dgxa100, dgxh100, dgxh200, dgxb200, got "dgxz100"
+signals.utilization: set exactly one of constant, step, sine, random_walk
+processes[0]: gpu index 5 is outside 0..1
+processes[0]: pid must be set
+processes[0]: sm is a percent, got 150
+faults[0]: kind hang needs a duration
+faults[1]: kind must be one of xid, gpu_lost, reset_required, hang, ecc, row_remap_pending, row_remap_failed, pcie_downgrade, thermal_slowdown, got "meltdown"`},
+		{"relative_root", `root_path must be an absolute path, got "hostfs"`},
+		{"negative_gpu_count", "configured_gpu_count must not be negative, got -1"},
+		{"zero_call_timeout", "call_timeout must be positive, got 0s"},
+		{"zero_initial_interval", "init_retry::initial_interval must be positive, got 0s"},
+		{"max_below_initial", "init_retry::max_interval must be at least init_retry::initial_interval (10s), got 5s"},
+		{"negative_leak_threshold", "memory_leak_threshold must not be negative, got -1"},
+		{"relative_kmsg_path", `xid::kmsg_path must be an absolute path, got "kern.log"`},
+		{"negative_dedup_window", "xid::dedup_window must not be negative, got -1s"},
+		{"zero_health_window", "xid::health_window must be positive, got 0s"},
+		{"bad_xid_key", `xid::table: key "fallen" is not an XID code (a positive integer)`},
+		{"bad_xid_severity", `xid::table::79::severity must be info, warning or fatal, got "critical"`},
+		{"zero_interval", `"collection_interval": requires positive value`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := confmap.Validate(loadConfig(t, tt.name))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.wantErr)
+		})
+	}
+}

@@ -1,0 +1,134 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gpureceiver
+
+import (
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
+)
+
+// fakeClock drives both the scenario and the receiver, so readings and timestamps do not
+// depend on how fast the test runs.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func testConfig() *Config {
+	cfg := createDefaultConfig().(*Config)
+	cfg.NodeName = "gpu-node-07"
+	cfg.XID.Kmsg = false
+	return cfg
+}
+
+func simServer(t *testing.T, scenario string, clock *fakeClock) *simulated.Server {
+	t.Helper()
+	sc, err := simulated.LoadScenario(filepath.Join("testdata", "scenarios", scenario))
+	require.NoError(t, err)
+	srv := simulated.New(sc, clock.now)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// startSource starts a source on lib as the receiver does and stops it at the end of the test.
+func startSource(t *testing.T, cfg *Config, lib nvml.Interface, clock *fakeClock, emit func(plog.Logs)) *gpuSource {
+	t.Helper()
+	ss := sourceSettings{cfg: cfg, set: receivertest.NewNopSettings(metadata.Type), nodeName: "gpu-node-07", now: clock.now, emitLogs: emit}
+	release := func() {}
+	if c, ok := lib.(interface{ Close() }); ok {
+		release = c.Close
+	}
+	src := newSource(ss, lib, release)
+	src.start()
+	t.Cleanup(src.shutdown)
+	return src
+}
+
+// gpuResource finds the resource of the GPU at minor number index.
+func gpuResource(t *testing.T, md pmetric.Metrics, index string) pmetric.ResourceMetrics {
+	t.Helper()
+	for i := range md.ResourceMetrics().Len() {
+		rm := md.ResourceMetrics().At(i)
+		if v, ok := rm.Resource().Attributes().Get("minor_number"); ok && v.Str() == index {
+			return rm
+		}
+	}
+	require.FailNow(t, "no resource for GPU", index)
+	return pmetric.ResourceMetrics{}
+}
+
+// points returns the data points of a gauge or sum by name, in a resource.
+func points(rm pmetric.ResourceMetrics, name string) []pmetric.NumberDataPoint {
+	var dps []pmetric.NumberDataPoint
+	for i := range rm.ScopeMetrics().Len() {
+		ms := rm.ScopeMetrics().At(i).Metrics()
+		for j := range ms.Len() {
+			m := ms.At(j)
+			if m.Name() != name {
+				continue
+			}
+			var s pmetric.NumberDataPointSlice
+			switch m.Type() {
+			case pmetric.MetricTypeGauge:
+				s = m.Gauge().DataPoints()
+			case pmetric.MetricTypeSum:
+				s = m.Sum().DataPoints()
+			}
+			for k := range s.Len() {
+				dps = append(dps, s.At(k))
+			}
+		}
+	}
+	return dps
+}
+
+// value is the int value of the single data point of name whose attributes include attrs.
+func value(t *testing.T, rm pmetric.ResourceMetrics, name string, attrs ...string) int64 {
+	t.Helper()
+	var found []int64
+	for _, dp := range points(rm, name) {
+		if hasAttrs(dp.Attributes(), attrs...) {
+			found = append(found, dp.IntValue())
+		}
+	}
+	require.Len(t, found, 1, "data points of %s%v", name, attrs)
+	return found[0]
+}
+
+func hasAttrs(m pcommon.Map, kv ...string) bool {
+	for i := 0; i+1 < len(kv); i += 2 {
+		if v, ok := m.Get(kv[i]); !ok || v.AsString() != kv[i+1] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,85 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gpureceiver
+
+import (
+	"flag"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected metrics in testdata/expected")
+
+// The latency histogram measures the machine running the test; its shape is tested apart.
+var compareOptions = []pmetrictest.CompareMetricsOption{
+	pmetrictest.IgnoreStartTimestamp(),
+	pmetrictest.IgnoreTimestamp(),
+	pmetrictest.IgnoreResourceMetricsOrder(),
+	pmetrictest.IgnoreMetricsOrder(),
+	pmetrictest.IgnoreMetricDataPointsOrder(),
+	pmetrictest.IgnoreMetricValues("cmd_nvml_latency_seconds"),
+}
+
+// TestScrapeGolden reads each golden scenario 30 s in, on the nvml backend's code path with
+// go-nvml's DGX mock servers injected as the library.
+func TestScrapeGolden(t *testing.T) {
+	for _, name := range []string{"dgxa100", "dgxh100"} {
+		t.Run(name, func(t *testing.T) {
+			clock := newFakeClock()
+			cfg := testConfig()
+			src := startSource(t, cfg, simServer(t, name+".yaml", clock), clock, nil)
+			clock.advance(30 * time.Second)
+			actual := src.scrape()
+
+			expectedFile := filepath.Join("testdata", "expected", name+".yaml")
+			if *update {
+				require.NoError(t, golden.WriteMetrics(t, expectedFile, actual))
+			}
+			expected, err := golden.ReadMetrics(expectedFile)
+			require.NoError(t, err)
+			require.NoError(t, pmetrictest.CompareMetrics(expected, actual, compareOptions...))
+		})
+	}
+}
+
+// TestLatencyHistogram checks the hand-built histogram: one observation per NVML call,
+// buckets past 60 s, cumulative.
+func TestLatencyHistogram(t *testing.T) {
+	clock := newFakeClock()
+	cfg := testConfig()
+	cfg.XID.NVMLEvents = false // its calls would land in whichever scrape runs alongside
+	src := startSource(t, cfg, simServer(t, "dgxa100.yaml", clock), clock, nil)
+	count := func() uint64 {
+		md := src.scrape()
+		ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+		for i := range ms.Len() {
+			if m := ms.At(i); m.Name() == "cmd_nvml_latency_seconds" {
+				require.Equal(t, pmetric.AggregationTemporalityCumulative, m.Histogram().AggregationTemporality())
+				dp := m.Histogram().DataPoints().At(0)
+				bounds := dp.ExplicitBounds().AsRaw()
+				assert.GreaterOrEqual(t, bounds[len(bounds)-1], 60.0)
+				assert.Equal(t, len(bounds)+1, dp.BucketCounts().Len())
+				var sum uint64
+				for _, c := range dp.BucketCounts().AsRaw() {
+					sum += c
+				}
+				assert.Equal(t, dp.Count(), sum)
+				return dp.Count()
+			}
+		}
+		require.FailNow(t, "cmd_nvml_latency_seconds missing")
+		return 0
+	}
+	// Every scrape makes the same calls on this scenario, so the count grows by the same step.
+	c1, c2, c3 := count(), count(), count()
+	assert.Greater(t, c2, c1)
+	assert.Equal(t, c2-c1, c3-c2)
+}
