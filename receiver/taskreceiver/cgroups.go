@@ -4,11 +4,12 @@
 package taskreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver"
 
 import (
-	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
+	v1stats "github.com/containerd/cgroups/v3/cgroup1/stats"
 	"github.com/containerd/cgroups/v3/cgroup2"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs"
@@ -42,16 +43,23 @@ func newCgroupHierarchy(mount, procRoot string) (cgroupHierarchy, error) {
 	}
 	// Each controller is at mount/<name>; cpuacct, usually co-mounted as "cpu,cpuacct", has a
 	// "cpuacct" symlink to it on every distribution.
-	subsystems := []cgroup1.Subsystem{
-		cgroup1.NewCpuacct(mount),
-		// Swap and kernel memory accounting are often disabled; usage and limit are all we read.
-		cgroup1.NewMemory(mount, cgroup1.IgnoreModules("memsw", "kmem", "kmem.tcp")),
-		cgroup1.NewBlkio(mount, cgroup1.ProcRoot(procRoot)),
-	}
 	return cgroupV1{
-		memoryRoot: filepath.Join(mount, "memory"),
-		hierarchy:  func() ([]cgroup1.Subsystem, error) { return subsystems, nil },
+		mount: mount,
+		controllers: []v1Controller{
+			cgroup1.NewCpuacct(mount),
+			// Swap and kernel memory accounting are often disabled; usage and limit are all we read.
+			cgroup1.NewMemory(mount, cgroup1.IgnoreModules("memsw", "kmem", "kmem.tcp")),
+			cgroup1.NewBlkio(mount, cgroup1.ProcRoot(procRoot)),
+		},
 	}, nil
+}
+
+// v1Controller is the stat method of containerd's v1 controllers. They are called one after the
+// other rather than through cgroup1.Cgroup.Stat, which runs each in a goroutine of its own where
+// a parser panic (blkio does panic on a cut /proc/partitions) could not be recovered.
+type v1Controller interface {
+	cgroup1.Subsystem
+	Stat(path string, stats *v1stats.Metrics) error
 }
 
 type cgroupV2 struct{ mount string }
@@ -90,20 +98,20 @@ func (h cgroupV2) stat(path string) (containerStats, error) {
 }
 
 type cgroupV1 struct {
-	memoryRoot string
-	hierarchy  cgroup1.Hierarchy
+	mount       string
+	controllers []v1Controller
 }
 
 func (h cgroupV1) findContainers() ([]cgroupfs.Found, error) {
-	return cgroupfs.FindContainers(h.memoryRoot)
-}
-
-func (h cgroupV1) load(path string) (cgroup1.Cgroup, error) {
-	return cgroup1.Load(cgroup1.StaticPath(path), cgroup1.WithHierarchy(h.hierarchy))
+	return cgroupfs.FindContainers(filepath.Join(h.mount, string(cgroup1.Memory)))
 }
 
 func (h cgroupV1) processes(path string) ([]int, error) {
-	cg, err := h.load(path)
+	subsystems := make([]cgroup1.Subsystem, len(h.controllers))
+	for i, c := range h.controllers {
+		subsystems[i] = c
+	}
+	cg, err := cgroup1.Load(cgroup1.StaticPath(path), cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) { return subsystems, nil }))
 	if err != nil {
 		return nil, err
 	}
@@ -112,16 +120,11 @@ func (h cgroupV1) processes(path string) ([]int, error) {
 }
 
 func (h cgroupV1) stat(path string) (containerStats, error) {
-	cg, err := h.load(path)
-	if err != nil {
-		return containerStats{}, err
-	}
-	st, err := cg.Stat(cgroup1.IgnoreNotExist)
-	if err != nil {
-		return containerStats{}, err
-	}
-	if st.GetMemory() == nil {
-		return containerStats{}, errors.New("memory.stat is missing")
+	st := &v1stats.Metrics{CPU: &v1stats.CPUStat{Usage: &v1stats.CPUUsage{}, Throttling: &v1stats.Throttle{}}}
+	for _, c := range h.controllers {
+		if err := c.Stat(path, st); err != nil {
+			return containerStats{}, fmt.Errorf("%s: %w", c.Name(), err)
+		}
 	}
 	cs := containerStats{
 		cpuSeconds:   float64(st.GetCPU().GetUsage().GetTotal()) / 1e9,

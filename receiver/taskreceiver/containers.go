@@ -75,33 +75,9 @@ func (s *taskScraper) scrapeContainers(now pcommon.Timestamp) {
 	hostNetNS := s.hostNetNamespace()
 	seen := make(map[string]bool, len(found))
 	for _, f := range found {
-		pids, err := s.cgroups.processes(f.Path)
-		if err != nil {
-			s.readFailed("cgroup")
-			continue
+		if s.scrapeContainer(now, f, hostNetNS) {
+			seen[f.ID] = true
 		}
-		if len(pids) == 0 {
-			// An empty cgroup is a container being torn down: nothing runs, nothing to charge.
-			continue
-		}
-		st := s.containers[f.ID]
-		if st == nil {
-			st = &containerState{}
-			s.containers[f.ID] = st
-		}
-		seen[f.ID] = true
-		if !st.identified {
-			s.identify(st, f, pids)
-		}
-		if st.kind == kindIgnored || st.kind == kindSandbox {
-			continue
-		}
-		stats, err := s.cgroups.stat(f.Path)
-		if err != nil {
-			s.readFailed("cgroup")
-			continue
-		}
-		s.recordContainer(now, f, st, stats, s.readNet(pids, hostNetNS, st))
 	}
 	for id := range s.containers {
 		if !seen[id] {
@@ -110,12 +86,46 @@ func (s *taskScraper) scrapeContainers(now pcommon.Timestamp) {
 	}
 }
 
+// scrapeContainer records one container; it reports whether the container is still running.
+func (s *taskScraper) scrapeContainer(now pcommon.Timestamp, f cgroupfs.Found, hostNetNS uint32) bool {
+	defer s.recoverRead("cgroup", nil)
+	pids, err := s.cgroups.processes(f.Path)
+	if err != nil {
+		s.readFailed("cgroup")
+		return false
+	}
+	if len(pids) == 0 {
+		// An empty cgroup is a container being torn down: nothing runs, nothing to charge.
+		return false
+	}
+	st := s.containers[f.ID]
+	if st == nil {
+		st = &containerState{}
+		s.containers[f.ID] = st
+	}
+	if !st.identified {
+		s.identify(st, f, pids)
+	}
+	if st.kind == kindIgnored || st.kind == kindSandbox {
+		return true
+	}
+	stats, err := s.cgroups.stat(f.Path)
+	if err != nil {
+		s.readFailed("cgroup")
+		return true
+	}
+	s.recordContainer(now, f, st, stats, s.readNet(pids, hostNetNS, st))
+	return true
+}
+
 // identify classifies a container and reads its labels from the environment of its first
 // readable process. A container whose processes cannot be read yet is tried again next time.
 func (s *taskScraper) identify(st *containerState, f cgroupfs.Found, pids []int) {
 	for _, pid := range pids {
 		p, err := s.proc.Proc(pid)
 		if err != nil {
+			// Exited since the cgroup listed it.
+			s.readFailed("proc")
 			continue
 		}
 		environ, err := p.Environ()

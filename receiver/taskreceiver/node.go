@@ -4,6 +4,7 @@
 package taskreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver"
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,20 +17,37 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
 )
 
+var errNoData = errors.New("file has no data lines")
+
 // scrapeNode records the node_* metrics with node_exporter's names and semantics. Each source
 // stands alone: one unreadable file costs only its own metrics.
 func (s *taskScraper) scrapeNode(now pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
-	s.scrapeUname(now, errs)
-	s.scrapeCPU(now, errs)
-	s.scrapeMemory(now, errs)
-	s.scrapeNetDev(now, errs)
-	s.scrapeDiskstats(now, errs)
-	s.scrapeFilesystems(now, errs)
-	if load, err := s.proc.LoadAvg(); err != nil {
-		s.nodeReadFailed(errs, "loadavg", err)
-	} else {
-		s.mb.RecordNodeLoad1DataPoint(now, load.Load1)
+	for _, src := range []struct {
+		name string
+		read func(pcommon.Timestamp, *scrapererror.ScrapeErrors)
+	}{
+		{"uname", s.scrapeUname},
+		{"stat", s.scrapeCPU},
+		{"meminfo", s.scrapeMemory},
+		{"net_dev", s.scrapeNetDev},
+		{"diskstats", s.scrapeDiskstats},
+		{"mountinfo", s.scrapeFilesystems},
+		{"loadavg", s.scrapeLoad},
+	} {
+		func() {
+			defer s.recoverRead(src.name, errs)
+			src.read(now, errs)
+		}()
 	}
+}
+
+func (s *taskScraper) scrapeLoad(now pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
+	load, err := s.proc.LoadAvg()
+	if err != nil {
+		s.nodeReadFailed(errs, "loadavg", err)
+		return
+	}
+	s.mb.RecordNodeLoad1DataPoint(now, load.Load1)
 }
 
 // scrapeUname reads uname(2)'s fields from /proc/sys/kernel, so that a fixture tree (and the
@@ -60,6 +78,9 @@ func (s *taskScraper) scrapeUname(now pcommon.Timestamp, errs *scrapererror.Scra
 
 func (s *taskScraper) scrapeCPU(now pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
 	stat, err := s.proc.Stat()
+	if err == nil && len(stat.CPU) == 0 {
+		err = errNoData // an empty or cut file parses without error
+	}
 	if err != nil {
 		s.nodeReadFailed(errs, "stat", err)
 		return
@@ -112,6 +133,9 @@ func (s *taskScraper) scrapeMemory(now pcommon.Timestamp, errs *scrapererror.Scr
 
 func (s *taskScraper) scrapeNetDev(now pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
 	netDev, err := s.proc.NetDev()
+	if err == nil && len(netDev) == 0 {
+		err = errNoData // every host has lo; none means the file was cut
+	}
 	if err != nil {
 		s.nodeReadFailed(errs, "net_dev", err)
 		return

@@ -4,6 +4,7 @@
 package taskreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver"
 
 import (
+	"github.com/prometheus/procfs"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,31 +23,7 @@ func (s *taskScraper) scrapeProcesses(now pcommon.Timestamp, errs *scrapererror.
 	}
 	uninterruptible := map[string]int64{}
 	for _, p := range procs {
-		stat, err := p.Stat()
-		if err != nil {
-			// Usually the process exited between the listing and the read.
-			s.readFailed("proc_stat")
-			continue
-		}
-		inD := stat.State == "D"
-		rss := int64(stat.ResidentMemory())
-		large := s.cfg.ProcessMemThreshold > 0 && rss > s.cfg.ProcessMemThreshold
-		if !inD && !large {
-			continue
-		}
-		args, _ := p.CmdLine() // a process gone by now still has its stat line: keep it
-		cmd := commandName(args, stat.Comm)
-		if inD {
-			command := cmd
-			if strings.Contains(strings.Join(args, " "), "nvidia-smi") {
-				// OpenPAI's alert rule matches this one value.
-				command = "nvidia-smi"
-			}
-			uninterruptible[command]++
-		}
-		if large {
-			s.mb.RecordProcessMemUsageByteDataPoint(now, rss, strconv.Itoa(p.PID), cmd)
-		}
+		s.scrapeProcess(now, p, uninterruptible)
 	}
 	commands := make([]string, 0, len(uninterruptible))
 	for c := range uninterruptible {
@@ -55,6 +32,37 @@ func (s *taskScraper) scrapeProcesses(now pcommon.Timestamp, errs *scrapererror.
 	sort.Strings(commands)
 	for _, c := range commands {
 		s.mb.RecordZombieProcessCountDataPoint(now, uninterruptible[c], c)
+	}
+}
+
+// scrapeProcess counts a process in state D under its command, and records its resident memory
+// when it is large.
+func (s *taskScraper) scrapeProcess(now pcommon.Timestamp, p procfs.Proc, uninterruptible map[string]int64) {
+	defer s.recoverRead("proc_stat", nil)
+	stat, err := p.Stat()
+	if err != nil {
+		// Usually the process exited between the listing and the read.
+		s.readFailed("proc_stat")
+		return
+	}
+	inD := stat.State == "D"
+	rss := int64(stat.ResidentMemory())
+	large := s.cfg.ProcessMemThreshold > 0 && rss > s.cfg.ProcessMemThreshold
+	if !inD && !large {
+		return
+	}
+	args, _ := p.CmdLine() // a process gone by now still has its stat line: keep it
+	cmd := commandName(args, stat.Comm)
+	if inD {
+		command := cmd
+		if strings.Contains(strings.Join(args, " "), "nvidia-smi") {
+			// OpenPAI's alert rule matches this one value.
+			command = "nvidia-smi"
+		}
+		uninterruptible[command]++
+	}
+	if large {
+		s.mb.RecordProcessMemUsageByteDataPoint(now, rss, strconv.Itoa(p.PID), cmd)
 	}
 }
 

@@ -130,6 +130,20 @@ func (s *taskScraper) scrape(context.Context) (pmetric.Metrics, error) {
 	return md, errs.Combine()
 }
 
+// recoverRead is deferred around each read of host text. A parser library that panics on a cut
+// line (procfs v0.23.0 does on a short /proc/net/dev line) costs that source, not the collector.
+func (s *taskScraper) recoverRead(source string, errs *scrapererror.ScrapeErrors) {
+	if r := recover(); r != nil {
+		err := fmt.Errorf("parser panicked: %v", r)
+		if errs == nil {
+			s.readFailed(source)
+			s.logger.Debug("Skipped an item whose file could not be parsed", zap.String("source", source), zap.Error(err))
+			return
+		}
+		s.nodeReadFailed(errs, source, err)
+	}
+}
+
 // readFailed counts a skipped item under its source.
 func (s *taskScraper) readFailed(source string) {
 	s.readErrors[source]++

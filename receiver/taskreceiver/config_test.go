@@ -1,0 +1,81 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package taskreceiver
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
+)
+
+func loadConfig(t *testing.T, name string) *Config {
+	t.Helper()
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	cfg := createDefaultConfig().(*Config)
+	sub, err := cm.Sub(component.NewIDWithName(metadata.Type, name).String())
+	require.NoError(t, err)
+	require.NoError(t, sub.Unmarshal(cfg))
+	return cfg
+}
+
+func TestLoadConfig(t *testing.T) {
+	def := loadConfig(t, "")
+	assert.Equal(t, createDefaultConfig(), def)
+	require.NoError(t, confmap.Validate(def))
+
+	custom := loadConfig(t, "custom")
+	assert.Equal(t, 10*time.Second, custom.CollectionInterval)
+	assert.Equal(t, "/hostfs", custom.RootPath)
+	assert.Equal(t, "gpu-node-07", custom.NodeName)
+	assert.Equal(t, int64(1<<30), custom.ProcessMemThreshold)
+	assert.Equal(t, []string{"pai", "kube-system"}, custom.ServiceNamespaces)
+	assert.Equal(t, FilesystemConfig{
+		MountPointsExclude: `^/(dev|proc|sys)($|/)`,
+		FSTypesExclude:     `^(tmpfs|overlay)$`,
+		StatfsTimeout:      2 * time.Second,
+	}, custom.Filesystem)
+	assert.Equal(t, `^loop\d+$`, custom.Disk.DeviceExclude)
+}
+
+func TestValidateErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		wantErr string
+	}{
+		{"relative_root", `root_path must be an absolute path, got "hostfs"`},
+		{"no_proc", `root_path "/nonexistent-root" has no proc directory: mount the host's / there (read-only) or set root_path to where it is`},
+		{"negative_threshold", "process_mem_threshold must not be negative, got -1"},
+		{"bad_mount_regexp", "filesystem::mount_points_exclude is not a valid regular expression: error parsing regexp: missing closing ): `^/(dev`"},
+		{"bad_fstype_regexp", "filesystem::fs_types_exclude is not a valid regular expression: error parsing regexp: invalid character class range: `z-a`"},
+		{"bad_disk_regexp", "disk::device_exclude is not a valid regular expression: error parsing regexp: invalid escape sequence: `\\1`"},
+		{"zero_statfs_timeout", "filesystem::statfs_timeout must be positive, got 0s"},
+		{"zero_interval", `"collection_interval": requires positive value`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := confmap.Validate(loadConfig(t, tt.name))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.wantErr)
+		})
+	}
+}
+
+// TestValidateRootPathWithProc accepts a root that has a proc directory, such as a fixture host.
+func TestValidateRootPathWithProc(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	cfg.RootPath = t.TempDir()
+	require.Error(t, cfg.Validate())
+	require.NoError(t, os.Mkdir(filepath.Join(cfg.RootPath, "proc"), 0o755))
+	require.NoError(t, cfg.Validate())
+}

@@ -1,0 +1,182 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package taskreceiver
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+// copyHost gives a test its own copy of a fixture host to damage.
+func copyHost(t testing.TB, name string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "hosts", name))))
+	return dir
+}
+
+// metricsByName indexes data points by metric name; the attributes of the resource that holds
+// them come along, so a test can find one container's series.
+type point struct {
+	resource map[string]any
+	attrs    map[string]any
+	value    float64
+}
+
+func pointsByName(md pmetric.Metrics) map[string][]point {
+	out := map[string][]point{}
+	for i := 0; i < md.ResourceMetrics().Len(); i++ {
+		rm := md.ResourceMetrics().At(i)
+		res := rm.Resource().Attributes().AsRaw()
+		for j := 0; j < rm.ScopeMetrics().Len(); j++ {
+			ms := rm.ScopeMetrics().At(j).Metrics()
+			for k := 0; k < ms.Len(); k++ {
+				m := ms.At(k)
+				var dps pmetric.NumberDataPointSlice
+				switch m.Type() {
+				case pmetric.MetricTypeGauge:
+					dps = m.Gauge().DataPoints()
+				case pmetric.MetricTypeSum:
+					dps = m.Sum().DataPoints()
+				default:
+					continue
+				}
+				for l := 0; l < dps.Len(); l++ {
+					dp := dps.At(l)
+					v := dp.DoubleValue()
+					if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
+						v = float64(dp.IntValue())
+					}
+					out[m.Name()] = append(out[m.Name()], point{res, dp.Attributes().AsRaw(), v})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func readErrors(points map[string][]point) map[string]float64 {
+	out := map[string]float64{}
+	for _, p := range points["collector_read_errors_total"] {
+		out[p.attrs["source"].(string)] = p.value
+	}
+	return out
+}
+
+func jobNames(points map[string][]point) []string {
+	var names []string
+	for _, p := range points["task_cpu_seconds_total"] {
+		names = append(names, p.resource["job_name"].(string))
+	}
+	return names
+}
+
+// TestDamagedHost breaks one host file at a time: the scrape goes on, the damaged source is
+// counted, and everything that does not depend on it is still reported.
+func TestDamagedHost(t *testing.T) {
+	const job = "carol~llama-ft"
+	cgroupDir := "sys/fs/cgroup/memory/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod00000001_0000_4000_8000_000000000001.slice/cri-containerd-" +
+		"0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b.scope"
+	tests := []struct {
+		name       string
+		damage     func(root string) error
+		source     string
+		missing    string // a metric the damage must remove
+		jobPresent bool   // the task still reported
+	}{
+		{"missing meminfo", remove("proc/meminfo"), "meminfo", "node_memory_MemTotal_bytes", true},
+		{"truncated stat", write("proc/stat", "cpu  12156 5 36"), "stat", "node_cpu_seconds_total", true},
+		{"malformed stat", write("proc/stat", "cpu  1 2 3\ncpu0 x y z\n"), "stat", "node_cpu_seconds_total", true},
+		{"malformed net/dev", write("proc/net/dev", "header\nheader\n  eth0: 12 x\n"), "net_dev", "node_network_receive_bytes_total", true},
+		{"malformed diskstats", write("proc/diskstats", "254 0 vda x y z\n"), "diskstats", "node_disk_read_bytes_total", true},
+		{"missing loadavg", remove("proc/loadavg"), "loadavg", "node_load1", true},
+		{"missing uname", remove("proc/sys/kernel/osrelease"), "uname", "node_uname_info", true},
+		{"missing mountinfo", remove("proc/1/mountinfo"), "mountinfo", "node_filesystem_size_bytes", true},
+		{"malformed memory.stat", write(cgroupDir+"/memory.stat", "cache x\n"), "cgroup", "", false},
+		{"truncated process stat", write("proc/2001/stat", "2001 (torch"), "proc_stat", "", true},
+		{"vanished process", remove("proc/2001"), "proc", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := copyHost(t, "v1-systemd-containerd")
+			require.NoError(t, tt.damage(root))
+			s := newStartedScraper(t, testConfig(root))
+			points := pointsByName(scrapeOnce(t, s))
+
+			assert.Positive(t, readErrors(points)[tt.source], "collector_read_errors_total{source=%q}", tt.source)
+			if tt.missing != "" {
+				assert.Empty(t, points[tt.missing])
+			}
+			assert.Equal(t, tt.jobPresent, contains(jobNames(points), job), "task %s reported", job)
+			// What the damage does not touch is still there.
+			assert.NotEmpty(t, points["collector_iteration_count_total"])
+			assert.Contains(t, jobNames(points), "unknown", "the other tasks are still reported")
+			if tt.source != "meminfo" {
+				assert.NotEmpty(t, points["node_memory_MemTotal_bytes"])
+			}
+		})
+	}
+}
+
+func remove(rel string) func(string) error {
+	return func(root string) error { return os.RemoveAll(filepath.Join(root, rel)) }
+}
+
+func write(rel, content string) func(string) error {
+	return func(root string) error { return os.WriteFile(filepath.Join(root, rel), []byte(content), 0o644) }
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRates checks the per-interval rates against counters moved by known amounts.
+func TestRates(t *testing.T) {
+	root := copyHost(t, "v2-systemd-crio")
+	s := newStartedScraper(t, testConfig(root))
+	clock := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	s.now = func() time.Time { return clock }
+
+	first := pointsByName(scrapeOnce(t, s))
+	assert.Empty(t, first["task_cpu_percent"], "no rate without a previous collection")
+	assert.Empty(t, first["task_net_in_byte"])
+
+	// 10 s later the container used 15 CPU-seconds and moved 1 MB in, 2 MB out.
+	cgroup := filepath.Join(root, "sys/fs/cgroup/kubepods.slice/kubepods-pod00000015_0000_4000_8000_000000000015.slice/crio-"+
+		"1515151515151515151515151515151515151515151515151515151515151515.scope")
+	require.NoError(t, os.WriteFile(filepath.Join(cgroup, "cpu.stat"), []byte("usage_usec 75000000\n"), 0o644))
+	netDev := "Inter-|   Receive                                                |  Transmit\n" +
+		" face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n" +
+		"    lo:    9000      10    0    0    0     0          0         0     9000      10    0    0    0     0       0          0\n" +
+		"  eth0: 1123456     100    0    0    0     0          0         0 2654321     200    0    0    0     0       0          0\n"
+	require.NoError(t, os.WriteFile(filepath.Join(root, "proc/3001/net/dev"), []byte(netDev), 0o644))
+	clock = clock.Add(10 * time.Second)
+
+	second := pointsByName(scrapeOnce(t, s))
+	require.Len(t, second["task_cpu_percent"], 2)
+	byJob := map[string]map[string]float64{}
+	for _, name := range []string{"task_cpu_percent", "task_net_in_byte", "task_net_out_byte"} {
+		for _, p := range second[name] {
+			job := p.resource["job_name"].(string)
+			if byJob[job] == nil {
+				byJob[job] = map[string]float64{}
+			}
+			byJob[job][name] = p.value
+		}
+	}
+	assert.Equal(t, map[string]float64{"task_cpu_percent": 150, "task_net_in_byte": 100_000, "task_net_out_byte": 200_000}, byJob["dave~infer"])
+	// The host-network task has CPU but no network rate: the node's traffic is not its own.
+	assert.Equal(t, map[string]float64{"task_cpu_percent": 0}, byJob["erin~hvd"])
+}

@@ -1,0 +1,74 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build e2e
+
+package e2e
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.metrics from the collector's output")
+
+// volatile are the series whose values depend on the machine or on how many collections ran,
+// left out of the comparison as node_exporter's end-to-end test leaves out its own.
+var volatile = regexp.MustCompile(`^(node_filesystem_(avail|size)_bytes|collector_iteration_count_total|collector_read_errors_total)\{`)
+
+// TestFixtureHosts runs the binary with distro/local.yaml on each fixture host and compares
+// the whole /metrics page with the checked-in expectation (-update rewrites it).
+func TestFixtureHosts(t *testing.T) {
+	root := repoRoot(t)
+	for _, host := range []string{"v1-cgroupfs-docker", "v1-systemd-containerd", "v2-systemd-crio"} {
+		t.Run(host, func(t *testing.T) {
+			url := startCollector(t, filepath.Join(root, "distro", "local.yaml"),
+				"receivers::task::root_path="+filepath.Join(root, "receiver", "taskreceiver", "testdata", "hosts", host),
+				"receivers::task::node_name=gpu-node-07",
+				"receivers::task::collection_interval=200ms",
+				"receivers::task::service_namespaces=[pai]",
+			)
+			// From the second collection on, rates are there (0 on a still fixture).
+			waitForCollections(t, url, 2)
+			_, body, err := scrape(url)
+			require.NoError(t, err)
+			got := stable(string(body))
+
+			want := filepath.Join("testdata", host+".metrics")
+			if *update {
+				require.NoError(t, os.WriteFile(want, []byte(got), 0o644))
+			}
+			expected, err := os.ReadFile(want)
+			require.NoError(t, err, "run `make e2e E2E_FLAGS=-update` to create it")
+			assert.Equal(t, string(expected), got)
+		})
+	}
+}
+
+// stable drops the volatile series' sample lines, keeping their HELP and TYPE lines.
+func stable(page string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(page, "\n") {
+		if !volatile.MatchString(line) {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if *update {
+		fmt.Println("expected pages rewritten: review them with git diff")
+	}
+	os.Exit(code)
+}

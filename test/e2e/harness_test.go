@@ -1,0 +1,198 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build e2e
+
+// Package e2e runs the built collector (OTELCOL_BIN, set by `make e2e`) against fixture hosts
+// and real peers: node_exporter and a Prometheus server, each started on free loopback ports
+// and stopped by the test.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/require"
+)
+
+// repoRoot is two levels above this package.
+func repoRoot(t testing.TB) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+func collectorBinary(t testing.TB) string {
+	bin := os.Getenv("OTELCOL_BIN")
+	if bin == "" {
+		bin = filepath.Join(repoRoot(t), "bin", "otelcol-gpu")
+	}
+	_, err := os.Stat(bin)
+	require.NoError(t, err, "the collector binary is needed: run `make build`, or set OTELCOL_BIN")
+	return bin
+}
+
+// requireTool finds a real peer's binary; its absence fails the test, it is not a skip.
+func requireTool(t testing.TB, name string) string {
+	path, err := exec.LookPath(name)
+	require.NoError(t, err, "%s is needed by this test: run `make deps` (Debian packages prometheus, prometheus-node-exporter)", name)
+	return path
+}
+
+// freePort asks the kernel for a free loopback port.
+func freePort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startProcess runs a peer; it is killed by PID when the test ends, and its output is shown
+// if the test failed.
+func startProcess(t testing.TB, bin string, args ...string) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, cmd.Start(), "start %s", bin)
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("output of %s:\n%s", filepath.Base(bin), out.String())
+		}
+	})
+}
+
+// startCollector runs the collector on config with --set overrides, and returns its metrics URL.
+func startCollector(t testing.TB, config string, sets ...string) string {
+	t.Helper()
+	port := freePort(t)
+	args := []string{"--config", config,
+		"--set", fmt.Sprintf("exporters::prometheus::endpoint=127.0.0.1:%d", port),
+		"--set", fmt.Sprintf("extensions::health_check::endpoint=127.0.0.1:%d", freePort(t)),
+	}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	startProcess(t, collectorBinary(t), args...)
+	return fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+}
+
+// eventually polls cond until it holds or the deadline passes; the deadline bounds a hung peer,
+// it is not a performance assertion.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func httpGet(url string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return io.ReadAll(resp.Body)
+}
+
+// scrape fetches and parses a Prometheus text endpoint.
+func scrape(url string) (map[string]*dto.MetricFamily, []byte, error) {
+	body, err := httpGet(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	return families, body, err
+}
+
+// iterations reads collector_iteration_count_total{name="task"}, 0 if absent.
+func iterations(families map[string]*dto.MetricFamily) float64 {
+	f := families["collector_iteration_count_total"]
+	if f == nil {
+		return 0
+	}
+	for _, m := range f.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "name" && l.GetValue() == "task" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// waitForCollections scrapes url until the task receiver has collected n times.
+func waitForCollections(t testing.TB, url string, n float64) map[string]*dto.MetricFamily {
+	t.Helper()
+	var families map[string]*dto.MetricFamily
+	eventually(t, fmt.Sprintf("%d collections at %s", int(n), url), func() bool {
+		f, _, err := scrape(url)
+		families = f
+		return err == nil && iterations(f) >= n
+	})
+	return families
+}
+
+func labelsOf(m *dto.Metric, drop ...string) string {
+	var parts []string
+	for _, l := range m.GetLabel() {
+		skip := false
+		for _, d := range drop {
+			skip = skip || l.GetName() == d
+		}
+		if !skip {
+			parts = append(parts, l.GetName()+"="+l.GetValue())
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func valueOf(m *dto.Metric) float64 {
+	switch {
+	case m.Counter != nil:
+		return m.GetCounter().GetValue()
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue()
+	default:
+		return m.GetUntyped().GetValue()
+	}
+}

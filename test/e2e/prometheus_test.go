@@ -1,0 +1,113 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// contractNames are the node, task, service and process names of the metric contract
+// (shared/spec/metrics.md) that the task receiver produces.
+var contractNames = []string{
+	"node_uname_info", "node_cpu_seconds_total",
+	"node_memory_MemTotal_bytes", "node_memory_MemFree_bytes", "node_memory_MemAvailable_bytes",
+	"node_memory_Buffers_bytes", "node_memory_Cached_bytes",
+	"node_network_receive_bytes_total", "node_network_transmit_bytes_total",
+	"node_disk_read_bytes_total", "node_disk_written_bytes_total",
+	"node_filesystem_avail_bytes", "node_filesystem_size_bytes", "node_load1",
+	"task_cpu_percent", "task_cpu_seconds_total", "task_mem_usage_byte", "task_mem_limit_byte",
+	"task_mem_usage_percent", "task_net_in_byte", "task_net_out_byte",
+	"task_network_receive_bytes_total", "task_network_transmit_bytes_total",
+	"task_block_in_byte", "task_block_out_byte",
+	"service_cpu_percent", "service_cpu_seconds_total", "service_mem_usage_byte", "service_mem_limit_byte",
+	"service_mem_usage_percent", "service_net_in_byte", "service_net_out_byte",
+	"service_network_receive_bytes_total", "service_network_transmit_bytes_total",
+	"service_block_in_byte", "service_block_out_byte",
+	"zombie_process_count", "process_mem_usage_byte", "collector_iteration_count_total",
+}
+
+// TestPrometheusScrapes has a real Prometheus scrape two collectors started from
+// distro/local.yaml: one on this machine, one on a fixture host with jobs, a service, processes
+// in state D and a large process. Every contract name must be queryable wherever the collector
+// exposes it, and on the fixture host every one of them must be there.
+func TestPrometheusScrapes(t *testing.T) {
+	prometheus := requireTool(t, "prometheus")
+	root := repoRoot(t)
+	local := filepath.Join(root, "distro", "local.yaml")
+	machine := startCollector(t, local, "receivers::task::collection_interval=1s")
+	fixture := startCollector(t, local,
+		"receivers::task::collection_interval=1s",
+		"receivers::task::root_path="+filepath.Join(root, "receiver", "taskreceiver", "testdata", "hosts", "v1-systemd-containerd"),
+		"receivers::task::service_namespaces=[pai]",
+	)
+
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(`global: {scrape_interval: 1s, scrape_timeout: 1s}
+scrape_configs:
+  - job_name: machine
+    static_configs: [{targets: [%q]}]
+  - job_name: fixture
+    static_configs: [{targets: [%q]}]
+`, hostPort(machine), hostPort(fixture))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644))
+	promPort := freePort(t)
+	startProcess(t, prometheus,
+		"--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort),
+	)
+	api := fmt.Sprintf("http://127.0.0.1:%d/api/v1/query?query=", promPort)
+
+	// Rates need two collections; wait until Prometheus has the fixture's task_cpu_percent.
+	eventually(t, "Prometheus to have scraped both collectors", func() bool {
+		return series(t, api, `task_cpu_percent{job="fixture"}`) > 0 && series(t, api, `node_load1{job="machine"}`) > 0
+	})
+	exposed, _, err := scrape(machine)
+	require.NoError(t, err)
+
+	for _, name := range contractNames {
+		t.Run(name, func(t *testing.T) {
+			assert.Positive(t, series(t, api, fmt.Sprintf(`%s{job="fixture"}`, name)), "fixture host")
+			if exposed[name] != nil || strings.HasPrefix(name, "node_") {
+				assert.Positive(t, series(t, api, fmt.Sprintf(`%s{job="machine"}`, name)), "this machine")
+			}
+		})
+	}
+	// Labels as dashboards select them.
+	assert.Equal(t, 1, series(t, api, `task_mem_usage_byte{job="fixture",job_name="carol~llama-ft",username="carol",role_name="trainer",task_index="3",virtual_cluster="default"}`))
+	assert.Equal(t, 1, series(t, api, `service_cpu_seconds_total{job="fixture",name="prometheus"}`))
+	assert.Equal(t, 1, series(t, api, `zombie_process_count{job="fixture",command="nvidia-smi"} == 2`))
+}
+
+func hostPort(metricsURL string) string {
+	u, _ := url.Parse(metricsURL)
+	return u.Host
+}
+
+// series runs an instant query and returns how many series it matched.
+func series(t testing.TB, api, query string) int {
+	body, err := httpGet(api + url.QueryEscape(query))
+	if err != nil {
+		return 0
+	}
+	var resp struct {
+		Status string `json:"status"`
+		Data   struct {
+			Result []json.RawMessage `json:"result"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal(body, &resp))
+	return len(resp.Data.Result)
+}
