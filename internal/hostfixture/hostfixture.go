@@ -213,3 +213,25 @@ func netDev(rx, tx uint64) string {
 		"    lo:    1000      10    0    0    0     0          0         0     1000      10    0    0    0     0       0          0\n" +
 		fmt.Sprintf("  eth0: %d     100    0    0    0     0          0         0 %d     200    0    0    0     0       0          0\n", rx, tx)
 }
+
+// Busy describes a node running n job containers of two processes each, in burstable pods under
+// the systemd driver: the load benchmarks measure.
+func Busy(cgroupVersion, n int) Host {
+	h := Host{CgroupVersion: cgroupVersion}
+	for i := 0; i < n; i++ {
+		uid := fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i)
+		id := fmt.Sprintf("%064x", i+1)
+		env := []string{"PAI_USER_NAME=user", fmt.Sprintf("PAI_JOB_NAME=user~job%d", i), "PAI_CURRENT_TASK_ROLE_NAME=worker", "PAI_TASK_INDEX=0"}
+		pid := 10000 + 2*i
+		netns := uint32(4026540000 + i)
+		h.Containers = append(h.Containers, Container{
+			CgroupPath: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice/cri-containerd-" + id + ".scope",
+			Processes: []Process{
+				{PID: pid, Comm: "python3", Cmdline: []string{"python3", "train.py"}, Env: env, State: "S", RSSPages: 1000, NetNS: netns, RxBytes: 1000, TxBytes: 2000},
+				{PID: pid + 1, Comm: "python3", Cmdline: []string{"python3", "loader.py"}, Env: env, State: "S", RSSPages: 1000, NetNS: netns},
+			},
+			CPUUsec: 1_000_000, MemUsage: 1 << 30, MemLimit: 4 << 30, InactiveFile: 1 << 20, ReadBytes: 4096, WriteBytes: 8192,
+		})
+	}
+	return h
+}

@@ -41,6 +41,9 @@ var nodeTolerances = map[string]struct {
 	"node_load1":                        {2, 0},             //
 }
 
+// defaultMountPointsExclude is upstream node_exporter 1.5's, as the task receiver's default.
+const defaultMountPointsExclude = `^/(dev|proc|run/credentials/.+|sys|var/lib/docker/.+|var/lib/containers/storage/.+)($|/)`
+
 // TestAgainstNodeExporter runs a real node_exporter beside the collector on this machine: the
 // node_* series both expose must have the same label sets and agree within the tolerances.
 func TestAgainstNodeExporter(t *testing.T) {
@@ -51,6 +54,10 @@ func TestAgainstNodeExporter(t *testing.T) {
 		"--collector.disable-defaults",
 		"--collector.cpu", "--collector.meminfo", "--collector.netdev", "--collector.diskstats",
 		"--collector.filesystem", "--collector.loadavg", "--collector.uname",
+		// Debian patches node_exporter's defaults (it hides lo, /run, /mnt and /media); compare
+		// against upstream's, which the collector keeps.
+		"--collector.netdev.device-exclude=^$",
+		"--collector.filesystem.mount-points-exclude="+defaultMountPointsExclude,
 	)
 	ours := startCollector(t, filepath.Join(repoRoot(t), "distro", "local.yaml"),
 		"receivers::task::collection_interval=200ms")
