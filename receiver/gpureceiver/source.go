@@ -134,13 +134,18 @@ func (s *nvmlSource) tryInit(first bool) bool {
 	s.enumMu.Lock()
 	s.enumerate()
 	n := len(s.gpus)
+	var set nvml.EventSet
+	if s.cfg.XID.NVMLEvents {
+		set = s.registerEvents()
+	}
 	s.enumMu.Unlock()
 	s.logger.Info("NVML initialized", zap.String("driver_version", s.driver), zap.Int("gpus", n), zap.Strings("calls_missing_in_driver", missing))
-	if s.cfg.XID.NVMLEvents {
+	if set != nil {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.watchEvents()
+			defer set.Free()
+			s.watchEvents(set)
 		}()
 	}
 	return true
@@ -218,31 +223,38 @@ func (s *nvmlSource) gpuByPCI(pci pciAddr) *gpuIdentity {
 // watcher.
 const eventWait = 500 * time.Millisecond
 
-// watchEvents reads XIDs from an NVML event set until the receiver stops. GPUs that cannot
-// register (ERROR_NOT_SUPPORTED on old GPUs) are left to the kernel log.
-func (s *nvmlSource) watchEvents() {
+// registerEvents creates the XID event set; the caller holds enumMu. Registration goes through
+// each GPU's lane, so a GPU that hangs already at start holds back only itself. GPUs that
+// cannot register (ERROR_NOT_SUPPORTED on old GPUs) are left to the kernel log.
+func (s *nvmlSource) registerEvents() nvml.EventSet {
 	set, ret := guarded(&s.libLane, s.cfg.CallTimeout, s.hist, s.lib.EventSetCreate)
 	if ret != nvml.SUCCESS {
 		s.logger.Warn("NVML event set unavailable: XIDs come from the kernel log only", zap.String("error", ret.Error()))
-		return
+		return nil
 	}
-	defer set.Free()
 	registered := 0
-	if ids := s.identities.Load(); ids != nil {
-		for _, id := range *ids {
-			if id.handle == nil {
-				continue
-			}
-			supported, ret := guarded(&s.libLane, s.cfg.CallTimeout, s.hist, id.handle.GetSupportedEventTypes)
-			if ret != nvml.SUCCESS || supported&nvml.EventTypeXidCriticalError == 0 {
-				continue
-			}
-			if s.call(func() nvml.Return { return id.handle.RegisterEvents(nvml.EventTypeXidCriticalError, set) }) == nvml.SUCCESS {
-				registered++
-			}
+	for _, st := range s.gpus {
+		h := st.id.handle
+		if h == nil || st.handleErr != nvml.SUCCESS {
+			continue
+		}
+		supported, ret := guarded(&st.lane, s.cfg.CallTimeout, s.hist, h.GetSupportedEventTypes)
+		if ret != nvml.SUCCESS || supported&nvml.EventTypeXidCriticalError == 0 {
+			continue
+		}
+		_, ret = guarded(&st.lane, s.cfg.CallTimeout, s.hist, func() (struct{}, nvml.Return) {
+			return struct{}{}, h.RegisterEvents(nvml.EventTypeXidCriticalError, set)
+		})
+		if ret == nvml.SUCCESS {
+			registered++
 		}
 	}
-	s.logger.Debug("Watching NVML XID events", zap.Int("gpus", registered))
+	s.logger.Debug("Watching NVML XID events", zap.Int("gpus", registered), zap.Int("of", len(s.gpus)))
+	return set
+}
+
+// watchEvents reads XIDs from the event set until the receiver stops.
+func (s *nvmlSource) watchEvents(set nvml.EventSet) {
 	for {
 		select {
 		case <-s.stop:

@@ -1,0 +1,235 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gpureceiver
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
+)
+
+// writeScenario puts an inline scenario in a file, as the receiver reads them.
+func writeScenario(t *testing.T, clock *fakeClock, body string) *simulated.Server {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "scenario.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
+	sc, err := simulated.LoadScenario(path)
+	require.NoError(t, err)
+	srv := simulated.New(sc, clock.now)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func assertUp(t *testing.T, md pmetric.Metrics, up map[string]int64) {
+	t.Helper()
+	for gpu, want := range up {
+		assert.Equal(t, want, value(t, gpuResource(t, md, gpu), "gpu_up"), "gpu_up of GPU %s", gpu)
+	}
+}
+
+// TestLostGPU: a GPU that answers ERROR_GPU_IS_LOST or ERROR_RESET_REQUIRED is down with a
+// fatal nvml condition and keeps its labels; the other GPUs report everything.
+func TestLostGPU(t *testing.T) {
+	clock := newFakeClock()
+	src := startSource(t, testConfig(), simServer(t, "dgxh100.yaml", clock), clock, nil)
+	clock.advance(30 * time.Second)
+	md := src.scrape()
+
+	assertUp(t, md, map[string]int64{"0": 1, "1": 1, "2": 0, "3": 1, "4": 1, "5": 0, "6": 1, "7": 1})
+	for _, gpu := range []string{"2", "5"} {
+		rm := gpuResource(t, md, gpu)
+		assert.Equal(t, int64(healthFatal), value(t, rm, "gpu_health", "condition", "nvml"))
+		assert.Empty(t, points(rm, "gpu_utilization"), "a lost GPU reports no readings")
+		uuid, _ := rm.Resource().Attributes().Get("uuid")
+		assert.NotEmpty(t, uuid.Str(), "a lost GPU keeps the UUID read before it was lost")
+	}
+	assert.Len(t, points(gpuResource(t, md, "3"), "gpu_utilization"), 1)
+}
+
+// TestHungCall: a call past call_timeout takes its GPU down (warning, timeout counted once),
+// the other GPUs keep reporting, and the GPU comes back once the call returns.
+func TestHungCall(t *testing.T) {
+	clock := newFakeClock()
+	srv := writeScenario(t, clock, `
+profile: dgxa100
+signals: {utilization: {constant: 30}}
+faults:
+  - {at: 10s, gpu: 3, kind: hang, duration: 1m}
+`)
+	cfg := testConfig()
+	// Long enough for the healthy GPUs' calls on a loaded test machine; the hung GPU costs it once.
+	cfg.CallTimeout = 2 * time.Second
+	src := startSource(t, cfg, srv, clock, nil)
+
+	clock.advance(15 * time.Second)
+	for range 2 {
+		md := src.scrape()
+		assertUp(t, md, map[string]int64{"0": 1, "2": 1, "3": 0, "4": 1, "7": 1})
+		rm := gpuResource(t, md, "3")
+		assert.Equal(t, int64(healthWarning), value(t, rm, "gpu_health", "condition", "nvml"))
+		// The second scrape finds the call still running and makes no new one.
+		assert.Equal(t, int64(1), value(t, rm, "gpu_nvml_timeouts_total", "call", "GetUtilizationRates"))
+		assert.Len(t, points(gpuResource(t, md, "4"), "gpu_utilization"), 1)
+	}
+
+	clock.advance(time.Minute)
+	require.Eventually(t, func() bool { return !src.gpus[3].lane.hung.Load() }, 10*time.Second, 5*time.Millisecond)
+	md := src.scrape()
+	assertUp(t, md, map[string]int64{"3": 1})
+	assert.Equal(t, int64(healthOK), value(t, gpuResource(t, md, "3"), "gpu_health", "condition", "nvml"))
+}
+
+// TestInitFailure: without a driver the source reports gpu_nvml_up 0, retries Init with backoff
+// and makes no other NVML call. The mock has only Init: any other call would panic.
+func TestInitFailure(t *testing.T) {
+	lib := &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }}
+	cfg := testConfig()
+	cfg.InitRetry = InitRetryConfig{InitialInterval: time.Millisecond, MaxInterval: 2 * time.Millisecond}
+	cfg.ConfiguredGPUCount = new(int)
+	*cfg.ConfiguredGPUCount = 8
+	clock := newFakeClock()
+	src := startSource(t, cfg, lib, clock, nil)
+	require.Eventually(t, func() bool { return len(lib.InitCalls()) >= 3 }, 10*time.Second, time.Millisecond)
+
+	md := src.scrape()
+	require.Equal(t, 1, md.ResourceMetrics().Len(), "only the node resource, no GPU")
+	node := md.ResourceMetrics().At(0)
+	assert.Equal(t, int64(0), value(t, node, "gpu_nvml_up"))
+	assert.Equal(t, int64(8), value(t, node, "configured_gpu_count"))
+	assert.Equal(t, int64(1), value(t, node, "collector_iteration_count_total", "name", "gpu"))
+	assert.Empty(t, points(node, "gpu_detected_count"))
+}
+
+// flakyInit fails Init a number of times before the simulated driver "loads".
+type flakyInit struct {
+	*simulated.Server
+	failures atomic.Int32
+}
+
+func (f *flakyInit) Init() nvml.Return {
+	if f.failures.Add(-1) >= 0 {
+		return nvml.ERROR_DRIVER_NOT_LOADED
+	}
+	return f.Server.Init()
+}
+
+// TestInitRetrySucceeds: a driver that loads after the collector started is picked up.
+func TestInitRetrySucceeds(t *testing.T) {
+	clock := newFakeClock()
+	lib := &flakyInit{Server: simServer(t, "dgxa100.yaml", clock)}
+	lib.failures.Store(3)
+	cfg := testConfig()
+	cfg.InitRetry = InitRetryConfig{InitialInterval: time.Millisecond, MaxInterval: 4 * time.Millisecond}
+	src := startSource(t, cfg, lib, clock, nil)
+	assert.Equal(t, int64(0), value(t, src.scrape().ResourceMetrics().At(0), "gpu_nvml_up"))
+
+	require.Eventually(t, src.ready.Load, 10*time.Second, time.Millisecond)
+	md := src.scrape()
+	assert.Equal(t, int64(1), value(t, md.ResourceMetrics().At(0), "gpu_nvml_up"))
+	assert.Equal(t, int64(8), value(t, md.ResourceMetrics().At(0), "gpu_detected_count"))
+	assertUp(t, md, map[string]int64{"0": 1, "7": 1})
+}
+
+// oldDriver has none of the optional symbols, as an R450-era driver.
+type oldDriver struct {
+	*simulated.Server
+}
+
+type noSymbols struct{}
+
+func (noSymbols) LookupSymbol(name string) error { return errors.New("undefined symbol: " + name) }
+
+func (oldDriver) Extensions() nvml.ExtendedInterface { return noSymbols{} }
+
+// TestMissingSymbols: calls the driver lacks are never made; older calls replace them where
+// they exist, the rest is left out.
+func TestMissingSymbols(t *testing.T) {
+	clock := newFakeClock()
+	srv := simServer(t, "dgxa100.yaml", clock)
+	for _, d := range srv.Server.Devices {
+		// The sim answers only the new call; the old one comes from go-nvml's mock.
+		d.(*simulated.Device).GetCurrentClocksThrottleReasonsFunc = func() (uint64, nvml.Return) {
+			return nvml.ClocksThrottleReasonHwSlowdown, nvml.SUCCESS
+		}
+	}
+	src := startSource(t, testConfig(), oldDriver{srv}, clock, nil)
+	clock.advance(30 * time.Second)
+	rm := gpuResource(t, src.scrape(), "0")
+	assert.Equal(t, int64(1), value(t, rm, "gpu_clock_event_reason", "reason", "hw_slowdown"))
+	assert.Equal(t, int64(healthWarning), value(t, rm, "gpu_health", "condition", "power"))
+	for _, absent := range []string{"gpu_energy_joules_total", "gpu_remapped_rows", "gpu_remapped_rows_pending"} {
+		assert.Empty(t, points(rm, absent), absent)
+	}
+	// GetMemoryInfo (v1) replaces v2.
+	assert.Equal(t, int64(12<<30), value(t, rm, "gpu_memory_used_bytes"))
+}
+
+// preAmpere turns simulated GPUs into ones that retire pages instead of remapping rows.
+type preAmpere struct {
+	*simulated.Server
+	devices []nvml.Device
+}
+
+type preAmpereGPU struct {
+	*simulated.Device
+}
+
+func (preAmpereGPU) GetRetiredPages(cause nvml.PageRetirementCause) ([]uint64, nvml.Return) {
+	if cause == nvml.PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR {
+		return []uint64{0x1000}, nvml.SUCCESS
+	}
+	return []uint64{0x2000, 0x3000}, nvml.SUCCESS
+}
+
+func (preAmpereGPU) GetRetiredPagesPendingStatus() (nvml.EnableState, nvml.Return) {
+	return nvml.FEATURE_ENABLED, nvml.SUCCESS
+}
+
+func (preAmpereGPU) GetRemappedRows() (int, int, bool, bool, nvml.Return) {
+	return 0, 0, false, false, nvml.ERROR_NOT_SUPPORTED
+}
+
+func (p *preAmpere) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
+	if i < 0 || i >= len(p.devices) {
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return p.devices[i], nvml.SUCCESS
+}
+
+// TestRetiredPagesOrRemappedRows: each GPU reports the memory repair its generation has and
+// leaves the other out rather than reporting zeros.
+func TestRetiredPagesOrRemappedRows(t *testing.T) {
+	clock := newFakeClock()
+	srv := simServer(t, "dgxa100.yaml", clock)
+	lib := &preAmpere{Server: srv}
+	for _, d := range srv.Server.Devices {
+		lib.devices = append(lib.devices, preAmpereGPU{d.(*simulated.Device)})
+	}
+	src := startSource(t, testConfig(), lib, clock, nil)
+	rm := gpuResource(t, src.scrape(), "0")
+	assert.Equal(t, int64(2), value(t, rm, "nvidiasmi_retired_page_count", "type", "single"))
+	assert.Equal(t, int64(1), value(t, rm, "nvidiasmi_retired_page_count", "type", "double"))
+	assert.Equal(t, int64(healthWarning), value(t, rm, "gpu_health", "condition", "retired_pages"))
+	assert.Empty(t, points(rm, "gpu_remapped_rows"))
+	for _, dp := range points(rm, "gpu_health") {
+		assert.False(t, hasAttrs(dp.Attributes(), "condition", "row_remap"), "no row_remap condition without row remapping")
+	}
+
+	// The Ampere mock itself: remapped rows, no retired pages.
+	ampere := startSource(t, testConfig(), simServer(t, "dgxa100.yaml", clock), clock, nil)
+	rm = gpuResource(t, ampere.scrape(), "0")
+	assert.Empty(t, points(rm, "nvidiasmi_retired_page_count"))
+	assert.Len(t, points(rm, "gpu_remapped_rows"), 2)
+}
