@@ -2,7 +2,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package cgroupfs finds containers in a cgroup tree (v1 or v2, cgroupfs or systemd driver) and
-// names them from their cgroup path: runtime, container id, pod UID and Kubernetes QoS class.
+// names them from their cgroup path: runtime, container id and pod UID, whatever the pod's
+// Kubernetes QoS class (Guaranteed pods sit directly under kubepods, the others in a sub-tree).
 // Both the task receiver (which walks the tree) and GPU attribution (which maps a process's
 // /proc/<pid>/cgroup to a container) use it, so a layout is recognised in one place only.
 package cgroupfs // import "github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs"
@@ -10,13 +11,6 @@ package cgroupfs // import "github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs
 import (
 	"path"
 	"strings"
-)
-
-// QoS classes of Kubernetes pods, as the kubelet lays them out in the cgroup tree.
-const (
-	QoSGuaranteed = "guaranteed"
-	QoSBurstable  = "burstable"
-	QoSBestEffort = "besteffort"
 )
 
 // Container is what a cgroup path tells about the container that owns it.
@@ -27,8 +21,6 @@ type Container struct {
 	Runtime string
 	// PodUID is the Kubernetes pod UID, "" for a container outside Kubernetes.
 	PodUID string
-	// QoS is the pod's QoS class, "" outside Kubernetes.
-	QoS string
 }
 
 // systemd scope prefixes of container runtimes; a conmon scope (cri-o's monitor) is not a container.
@@ -49,10 +41,8 @@ func ParseContainer(cgroupPath string) (Container, bool) {
 		return Container{}, false
 	}
 	parent := path.Base(strings.TrimSuffix(dir, "/"))
-	grandparent := path.Base(path.Dir(strings.TrimSuffix(dir, "/")))
 	if uid, ok := parsePodElement(parent); ok {
 		c.PodUID = uid
-		c.QoS = qosOf(parent, grandparent)
 		return c, true
 	}
 	// Outside Kubernetes only layouts that certainly name a container count: docker's own
@@ -95,15 +85,6 @@ func parsePodElement(elem string) (string, bool) {
 	}
 	uid, ok := strings.CutPrefix(elem, "pod")
 	return uid, ok && isPodUID(uid)
-}
-
-func qosOf(podElem, parentElem string) string {
-	for _, q := range []string{QoSBurstable, QoSBestEffort} {
-		if strings.Contains(podElem, "-"+q+"-") || parentElem == q || parentElem == "kubepods-"+q+".slice" {
-			return q
-		}
-	}
-	return QoSGuaranteed
 }
 
 func isContainerID(s string) bool {

@@ -23,15 +23,15 @@ func TestParseContainer(t *testing.T) {
 		ok   bool
 	}{
 		// cgroupfs driver, v1 or v2
-		{"/kubepods/pod" + uid + "/" + id, Container{ID: id, PodUID: uid, QoS: QoSGuaranteed}, true},
-		{"/kubepods/burstable/pod" + uid + "/" + id, Container{ID: id, PodUID: uid, QoS: QoSBurstable}, true},
-		{"/kubepods/besteffort/pod" + uid + "/" + id + "/", Container{ID: id, PodUID: uid, QoS: QoSBestEffort}, true},
+		{"/kubepods/pod" + uid + "/" + id, Container{ID: id, PodUID: uid}, true},
+		{"/kubepods/burstable/pod" + uid + "/" + id, Container{ID: id, PodUID: uid}, true},
+		{"/kubepods/besteffort/pod" + uid + "/" + id + "/", Container{ID: id, PodUID: uid}, true},
 		// systemd driver
-		{"/kubepods.slice/kubepods-pod" + uidU + ".slice/cri-containerd-" + id + ".scope", Container{ID: id, Runtime: "containerd", PodUID: uid, QoS: QoSGuaranteed}, true},
-		{"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice/crio-" + id + ".scope", Container{ID: id, Runtime: "cri-o", PodUID: uid, QoS: QoSBurstable}, true},
-		{"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uidU + ".slice/docker-" + id + ".scope", Container{ID: id, Runtime: "docker", PodUID: uid, QoS: QoSBestEffort}, true},
+		{"/kubepods.slice/kubepods-pod" + uidU + ".slice/cri-containerd-" + id + ".scope", Container{ID: id, Runtime: "containerd", PodUID: uid}, true},
+		{"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice/crio-" + id + ".scope", Container{ID: id, Runtime: "cri-o", PodUID: uid}, true},
+		{"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uidU + ".slice/docker-" + id + ".scope", Container{ID: id, Runtime: "docker", PodUID: uid}, true},
 		// kubelet under its own slice (kind, some installers)
-		{"/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/kubelet-kubepods-besteffort-pod" + uidU + ".slice/cri-containerd-" + id + ".scope", Container{ID: id, Runtime: "containerd", PodUID: uid, QoS: QoSBestEffort}, true},
+		{"/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/kubelet-kubepods-besteffort-pod" + uidU + ".slice/cri-containerd-" + id + ".scope", Container{ID: id, Runtime: "containerd", PodUID: uid}, true},
 		// plain docker
 		{"/docker/" + id, Container{ID: id, Runtime: "docker"}, true},
 		{"/system.slice/docker-" + id + ".scope", Container{ID: id, Runtime: "docker"}, true},
