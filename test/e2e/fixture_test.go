@@ -6,9 +6,11 @@
 package e2e
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -49,7 +51,31 @@ func TestFixtureHosts(t *testing.T) {
 			expected, err := os.ReadFile(want)
 			require.NoError(t, err, "run `make e2e E2E_FLAGS=-update` to create it")
 			assert.Equal(t, string(expected), got)
+			lint(t, body)
 		})
+	}
+}
+
+// contractLintExceptions are the promtool complaints the metric contract imposes: node_exporter's
+// and OpenPAI's names, which dashboards query, are kept as they are.
+var contractLintExceptions = map[string]bool{
+	"node_memory_MemAvailable_bytes metric names should be written in 'snake_case' not 'camelCase'":         true,
+	"node_memory_MemFree_bytes metric names should be written in 'snake_case' not 'camelCase'":              true,
+	"node_memory_MemTotal_bytes metric names should be written in 'snake_case' not 'camelCase'":             true,
+	`zombie_process_count non-histogram and non-summary metrics should not have "_count" suffix`:            true,
+	`collector_iteration_count_total non-histogram and non-summary metrics should not have "_count" suffix`: true,
+}
+
+// lint runs promtool's metric linter on a page: anything it finds beyond the contract's own
+// names is a defect of ours.
+func lint(t *testing.T, page []byte) {
+	cmd := exec.Command(requireTool(t, "promtool"), "check", "metrics")
+	cmd.Stdin = bytes.NewReader(page)
+	out, _ := cmd.CombinedOutput() // exit status 3 means "lint problems": judged below
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if line != "" && !contractLintExceptions[line] {
+			t.Errorf("promtool: %s", line)
+		}
 	}
 }
 
