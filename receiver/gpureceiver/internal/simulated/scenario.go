@@ -247,8 +247,9 @@ func (sig *Signal) validate() error {
 		}
 	case sig.RandomWalk != nil:
 		w := sig.RandomWalk
-		if w.Every <= 0 || w.Max < w.Min || w.Step <= 0 || math.IsNaN(w.Step) {
-			return errors.New("random_walk needs a positive every and step and max >= min")
+		// every is at least a second: the walk advances one step per every, from the start.
+		if w.Every < time.Second || w.Max < w.Min || w.Step <= 0 || math.IsNaN(w.Step) {
+			return errors.New("random_walk needs every of at least 1s, a positive step and max >= min")
 		}
 	}
 	return nil

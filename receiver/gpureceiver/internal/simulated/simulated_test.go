@@ -1,0 +1,219 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package simulated
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) set(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = time.Unix(0, 0).Add(d)
+}
+
+func newServer(t *testing.T, body string) (*Server, *clock) {
+	t.Helper()
+	sc, err := ParseScenario([]byte(body))
+	require.NoError(t, err)
+	c := &clock{t: time.Unix(0, 0)}
+	srv := New(sc, c.now)
+	t.Cleanup(srv.Close)
+	return srv, c
+}
+
+func TestSignals(t *testing.T) {
+	ten := 10.0
+	assert.Equal(t, 10.0, newSignal(&Signal{Constant: &ten}, 0, 1).at(time.Hour))
+	assert.Equal(t, 35.0, newSignal(nil, 35, 1).at(time.Hour), "a missing signal is its fallback constant")
+
+	step := newSignal(&Signal{Step: []StepPoint{{At: time.Minute, Value: 1}, {At: 2 * time.Minute, Value: 2}}}, 0, 1)
+	assert.Equal(t, 1.0, step.at(0), "before the first step, its value")
+	assert.Equal(t, 1.0, step.at(90*time.Second))
+	assert.Equal(t, 2.0, step.at(3*time.Minute))
+
+	sine := newSignal(&Signal{Sine: &Sine{Min: 20, Max: 80, Period: 4 * time.Minute}}, 0, 1)
+	assert.InDelta(t, 50.0, sine.at(0), 1e-9)
+	assert.InDelta(t, 80.0, sine.at(time.Minute), 1e-9)
+	assert.InDelta(t, 20.0, sine.at(3*time.Minute), 1e-9)
+
+	spec := &Signal{RandomWalk: &RandomWalk{Min: 30, Max: 40, Step: 5, Every: time.Second}}
+	a, b := newSignal(spec, 0, 7), newSignal(spec, 0, 7)
+	var seq []float64
+	for s := range 100 {
+		v := a.at(time.Duration(s) * time.Second)
+		require.GreaterOrEqual(t, v, 30.0)
+		require.LessOrEqual(t, v, 40.0)
+		seq = append(seq, v)
+	}
+	assert.Equal(t, seq[99], b.at(99*time.Second), "the same seed walks the same path, read in any order")
+	assert.Equal(t, seq[10], a.at(10*time.Second), "reading an earlier time replays the walk")
+	assert.NotEqual(t, seq[99], newSignal(spec, 0, 8).at(99*time.Second), "another seed walks elsewhere")
+}
+
+func TestServerFollowsScenario(t *testing.T) {
+	srv, c := newServer(t, `
+profile: dgxb200
+gpus: 2
+memory_mib: 1000
+model: Test GPU
+seed: 3
+signals:
+  utilization: {step: [{at: 0s, value: 0}, {at: 1m, value: 60}]}
+  power: {constant: 500}
+processes:
+  - {pid: 7, gpu: 1, memory_mib: 100, sm: 40, until: 2m}
+faults:
+  - {at: 1m, gpu: 0, kind: pcie_downgrade, width: 4, duration: 1m}
+  - {at: 30s, gpu: 1, kind: ecc, corrected: 2}
+  - {at: 40s, gpu: 1, kind: ecc, corrected: 3, uncorrected: 1}
+  - {at: 3m, gpu: 1, kind: reset_required}
+`)
+	n, _ := srv.DeviceGetCount()
+	require.Equal(t, 2, n)
+	d0, _ := srv.DeviceGetHandleByIndex(0)
+	d1, _ := srv.DeviceGetHandleByIndex(1)
+	name, _ := d0.GetName()
+	assert.Equal(t, "Test GPU", name)
+	uuid0, _ := d0.GetUUID()
+	other, _ := newServer(t, "profile: dgxb200\nseed: 3\n")
+	o0, _ := other.DeviceGetHandleByIndex(0)
+	uuidOther, _ := o0.GetUUID()
+	assert.Equal(t, uuid0, uuidOther, "UUIDs derive from seed and index")
+
+	c.set(90 * time.Second)
+	u, ret := d0.GetUtilizationRates()
+	require.Equal(t, nvml.SUCCESS, ret)
+	assert.Equal(t, uint32(60), u.Gpu)
+	w, _ := d0.GetCurrPcieLinkWidth()
+	assert.Equal(t, 4, w)
+	m, _ := d1.GetMemoryInfo()
+	assert.Equal(t, uint64(1000<<20), m.Total)
+	assert.Equal(t, uint64(100<<20), m.Used)
+	corrected, _ := d1.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.VOLATILE_ECC)
+	assert.Equal(t, uint64(5), corrected)
+	_, unc, _, _, _ := d1.GetRemappedRows()
+	assert.Equal(t, 1, unc)
+	energy, _ := d0.GetTotalEnergyConsumption()
+	assert.Equal(t, uint64(500*90*1000), energy, "500 W for 90 s, in mJ")
+
+	c.set(150 * time.Second)
+	w, _ = d0.GetCurrPcieLinkWidth()
+	assert.Equal(t, pcieWidth, w, "the downgrade lasted a minute")
+	_, ret = d1.GetProcessUtilization(0)
+	assert.Equal(t, nvml.ERROR_NOT_FOUND, ret, "no process after until")
+
+	c.set(4 * time.Minute)
+	_, ret = d1.GetUtilizationRates()
+	assert.Equal(t, nvml.ERROR_RESET_REQUIRED, ret)
+	_, ret = d0.GetUtilizationRates()
+	assert.Equal(t, nvml.SUCCESS, ret)
+}
+
+func TestEventsDeliverEachXIDOnce(t *testing.T) {
+	srv, c := newServer(t, `
+profile: dgxa100
+faults:
+  - {at: 10s, gpu: 2, kind: xid, xid: 79}
+  - {at: 20s, gpu: 5, kind: xid, xid: 48}
+`)
+	set, _ := srv.EventSetCreate()
+	for i := range 8 {
+		d, _ := srv.DeviceGetHandleByIndex(i)
+		require.Equal(t, nvml.SUCCESS, d.RegisterEvents(nvml.EventTypeXidCriticalError, set))
+	}
+	_, ret := set.Wait(1)
+	assert.Equal(t, nvml.ERROR_TIMEOUT, ret, "nothing due yet")
+
+	c.set(time.Minute)
+	d2, _ := srv.DeviceGetHandleByIndex(2)
+	ev, ret := set.Wait(1)
+	require.Equal(t, nvml.SUCCESS, ret)
+	assert.Equal(t, d2, ev.Device)
+	assert.Equal(t, uint64(79), ev.EventData)
+	ev, _ = set.Wait(1)
+	assert.Equal(t, uint64(48), ev.EventData)
+	_, ret = set.Wait(1)
+	assert.Equal(t, nvml.ERROR_TIMEOUT, ret, "each XID once")
+
+	_, ret = d2.GetTemperature(nvml.TEMPERATURE_GPU)
+	assert.Equal(t, nvml.ERROR_GPU_IS_LOST, ret, "XID 79 leaves the GPU lost, as on hardware")
+}
+
+func TestHangBlocksUntilItEnds(t *testing.T) {
+	srv, c := newServer(t, `
+profile: dgxa100
+faults:
+  - {at: 0s, gpu: 0, kind: hang, duration: 1m}
+`)
+	d0, _ := srv.DeviceGetHandleByIndex(0)
+	returned := make(chan nvml.Return)
+	go func() {
+		_, ret := d0.GetPowerUsage()
+		returned <- ret
+	}()
+	select {
+	case <-returned:
+		t.Fatal("the call returned during the hang")
+	case <-time.After(50 * time.Millisecond):
+	}
+	c.set(2 * time.Minute)
+	assert.Equal(t, nvml.SUCCESS, <-returned)
+}
+
+// FuzzParseScenario: no scenario file panics the parser, and one that parses can be run.
+func FuzzParseScenario(f *testing.F) {
+	f.Add([]byte("profile: dgxa100\n"))
+	f.Add([]byte(`
+profile: dgxh100
+gpus: 2
+signals:
+  utilization: {random_walk: {min: 0, max: 100, step: 5, every: 1s}}
+  temperature: {sine: {min: 30, max: 70, period: 1m}}
+processes: [{pid: 1, gpu: 1, memory_mib: 10, sm: 50}]
+faults: [{at: 1s, gpu: 0, kind: xid, xid: 79}, {at: 2s, gpu: 1, kind: ecc, uncorrected: 1}]
+`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sc, err := ParseScenario(data)
+		if err != nil || sc.GPUs > 16 {
+			return
+		}
+		hasHang := false
+		for _, flt := range sc.Faults {
+			hasHang = hasHang || flt.Kind == FaultHang
+		}
+		if hasHang {
+			return // a hang blocks on purpose
+		}
+		c := &clock{t: time.Unix(0, 0)}
+		srv := New(sc, c.now)
+		defer srv.Close()
+		c.set(time.Hour)
+		for i := range sc.GPUs {
+			d, _ := srv.DeviceGetHandleByIndex(i)
+			d.GetUtilizationRates()
+			d.GetMemoryInfo()
+			d.GetTemperature(nvml.TEMPERATURE_GPU)
+			d.GetTotalEnergyConsumption()
+			d.GetProcessUtilization(0)
+		}
+	})
+}

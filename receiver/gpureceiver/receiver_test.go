@@ -1,0 +1,108 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gpureceiver
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
+)
+
+// lastScrape is the newest collection a metrics sink received.
+func lastScrape(sink *consumertest.MetricsSink) (pmetric.Metrics, bool) {
+	all := sink.AllMetrics()
+	if len(all) == 0 {
+		return pmetric.Metrics{}, false
+	}
+	return all[len(all)-1], true
+}
+
+// TestReceiverSimulatedXID79 runs the receiver as the collector does, with both pipelines on
+// one instance: the simulated XID 79 is counted once, logged once, takes GPU 3 down, and every
+// series is marked simulated.
+func TestReceiverSimulatedXID79(t *testing.T) {
+	f := NewFactory()
+	cfg := f.CreateDefaultConfig().(*Config)
+	cfg.CollectionInterval = 20 * time.Millisecond
+	cfg.Backend = backendSimulated
+	cfg.Scenario = "testdata/scenarios/xid79.yaml"
+	cfg.NodeName = "gpu-node-07"
+	require.NoError(t, cfg.Validate())
+
+	metrics, logs := new(consumertest.MetricsSink), new(consumertest.LogsSink)
+	set := receivertest.NewNopSettings(metadata.Type)
+	mr, err := f.CreateMetrics(context.Background(), set, cfg, metrics)
+	require.NoError(t, err)
+	lr, err := f.CreateLogs(context.Background(), set, cfg, logs)
+	require.NoError(t, err)
+	assert.Same(t, mr, lr, "the pipelines share one receiver")
+
+	host := componenttest.NewNopHost()
+	require.NoError(t, mr.Start(context.Background(), host))
+	require.NoError(t, lr.Start(context.Background(), host))
+	defer func() {
+		require.NoError(t, mr.Shutdown(context.Background()))
+		require.NoError(t, lr.Shutdown(context.Background()))
+	}()
+
+	require.Eventually(t, func() bool {
+		md, ok := lastScrape(metrics)
+		if !ok || md.ResourceMetrics().Len() < 9 {
+			return false
+		}
+		for _, dp := range points(gpuResource(t, md, "3"), "gpu_xid_errors_total") {
+			if hasAttrs(dp.Attributes(), "xid", "79") {
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 10*time.Millisecond)
+
+	md, _ := lastScrape(metrics)
+	gpu3 := gpuResource(t, md, "3")
+	assert.Equal(t, int64(1), value(t, gpu3, "gpu_xid_errors_total", "xid", "79"))
+	assert.Equal(t, int64(0), value(t, gpu3, "gpu_up"))
+	for _, gpu := range []string{"0", "1", "2", "4", "5", "6", "7"} {
+		assert.Equal(t, int64(1), value(t, gpuResource(t, md, gpu), "gpu_up"), "GPU %s", gpu)
+	}
+	for i := range md.ResourceMetrics().Len() {
+		v, ok := md.ResourceMetrics().At(i).Resource().Attributes().Get("simulated")
+		assert.True(t, ok && v.Str() == "true", "every simulated series is marked")
+	}
+
+	require.Equal(t, 1, logs.LogRecordCount())
+	rl := logs.AllLogs()[0].ResourceLogs().At(0)
+	minor, _ := rl.Resource().Attributes().Get("minor_number")
+	assert.Equal(t, "3", minor.Str())
+	assert.Equal(t, "79", attr(rl.ScopeLogs().At(0).LogRecords().At(0), "xid"))
+}
+
+// TestReceiverWithoutDriver: with no NVML library the receiver starts, reports gpu_nvml_up 0
+// and keeps collecting; go-nvml's real dlopen path is exercised.
+func TestReceiverWithoutDriver(t *testing.T) {
+	f := NewFactory()
+	cfg := f.CreateDefaultConfig().(*Config)
+	cfg.CollectionInterval = 20 * time.Millisecond
+	cfg.LibraryPath = "/nonexistent/libnvidia-ml.so.1"
+	cfg.XID.Kmsg = false
+	metrics := new(consumertest.MetricsSink)
+	r, err := f.CreateMetrics(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, metrics)
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	require.Eventually(t, func() bool { return len(metrics.AllMetrics()) >= 2 }, 20*time.Second, 10*time.Millisecond)
+	require.NoError(t, r.Shutdown(context.Background()))
+
+	md, _ := lastScrape(metrics)
+	require.Equal(t, 1, md.ResourceMetrics().Len())
+	assert.Equal(t, int64(0), value(t, md.ResourceMetrics().At(0), "gpu_nvml_up"))
+}
