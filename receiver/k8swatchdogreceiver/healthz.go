@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 )
 
@@ -26,15 +27,24 @@ const healthyAnswer = "ok"
 // the raw body there; a body or an error message carries addresses, ports and timings, so every
 // failure would have made a new series.
 func probeHealthz(ctx context.Context, rc rest.Interface) string {
-	res := rc.Get().AbsPath("/healthz").Do(ctx)
-	var code int
-	res.StatusCode(&code)
-	body, err := res.Raw()
-	if code == http.StatusOK && strings.TrimSpace(string(body)) == healthyAnswer {
-		return healthyAnswer
+	body, err := rc.Get().AbsPath("/healthz").DoRaw(ctx)
+	if err == nil {
+		if strings.TrimSpace(string(body)) == healthyAnswer {
+			return healthyAnswer
+		}
+		return "unexpected answer"
 	}
-	if code != 0 {
-		return httpFailure(code, body)
+	// client-go turns every non-2xx answer into an API status error; for an answer that was not
+	// a Status object (as /healthz's is not) the body is kept in its causes.
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Code != 0 {
+		var text []string
+		if d := status.Status().Details; d != nil {
+			for _, c := range d.Causes {
+				text = append(text, c.Message)
+			}
+		}
+		return httpFailure(int(status.Status().Code), strings.Join(text, "\n"))
 	}
 	return transportFailure(ctx, err)
 }
@@ -42,7 +52,7 @@ func probeHealthz(ctx context.Context, rc rest.Interface) string {
 // httpFailure names an HTTP answer. For 500 the API server lists its checks as "[+]name ok" and
 // "[-]name failed: reason withheld"; the names of the failed ones (etcd, poststarthook/...) are
 // the useful and bounded part.
-func httpFailure(code int, body []byte) string {
+func httpFailure(code int, body string) string {
 	switch code {
 	case http.StatusUnauthorized:
 		return "unauthorized"
@@ -50,7 +60,7 @@ func httpFailure(code int, body []byte) string {
 		return "forbidden"
 	}
 	var failed []string
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(body, "\n") {
 		if name, ok := strings.CutPrefix(line, "[-]"); ok {
 			name, _, _ = strings.Cut(name, " ")
 			failed = append(failed, name)
@@ -74,8 +84,6 @@ func transportFailure(ctx context.Context, err error) string {
 		netErr  net.Error
 	)
 	switch {
-	case err == nil:
-		return "unexpected answer"
 	case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
 		return "timeout"
 	case errors.Is(err, syscall.ECONNREFUSED):

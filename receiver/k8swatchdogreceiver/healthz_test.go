@@ -1,0 +1,83 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package k8swatchdogreceiver
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+func restFor(t *testing.T, rc *rest.Config) rest.Interface {
+	t.Helper()
+	k, err := kubernetes.NewForConfig(rc)
+	require.NoError(t, err)
+	return k.CoreV1().RESTClient()
+}
+
+func TestProbeHealthz(t *testing.T) {
+	answer := func(code int, body string) http.HandlerFunc {
+		return func(rw http.ResponseWriter, _ *http.Request) {
+			rw.WriteHeader(code)
+			_, _ = rw.Write([]byte(body))
+		}
+	}
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+		want    string
+	}{
+		{"ok", answer(http.StatusOK, "ok"), "ok"},
+		{"ok with newline", answer(http.StatusOK, "ok\n"), "ok"},
+		{"200 but not ok", answer(http.StatusOK, "starting"), "unexpected answer"},
+		{"failed checks", answer(http.StatusInternalServerError,
+			"[+]ping ok\n[-]poststarthook/rbac/bootstrap-roles failed: reason withheld\n[-]etcd failed: reason withheld\nhealthz check failed"),
+			"http 500: etcd,poststarthook/rbac/bootstrap-roles failed"},
+		{"503 without body", answer(http.StatusServiceUnavailable, ""), "http 503"},
+		{"unauthorized", answer(http.StatusUnauthorized, "Unauthorized"), "unauthorized"},
+		{"forbidden", answer(http.StatusForbidden, "forbidden"), "forbidden"},
+		{"timeout", func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }, "timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(tt.handler)
+			defer srv.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			assert.Equal(t, tt.want, probeHealthz(ctx, restFor(t, &rest.Config{Host: srv.URL})))
+		})
+	}
+}
+
+func TestProbeHealthzTransportFailures(t *testing.T) {
+	t.Run("connection refused", func(t *testing.T) {
+		srv := httptest.NewServer(http.NotFoundHandler())
+		url := srv.URL
+		srv.Close()
+		assert.Equal(t, "connection refused", probeHealthz(context.Background(), restFor(t, &rest.Config{Host: url})))
+	})
+	t.Run("untrusted certificate", func(t *testing.T) {
+		srv := httptest.NewTLSServer(http.NotFoundHandler())
+		defer srv.Close()
+		assert.Equal(t, "tls certificate", probeHealthz(context.Background(), restFor(t, &rest.Config{Host: srv.URL})))
+	})
+}
+
+func TestAPIServerHost(t *testing.T) {
+	for host, want := range map[string]string{
+		"https://10.0.0.1:6443":    "10.0.0.1",
+		"https://[fd00::1]:6443":   "fd00::1",
+		"10.96.0.1:443":            "10.96.0.1",
+		"https://kube.example.org": "kube.example.org",
+	} {
+		assert.Equal(t, want, apiServerHost(&rest.Config{Host: host}), host)
+	}
+}

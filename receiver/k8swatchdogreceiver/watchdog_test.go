@@ -1,0 +1,206 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package k8swatchdogreceiver
+
+import (
+	"context"
+	"flag"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/plogtest"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/k8swatchdogreceiver/internal/metadata"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected metrics and logs in testdata/expected")
+
+// harness runs a watchdog on the fake clientset, with /healthz answered by an httptest server.
+type harness struct {
+	w    *watchdog
+	kube *fake.Clientset
+	logs *consumertest.LogsSink
+
+	mu          sync.Mutex
+	healthzCode int
+	healthzBody string
+}
+
+func newHarness(t *testing.T, cfg *Config, objs ...runtime.Object) *harness {
+	t.Helper()
+	h := &harness{kube: fake.NewClientset(objs...), logs: new(consumertest.LogsSink), healthzCode: http.StatusOK, healthzBody: "ok"}
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			http.NotFound(rw, r)
+			return
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		rw.WriteHeader(h.healthzCode)
+		_, _ = rw.Write([]byte(h.healthzBody))
+	}))
+	t.Cleanup(srv.Close)
+
+	h.w = newWatchdog(cfg, receivertest.NewNopSettings(metadata.Type))
+	h.w.logs = h.logs
+	h.w.newClients = func(*Config) (clients, error) {
+		rc := &rest.Config{Host: srv.URL}
+		real, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return clients{}, err
+		}
+		return clients{kube: h.kube, rest: real.CoreV1().RESTClient(), host: apiServerHost(rc)}, nil
+	}
+	require.NoError(t, h.w.start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, h.w.shutdown(context.Background())) })
+	require.True(t, h.w.synced.Load(), "the fake clientset's caches must sync within sync_timeout")
+	return h
+}
+
+func (h *harness) setHealthz(code int, body string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.healthzCode, h.healthzBody = code, body
+}
+
+func testConfig() *Config {
+	cfg := createDefaultConfig().(*Config)
+	cfg.AuthType = AuthTypeKubeConfig
+	return cfg
+}
+
+var histogramNames = []string{healthzLatencyName, listPodsLatencyName, listNodesLatencyName}
+
+// compareGolden compares with testdata/expected/<name>.yaml; the histograms' values are
+// durations, so only their shape is compared here (see histogramCounts).
+func compareGolden(t *testing.T, name string, actual pmetric.Metrics) {
+	t.Helper()
+	file := filepath.Join("testdata", "expected", name+".yaml")
+	if *update {
+		require.NoError(t, golden.WriteMetrics(t, file, actual))
+	}
+	expected, err := golden.ReadMetrics(file)
+	require.NoError(t, err)
+	require.NoError(t, pmetrictest.CompareMetrics(expected, actual,
+		pmetrictest.IgnoreStartTimestamp(), pmetrictest.IgnoreTimestamp(),
+		pmetrictest.IgnoreMetricsOrder(), pmetrictest.IgnoreMetricDataPointsOrder(),
+		pmetrictest.IgnoreMetricValues(histogramNames...)))
+}
+
+// histogramCounts returns each latency histogram's observation count, checking its buckets.
+func histogramCounts(t *testing.T, md pmetric.Metrics) map[string]uint64 {
+	t.Helper()
+	counts := map[string]uint64{}
+	ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	for i := 0; i < ms.Len(); i++ {
+		m := ms.At(i)
+		if m.Type() != pmetric.MetricTypeHistogram {
+			continue
+		}
+		dp := m.Histogram().DataPoints().At(0)
+		require.Equal(t, latencyBounds, dp.ExplicitBounds().AsRaw(), m.Name())
+		require.GreaterOrEqual(t, dp.ExplicitBounds().At(dp.ExplicitBounds().Len()-1), 60.0, "%s must reach 60 s", m.Name())
+		var sum uint64
+		for _, c := range dp.BucketCounts().AsRaw() {
+			sum += c
+		}
+		require.Equal(t, dp.Count(), sum, m.Name())
+		counts[m.Name()] = dp.Count()
+	}
+	return counts
+}
+
+func TestScrapeFixtureCluster(t *testing.T) {
+	h := newHarness(t, testConfig(), fixtureCluster()...)
+	md, err := h.w.scrape(context.Background())
+	require.NoError(t, err)
+	compareGolden(t, "cluster", md)
+	assert.Equal(t, map[string]uint64{healthzLatencyName: 1, listPodsLatencyName: 1, listNodesLatencyName: 1}, histogramCounts(t, md))
+}
+
+// TestScrapeConfigured runs the fixture with another service label, job-name sources, a MIG
+// resource added to the GPU names and a cluster name.
+func TestScrapeConfigured(t *testing.T) {
+	cfg := testConfig()
+	cfg.ClusterName = "gpu-east"
+	cfg.ServiceLabel = "jobName"
+	cfg.JobNameSources = []JobNameSource{{Annotation: "example.com/job"}}
+	cfg.GPUResourceNames = []string{"nvidia.com/gpu", "nvidia.com/mig-1g.10gb"}
+	objs := fixtureCluster()
+	n := objs[2].(*corev1.Node)
+	n.Status.Capacity["nvidia.com/mig-1g.10gb"] = *resource.NewQuantity(7, resource.DecimalSI)
+	p := objs[len(objs)-1].(*corev1.Pod)
+	p.Annotations = map[string]string{"example.com/job": "from-annotation"}
+	h := newHarness(t, cfg, objs...)
+	md, err := h.w.scrape(context.Background())
+	require.NoError(t, err)
+	compareGolden(t, "configured", md)
+}
+
+func TestScrapeHealthzFailure(t *testing.T) {
+	h := newHarness(t, testConfig(), fixtureCluster()[:1]...)
+	h.setHealthz(http.StatusInternalServerError, "[+]ping ok\n[-]etcd failed: reason withheld\nhealthz check failed")
+	md, err := h.w.scrape(context.Background())
+	require.NoError(t, err, "an unhealthy API server is reported, not a scrape error")
+	compareGolden(t, "healthz-failure", md)
+	assert.Equal(t, uint64(1), histogramCounts(t, md)[healthzLatencyName])
+}
+
+// TestScrapeEverythingDisabled keeps the histograms, which the metrics config cannot switch off,
+// in a well-formed resource and scope.
+func TestScrapeEverythingDisabled(t *testing.T) {
+	cfg := testConfig()
+	cfg.MetricsBuilderConfig = metadata.MetricsBuilderConfig{}
+	h := newHarness(t, cfg)
+	md, err := h.w.scrape(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, md.ResourceMetrics().Len())
+	sm := md.ResourceMetrics().At(0).ScopeMetrics().At(0)
+	assert.Equal(t, metadata.ScopeName, sm.Scope().Name())
+	assert.Equal(t, 3, sm.Metrics().Len())
+}
+
+func compareLogsGolden(t *testing.T, name string, actual plog.Logs) {
+	t.Helper()
+	file := filepath.Join("testdata", "expected", name+".yaml")
+	if *update {
+		require.NoError(t, golden.WriteLogs(t, file, actual))
+	}
+	expected, err := golden.ReadLogs(file)
+	require.NoError(t, err)
+	require.NoError(t, plogtest.CompareLogs(expected, actual, plogtest.IgnoreTimestamp(), plogtest.IgnoreObservedTimestamp()))
+}
+
+// merged puts every record the sink received, in order, under one resource and scope.
+func merged(sink *consumertest.LogsSink) plog.Logs {
+	out := plog.NewLogs()
+	var records plog.LogRecordSlice
+	for _, l := range sink.AllLogs() {
+		if out.ResourceLogs().Len() == 0 {
+			l.CopyTo(out)
+			records = out.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords()
+			continue
+		}
+		l.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords().MoveAndAppendTo(records)
+	}
+	return out
+}
