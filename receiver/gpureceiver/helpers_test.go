@@ -50,7 +50,7 @@ func testConfig() *Config {
 	return cfg
 }
 
-func simServer(t *testing.T, scenario string, clock *fakeClock) *simulated.Server {
+func simServer(t testing.TB, scenario string, clock *fakeClock) *simulated.Server {
 	t.Helper()
 	sc, err := simulated.LoadScenario(filepath.Join("testdata", "scenarios", scenario))
 	require.NoError(t, err)
@@ -60,7 +60,7 @@ func simServer(t *testing.T, scenario string, clock *fakeClock) *simulated.Serve
 }
 
 // startSource starts a source on lib as the receiver does and stops it at the end of the test.
-func startSource(t *testing.T, cfg *Config, lib nvml.Interface, clock *fakeClock, emit func(plog.Logs)) *gpuSource {
+func startSource(t testing.TB, cfg *Config, lib nvml.Interface, clock *fakeClock, emit func(plog.Logs)) *gpuSource {
 	t.Helper()
 	ss := sourceSettings{cfg: cfg, set: receivertest.NewNopSettings(metadata.Type), nodeName: "gpu-node-07", now: clock.now, emitLogs: emit}
 	release := func() {}
