@@ -1,0 +1,332 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package kube starts a real control plane for end-to-end tests: etcd and kube-apiserver,
+// listening on 127.0.0.1 only, on ports chosen at run time, with their data, keys and
+// certificates in the test's temporary directory. There is no kubelet, scheduler or controller
+// manager: tests create nodes and pods and write their status through the API themselves.
+//
+// The binaries come from KUBE_APISERVER_BIN (build it with test/kube/build-apiserver.sh; when
+// the variable is unset its cache location is tried) and ETCD_BIN (default /usr/bin/etcd, from
+// Debian's etcd-server). A missing binary fails the test, with what to do about it: an
+// end-to-end test that skips would pass without testing anything.
+package kube // import "github.com/otelcol-gpu/otelcol-gpu/test/kube"
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// KubeVersion is the kube-apiserver version build-apiserver.sh builds by default.
+const KubeVersion = "v1.34.4"
+
+// Cluster is a running etcd + kube-apiserver pair.
+type Cluster struct {
+	// Host is the API server's URL, https://127.0.0.1:<port>.
+	Host string
+	// Admin is a client with every permission (its user is in system:masters).
+	Admin kubernetes.Interface
+	// AdminConfig is Admin's configuration, for tests that need their own client settings.
+	AdminConfig *rest.Config
+
+	tb        testing.TB
+	dir       string
+	certs     *certs
+	tokens    map[string]string // user name -> token
+	apiArgs   []string
+	apiBin    string
+	etcd      *process
+	apiserver *process
+}
+
+// Start starts etcd and kube-apiserver and waits until the API server is ready. users are the
+// names of extra users to create tokens for (see Kubeconfig); they have no permission until the
+// test grants some (RBAC is on).
+func Start(tb testing.TB, users ...string) *Cluster {
+	tb.Helper()
+	apiBin := apiserverBinary(tb)
+	etcdBin := binary(tb, "ETCD_BIN", "/usr/bin/etcd", "install Debian's etcd-server (apt-get install -y etcd-server) or set ETCD_BIN")
+
+	c := &Cluster{tb: tb, dir: tb.TempDir(), tokens: map[string]string{}, apiBin: apiBin}
+	c.certs = newCerts(tb, c.dir)
+
+	etcdClient, etcdPeer := freePort(tb), freePort(tb)
+	c.etcd = startProcess(tb, filepath.Join(c.dir, "etcd.log"), etcdBin,
+		"--name=default",
+		"--data-dir="+filepath.Join(c.dir, "etcd"),
+		"--listen-client-urls=http://127.0.0.1:"+etcdClient,
+		"--advertise-client-urls=http://127.0.0.1:"+etcdClient,
+		"--listen-peer-urls=http://127.0.0.1:"+etcdPeer,
+		"--initial-advertise-peer-urls=http://127.0.0.1:"+etcdPeer,
+		"--initial-cluster=default=http://127.0.0.1:"+etcdPeer,
+	)
+	waitFor(tb, c.etcd, "etcd", 60*time.Second, func() bool {
+		resp, err := http.Get("http://127.0.0.1:" + etcdClient + "/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+
+	var tokens bytes.Buffer
+	for i, user := range append([]string{"admin"}, users...) {
+		token := fmt.Sprintf("token-%d-%s", i, user)
+		c.tokens[user] = token
+		group := ""
+		if user == "admin" {
+			group = `,"system:masters"`
+		}
+		fmt.Fprintf(&tokens, "%s,%s,uid-%s%s\n", token, user, user, group)
+	}
+	tokenFile := filepath.Join(c.dir, "tokens.csv")
+	writeFile(tb, tokenFile, tokens.Bytes())
+
+	port := freePort(tb)
+	c.Host = "https://127.0.0.1:" + port
+	c.apiArgs = []string{
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + port,
+		"--etcd-servers=http://127.0.0.1:" + etcdClient,
+		"--tls-cert-file=" + c.certs.serverCert,
+		"--tls-private-key-file=" + c.certs.serverKey,
+		"--token-auth-file=" + tokenFile,
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + c.certs.saPub,
+		"--service-account-signing-key-file=" + c.certs.saKey,
+		"--service-cluster-ip-range=10.96.0.0/24",
+		// No controller manager creates the default service accounts that this admission
+		// plugin would insist on for every pod.
+		"--disable-admission-plugins=ServiceAccount",
+		"--endpoint-reconciler-type=none",
+		"--profiling=false",
+		"--v=1",
+	}
+	c.AdminConfig = c.config("admin")
+	admin, err := kubernetes.NewForConfig(c.AdminConfig)
+	if err != nil {
+		tb.Fatalf("admin client: %v", err)
+	}
+	c.Admin = admin
+	c.StartAPIServer()
+	return c
+}
+
+// StartAPIServer (re)starts kube-apiserver on the cluster's address and waits until it is
+// ready; etcd keeps the cluster's state across a restart.
+func (c *Cluster) StartAPIServer() {
+	c.tb.Helper()
+	if c.apiserver != nil && c.apiserver.running() {
+		c.tb.Fatal("kube-apiserver is already running")
+	}
+	c.apiserver = startProcess(c.tb, filepath.Join(c.dir, "kube-apiserver.log"), c.apiBin, c.apiArgs...)
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: c.certs.pool}}}
+	waitFor(c.tb, c.apiserver, "kube-apiserver", 3*time.Minute, func() bool {
+		req, _ := http.NewRequest(http.MethodGet, c.Host+"/readyz", nil)
+		req.Header.Set("Authorization", "Bearer "+c.tokens["admin"])
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// StopAPIServer stops kube-apiserver (SIGTERM, then SIGKILL) and waits until it has exited.
+func (c *Cluster) StopAPIServer() {
+	c.tb.Helper()
+	c.apiserver.stop(c.tb)
+}
+
+// Kubeconfig writes a kubeconfig for user (given to Start) and returns its path.
+func (c *Cluster) Kubeconfig(user string) string {
+	c.tb.Helper()
+	token, ok := c.tokens[user]
+	if !ok {
+		c.tb.Fatalf("no user %q: name it in kube.Start", user)
+	}
+	path := filepath.Join(c.dir, "kubeconfig-"+user)
+	writeFile(c.tb, path, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+  - name: e2e
+    cluster:
+      server: %s
+      certificate-authority: %s
+contexts:
+  - name: e2e
+    context: {cluster: e2e, user: %s}
+current-context: e2e
+users:
+  - name: %s
+    user: {token: %s}
+`, c.Host, c.certs.caCert, user, user, token)))
+	return path
+}
+
+func (c *Cluster) config(user string) *rest.Config {
+	return &rest.Config{
+		Host:            c.Host,
+		BearerToken:     c.tokens[user],
+		TLSClientConfig: rest.TLSClientConfig{CAFile: c.certs.caCert},
+		// Tests create thousands of objects; client-go's default of 5 requests/s would make that
+		// the slowest part of the test.
+		QPS:   1000,
+		Burst: 2000,
+	}
+}
+
+// apiserverBinary finds kube-apiserver: KUBE_APISERVER_BIN, else build-apiserver.sh's cache.
+func apiserverBinary(tb testing.TB) string {
+	tb.Helper()
+	if os.Getenv("KUBE_APISERVER_BIN") != "" {
+		return binary(tb, "KUBE_APISERVER_BIN", "", "")
+	}
+	cacheDir := os.Getenv("KUBE_CACHE_DIR")
+	if cacheDir == "" {
+		home, _ := os.UserHomeDir()
+		cacheDir = filepath.Join(home, ".cache", "otelcol-gpu")
+	}
+	return binary(tb, "KUBE_APISERVER_BIN", filepath.Join(cacheDir, "kube-apiserver-"+KubeVersion, "kube-apiserver"),
+		"build it with test/kube/build-apiserver.sh (about 4 minutes, once) and set KUBE_APISERVER_BIN to the path it prints")
+}
+
+func binary(tb testing.TB, env, def, hint string) string {
+	tb.Helper()
+	path := os.Getenv(env)
+	if path == "" {
+		path = def
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		tb.Fatalf("end-to-end tests need %s=%q to be an executable: %v; %s", env, path, err, hint)
+	}
+	return path
+}
+
+// freePort asks the kernel for a free loopback port. It is released before the server binds it,
+// which leaves a small window for another process to take it; the servers' logs say so if it
+// happens.
+func freePort(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("no free port: %v", err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+func writeFile(tb testing.TB, path string, data []byte) {
+	tb.Helper()
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// process is a server started by a test, stopped by its PID when the test ends.
+type process struct {
+	name, log string
+	cmd       *exec.Cmd
+	exited    chan struct{}
+}
+
+func startProcess(tb testing.TB, logPath, bin string, args ...string) *process {
+	tb.Helper()
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Its own process group, so that a ^C to `go test` does not reach it before the cleanup does.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		tb.Fatalf("starting %s: %v", bin, err)
+	}
+	p := &process{name: filepath.Base(bin), log: logPath, cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		logFile.Close()
+		close(p.exited)
+	}()
+	tb.Cleanup(func() {
+		p.stop(tb)
+		if tb.Failed() {
+			tb.Logf("last lines of %s:\n%s", p.log, tail(p.log, 40))
+		}
+	})
+	return p
+}
+
+func (p *process) running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+func (p *process) stop(tb testing.TB) {
+	if !p.running() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		tb.Logf("%s (pid %d) ignored SIGTERM and was killed", p.name, p.cmd.Process.Pid)
+	}
+}
+
+// waitFor polls ready until it holds, failing early if the process exits.
+func waitFor(tb testing.TB, p *process, what string, limit time.Duration, ready func() bool) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for !ready() {
+		select {
+		case <-p.exited:
+			tb.Fatalf("%s exited before it was ready; last lines of %s:\n%s", what, p.log, tail(p.log, 40))
+		case <-ctx.Done():
+			tb.Fatalf("%s not ready after %s; last lines of %s:\n%s", what, limit, p.log, tail(p.log, 40))
+		case <-tick.C:
+		}
+	}
+}
+
+func tail(path string, lines int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
