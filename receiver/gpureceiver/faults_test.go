@@ -109,7 +109,7 @@ func TestInitFailure(t *testing.T) {
 	assert.Equal(t, int64(0), value(t, node, "gpu_nvml_up"))
 	assert.Equal(t, int64(8), value(t, node, "configured_gpu_count"))
 	assert.Equal(t, int64(1), value(t, node, "collector_iteration_count_total", "name", "gpu"))
-	assert.Empty(t, points(node, "gpu_detected_count"))
+	assert.Empty(t, points(node, "gpu_devices_detected"))
 }
 
 // flakyInit fails Init a number of times before the simulated driver "loads".
@@ -138,7 +138,7 @@ func TestInitRetrySucceeds(t *testing.T) {
 	require.Eventually(t, src.ready.Load, 10*time.Second, time.Millisecond)
 	md := src.scrape()
 	assert.Equal(t, int64(1), value(t, md.ResourceMetrics().At(0), "gpu_nvml_up"))
-	assert.Equal(t, int64(8), value(t, md.ResourceMetrics().At(0), "gpu_detected_count"))
+	assert.Equal(t, int64(8), value(t, md.ResourceMetrics().At(0), "gpu_devices_detected"))
 	assertUp(t, md, map[string]int64{"0": 1, "7": 1})
 }
 

@@ -97,7 +97,7 @@ func (g *gpuSource) scrape() pmetric.Metrics {
 		nodeMB.RecordGpuNvmlUpDataPoint(now, 1)
 		g.enumMu.Lock()
 		if ret := g.enumerate(); ret == nvml.SUCCESS {
-			nodeMB.RecordGpuDetectedCountDataPoint(now, int64(len(g.gpus)))
+			nodeMB.RecordGpuDevicesDetectedDataPoint(now, int64(len(g.gpus)))
 		} else {
 			// Without a device count the known GPUs are reported down, with their labels.
 			for _, st := range g.gpus {

@@ -173,13 +173,13 @@ func (ms *GpuClockMhzMetricConfig) Validate() error {
 	return nil
 }
 
-// GpuDetectedCountMetricConfig provides config for the gpu_detected_count metric.
-type GpuDetectedCountMetricConfig struct {
+// GpuDevicesDetectedMetricConfig provides config for the gpu_devices_detected metric.
+type GpuDevicesDetectedMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
 }
 
-func (ms *GpuDetectedCountMetricConfig) Unmarshal(parser *confmap.Conf) error {
+func (ms *GpuDevicesDetectedMetricConfig) Unmarshal(parser *confmap.Conf) error {
 	if parser == nil {
 		return nil
 	}
@@ -1263,7 +1263,7 @@ type MetricsConfig struct {
 	ConfiguredGpuCount              ConfiguredGpuCountMetricConfig              `mapstructure:"configured_gpu_count"`
 	GpuClockEventReason             GpuClockEventReasonMetricConfig             `mapstructure:"gpu_clock_event_reason"`
 	GpuClockMhz                     GpuClockMhzMetricConfig                     `mapstructure:"gpu_clock_mhz"`
-	GpuDetectedCount                GpuDetectedCountMetricConfig                `mapstructure:"gpu_detected_count"`
+	GpuDevicesDetected              GpuDevicesDetectedMetricConfig              `mapstructure:"gpu_devices_detected"`
 	GpuEccErrors                    GpuEccErrorsMetricConfig                    `mapstructure:"gpu_ecc_errors"`
 	GpuEnergyJoulesTotal            GpuEnergyJoulesTotalMetricConfig            `mapstructure:"gpu_energy_joules_total"`
 	GpuHealth                       GpuHealthMetricConfig                       `mapstructure:"gpu_health"`
@@ -1318,7 +1318,7 @@ func DefaultMetricsConfig() MetricsConfig {
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []GpuClockMhzMetricAttributeKey{GpuClockMhzMetricAttributeKeyClock},
 		},
-		GpuDetectedCount: GpuDetectedCountMetricConfig{
+		GpuDevicesDetected: GpuDevicesDetectedMetricConfig{
 			Enabled: true,
 		},
 		GpuEccErrors: GpuEccErrorsMetricConfig{

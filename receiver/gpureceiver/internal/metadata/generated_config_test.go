@@ -44,7 +44,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuClockMhzMetricAttributeKey{GpuClockMhzMetricAttributeKeyClock},
 					},
-					GpuDetectedCount: GpuDetectedCountMetricConfig{
+					GpuDevicesDetected: GpuDevicesDetectedMetricConfig{
 						Enabled: true,
 					},
 					GpuEccErrors: GpuEccErrorsMetricConfig{
@@ -204,7 +204,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuClockMhzMetricAttributeKey{GpuClockMhzMetricAttributeKeyClock},
 					},
-					GpuDetectedCount: GpuDetectedCountMetricConfig{
+					GpuDevicesDetected: GpuDevicesDetectedMetricConfig{
 						Enabled: false,
 					},
 					GpuEccErrors: GpuEccErrorsMetricConfig{
@@ -346,7 +346,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(CollectorIterationCountTotalMetricConfig{}, ConfiguredGpuCountMetricConfig{}, GpuClockEventReasonMetricConfig{}, GpuClockMhzMetricConfig{}, GpuDetectedCountMetricConfig{}, GpuEccErrorsMetricConfig{}, GpuEnergyJoulesTotalMetricConfig{}, GpuHealthMetricConfig{}, GpuInfoMetricConfig{}, GpuMemUtilizationMetricConfig{}, GpuMemoryTotalBytesMetricConfig{}, GpuMemoryUsedBytesMetricConfig{}, GpuNvlinkErrorsTotalMetricConfig{}, GpuNvmlTimeoutsTotalMetricConfig{}, GpuNvmlUpMetricConfig{}, GpuPcieLinkGenCurrentMetricConfig{}, GpuPcieLinkGenMaxMetricConfig{}, GpuPcieLinkWidthCurrentMetricConfig{}, GpuPcieLinkWidthMaxMetricConfig{}, GpuPcieReplaysTotalMetricConfig{}, GpuPcieThroughputBytesPerSecondMetricConfig{}, GpuPowerWattsMetricConfig{}, GpuProcessMemoryUsedBytesMetricConfig{}, GpuProcessSmUtilizationMetricConfig{}, GpuRemappedRowsMetricConfig{}, GpuRemappedRowsFailedMetricConfig{}, GpuRemappedRowsPendingMetricConfig{}, GpuUpMetricConfig{}, GpuUtilizationMetricConfig{}, GpuXidErrorsTotalMetricConfig{}, NvidiasmiEccErrorCountMetricConfig{}, NvidiasmiMemoryLeakCountMetricConfig{}, NvidiasmiPerformanceStateMetricConfig{}, NvidiasmiRetiredPageCountMetricConfig{}, NvidiasmiTemperatureMetricConfig{}, NvidiasmiUtilizationGpuMetricConfig{}, NvidiasmiUtilizationMemoryMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(CollectorIterationCountTotalMetricConfig{}, ConfiguredGpuCountMetricConfig{}, GpuClockEventReasonMetricConfig{}, GpuClockMhzMetricConfig{}, GpuDevicesDetectedMetricConfig{}, GpuEccErrorsMetricConfig{}, GpuEnergyJoulesTotalMetricConfig{}, GpuHealthMetricConfig{}, GpuInfoMetricConfig{}, GpuMemUtilizationMetricConfig{}, GpuMemoryTotalBytesMetricConfig{}, GpuMemoryUsedBytesMetricConfig{}, GpuNvlinkErrorsTotalMetricConfig{}, GpuNvmlTimeoutsTotalMetricConfig{}, GpuNvmlUpMetricConfig{}, GpuPcieLinkGenCurrentMetricConfig{}, GpuPcieLinkGenMaxMetricConfig{}, GpuPcieLinkWidthCurrentMetricConfig{}, GpuPcieLinkWidthMaxMetricConfig{}, GpuPcieReplaysTotalMetricConfig{}, GpuPcieThroughputBytesPerSecondMetricConfig{}, GpuPowerWattsMetricConfig{}, GpuProcessMemoryUsedBytesMetricConfig{}, GpuProcessSmUtilizationMetricConfig{}, GpuRemappedRowsMetricConfig{}, GpuRemappedRowsFailedMetricConfig{}, GpuRemappedRowsPendingMetricConfig{}, GpuUpMetricConfig{}, GpuUtilizationMetricConfig{}, GpuXidErrorsTotalMetricConfig{}, NvidiasmiEccErrorCountMetricConfig{}, NvidiasmiMemoryLeakCountMetricConfig{}, NvidiasmiPerformanceStateMetricConfig{}, NvidiasmiRetiredPageCountMetricConfig{}, NvidiasmiTemperatureMetricConfig{}, NvidiasmiUtilizationGpuMetricConfig{}, NvidiasmiUtilizationMemoryMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}

@@ -389,8 +389,8 @@ var MetricsInfo = metricsInfo{
 		Name:       "gpu_clock_mhz",
 		Attributes: []string{"clock"},
 	},
-	GpuDetectedCount: metricInfo{
-		Name: "gpu_detected_count",
+	GpuDevicesDetected: metricInfo{
+		Name: "gpu_devices_detected",
 	},
 	GpuEccErrors: metricInfo{
 		Name:       "gpu_ecc_errors",
@@ -510,7 +510,7 @@ type metricsInfo struct {
 	ConfiguredGpuCount              metricInfo
 	GpuClockEventReason             metricInfo
 	GpuClockMhz                     metricInfo
-	GpuDetectedCount                metricInfo
+	GpuDevicesDetected              metricInfo
 	GpuEccErrors                    metricInfo
 	GpuEnergyJoulesTotal            metricInfo
 	GpuHealth                       metricInfo
@@ -869,21 +869,21 @@ func newMetricGpuClockMhz(cfg GpuClockMhzMetricConfig) metricGpuClockMhz {
 	return m
 }
 
-type metricGpuDetectedCount struct {
-	data     pmetric.Metric               // data buffer for generated metric.
-	config   GpuDetectedCountMetricConfig // metric config provided by user.
-	capacity int                          // max observed number of data points added to the metric.
+type metricGpuDevicesDetected struct {
+	data     pmetric.Metric                 // data buffer for generated metric.
+	config   GpuDevicesDetectedMetricConfig // metric config provided by user.
+	capacity int                            // max observed number of data points added to the metric.
 }
 
-// init fills gpu_detected_count metric with initial data.
-func (m *metricGpuDetectedCount) init() {
-	m.data.SetName("gpu_detected_count")
+// init fills gpu_devices_detected metric with initial data.
+func (m *metricGpuDevicesDetected) init() {
+	m.data.SetName("gpu_devices_detected")
 	m.data.SetDescription("GPUs NVML enumerates on this node; absent while NVML is down. Compare with configured_gpu_count.")
 	m.data.SetUnit("{gpu}")
 	m.data.SetEmptyGauge()
 }
 
-func (m *metricGpuDetectedCount) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+func (m *metricGpuDevicesDetected) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
 	if !m.config.Enabled {
 		return
 	}
@@ -894,14 +894,14 @@ func (m *metricGpuDetectedCount) recordDataPoint(start pcommon.Timestamp, ts pco
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
-func (m *metricGpuDetectedCount) updateCapacity() {
+func (m *metricGpuDevicesDetected) updateCapacity() {
 	if m.data.Gauge().DataPoints().Len() > m.capacity {
 		m.capacity = m.data.Gauge().DataPoints().Len()
 	}
 }
 
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
-func (m *metricGpuDetectedCount) emit(metrics pmetric.MetricSlice) {
+func (m *metricGpuDevicesDetected) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
@@ -909,8 +909,8 @@ func (m *metricGpuDetectedCount) emit(metrics pmetric.MetricSlice) {
 	}
 }
 
-func newMetricGpuDetectedCount(cfg GpuDetectedCountMetricConfig) metricGpuDetectedCount {
-	m := metricGpuDetectedCount{config: cfg}
+func newMetricGpuDevicesDetected(cfg GpuDevicesDetectedMetricConfig) metricGpuDevicesDetected {
+	m := metricGpuDevicesDetected{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -3140,7 +3140,7 @@ type MetricsBuilder struct {
 	metricConfiguredGpuCount              metricConfiguredGpuCount
 	metricGpuClockEventReason             metricGpuClockEventReason
 	metricGpuClockMhz                     metricGpuClockMhz
-	metricGpuDetectedCount                metricGpuDetectedCount
+	metricGpuDevicesDetected              metricGpuDevicesDetected
 	metricGpuEccErrors                    metricGpuEccErrors
 	metricGpuEnergyJoulesTotal            metricGpuEnergyJoulesTotal
 	metricGpuHealth                       metricGpuHealth
@@ -3202,7 +3202,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricConfiguredGpuCount:              newMetricConfiguredGpuCount(mbc.Metrics.ConfiguredGpuCount),
 		metricGpuClockEventReason:             newMetricGpuClockEventReason(mbc.Metrics.GpuClockEventReason),
 		metricGpuClockMhz:                     newMetricGpuClockMhz(mbc.Metrics.GpuClockMhz),
-		metricGpuDetectedCount:                newMetricGpuDetectedCount(mbc.Metrics.GpuDetectedCount),
+		metricGpuDevicesDetected:              newMetricGpuDevicesDetected(mbc.Metrics.GpuDevicesDetected),
 		metricGpuEccErrors:                    newMetricGpuEccErrors(mbc.Metrics.GpuEccErrors),
 		metricGpuEnergyJoulesTotal:            newMetricGpuEnergyJoulesTotal(mbc.Metrics.GpuEnergyJoulesTotal),
 		metricGpuHealth:                       newMetricGpuHealth(mbc.Metrics.GpuHealth),
@@ -3335,7 +3335,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricConfiguredGpuCount.emit(ils.Metrics())
 	mb.metricGpuClockEventReason.emit(ils.Metrics())
 	mb.metricGpuClockMhz.emit(ils.Metrics())
-	mb.metricGpuDetectedCount.emit(ils.Metrics())
+	mb.metricGpuDevicesDetected.emit(ils.Metrics())
 	mb.metricGpuEccErrors.emit(ils.Metrics())
 	mb.metricGpuEnergyJoulesTotal.emit(ils.Metrics())
 	mb.metricGpuHealth.emit(ils.Metrics())
@@ -3419,9 +3419,9 @@ func (mb *MetricsBuilder) RecordGpuClockMhzDataPoint(ts pcommon.Timestamp, val i
 	mb.metricGpuClockMhz.recordDataPoint(mb.startTime, ts, val, clockAttributeValue.String())
 }
 
-// RecordGpuDetectedCountDataPoint adds a data point to gpu_detected_count metric.
-func (mb *MetricsBuilder) RecordGpuDetectedCountDataPoint(ts pcommon.Timestamp, val int64) {
-	mb.metricGpuDetectedCount.recordDataPoint(mb.startTime, ts, val)
+// RecordGpuDevicesDetectedDataPoint adds a data point to gpu_devices_detected metric.
+func (mb *MetricsBuilder) RecordGpuDevicesDetectedDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricGpuDevicesDetected.recordDataPoint(mb.startTime, ts, val)
 }
 
 // RecordGpuEccErrorsDataPoint adds a data point to gpu_ecc_errors metric.

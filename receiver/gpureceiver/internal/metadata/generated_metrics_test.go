@@ -116,7 +116,7 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGpuDetectedCountDataPoint(ts, 1)
+			mb.RecordGpuDevicesDetectedDataPoint(ts, 1)
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordGpuEccErrorsDataPoint(ts, 1, AttributeErrorTypeCorrected, AttributeCounterTypeVolatile)
@@ -448,9 +448,9 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok := dp.Attributes().Get("clock")
 						assert.False(t, ok)
 					}
-				case "gpu_detected_count":
-					assert.False(t, validatedMetrics["gpu_detected_count"], "Found a duplicate in the metrics slice: gpu_detected_count")
-					validatedMetrics["gpu_detected_count"] = true
+				case "gpu_devices_detected":
+					assert.False(t, validatedMetrics["gpu_devices_detected"], "Found a duplicate in the metrics slice: gpu_devices_detected")
+					validatedMetrics["gpu_devices_detected"] = true
 					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
 					assert.Equal(t, "GPUs NVML enumerates on this node; absent while NVML is down. Compare with configured_gpu_count.", mi.Description())
