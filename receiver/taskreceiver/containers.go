@@ -29,8 +29,8 @@ const (
 
 const unknownLabel = "unknown"
 
-// taskEnv maps each task label to the environment variables it is read from, first found wins.
-var taskEnv = []struct {
+// taskEnvVars maps each task label to the environment variables it is read from, first found wins.
+var taskEnvVars = [...]struct {
 	set  func(*metadata.ResourceBuilder, string)
 	vars []string
 }{
@@ -43,11 +43,12 @@ var taskEnv = []struct {
 }
 
 // containerState is what is kept between collections: the container's identity (its environment
-// does not change, so it is read once) and the previous counters for rates.
+// does not change, so it is read once; only the task labels are kept) and the previous counters
+// for rates.
 type containerState struct {
 	identified bool
 	kind       containerKind
-	env        map[string]string
+	taskLabels [len(taskEnvVars)]string // in taskEnvVars' order
 	service    string
 
 	prev        containerSample
@@ -139,13 +140,18 @@ func (s *taskScraper) identify(st *containerState, f cgroupfs.Found, pids []int)
 			continue
 		}
 		st.identified = true
-		st.env = parseEnviron(environ)
+		env := parseEnviron(environ)
+		hasTaskEnv := false
+		for i, l := range taskEnvVars {
+			st.taskLabels[i] = firstEnv(env, l.vars)
+			hasTaskEnv = hasTaskEnv || st.taskLabels[i] != unknownLabel
+		}
 		switch {
 		case len(pids) == 1 && comm == "pause" && f.PodUID != "":
 			st.kind = kindSandbox
 		case f.PodUID != "" && s.isServiceNamespace(pid):
 			st.kind, st.service = kindService, comm
-		case f.PodUID != "" || hasTaskEnv(st.env):
+		case f.PodUID != "" || hasTaskEnv:
 			st.kind = kindTask
 		default:
 			st.kind = kindIgnored
@@ -176,17 +182,6 @@ func parseEnviron(environ []string) map[string]string {
 		}
 	}
 	return env
-}
-
-func hasTaskEnv(env map[string]string) bool {
-	for _, l := range taskEnv {
-		for _, v := range l.vars {
-			if env[v] != "" {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // netNamespace returns the inode of a process's network namespace, 0 when it cannot be read.
@@ -294,8 +289,8 @@ func (s *taskScraper) recordContainer(now pcommon.Timestamp, f cgroupfs.Found, s
 	if st.kind == kindService {
 		rb.SetName(st.service)
 	} else {
-		for _, l := range taskEnv {
-			l.set(rb, firstEnv(st.env, l.vars))
+		for i, l := range taskEnvVars {
+			l.set(rb, st.taskLabels[i])
 		}
 	}
 	s.containerMB.EmitForResource(metadata.WithResource(rb.Emit()))
