@@ -70,7 +70,7 @@ func (s *nvmlSource) collectGPU(st *gpuState, now pcommon.Timestamp) {
 	if r.down == nvml.SUCCESS {
 		for _, step := range []func(*gpuRead){
 			readUtilization, readMemoryAndProcesses, readThermalAndPower, readClocks,
-			readPCIe, readNVLink, readECC, readRetiredPages, readRemappedRows,
+			readPCIe, readNVLink, readECC, readRetiredPages, readRemappedRows, readMIG,
 		} {
 			step(r)
 		}
@@ -408,6 +408,61 @@ func readRemappedRows(r *gpuRead) {
 		level = healthFatal
 	}
 	r.worst(metadata.AttributeConditionRowRemap, level)
+}
+
+type migInstance struct {
+	uuid   string
+	gi, ci int
+	memory nvml.Memory
+}
+
+// readMIG reports the MIG instances of a GPU in MIG mode: identity and memory, which is what
+// NVML gives per instance (utilization needs DCGM or GPM, and is not invented here).
+func readMIG(r *gpuRead) {
+	mode, ok := read(r, "GetMigMode", func() (int, nvml.Return) {
+		current, _, ret := r.dev.GetMigMode()
+		return current, ret
+	})
+	if !ok {
+		return
+	}
+	r.st.mb.RecordGpuMigEnabledDataPoint(r.now, boolLevel(mode == nvml.DEVICE_MIG_ENABLE, 1))
+	if mode != nvml.DEVICE_MIG_ENABLE {
+		return
+	}
+	slots, ok := read(r, "GetMaxMigDeviceCount", r.dev.GetMaxMigDeviceCount)
+	if !ok {
+		return
+	}
+	for i := range slots {
+		// ERROR_NOT_FOUND: no instance in this slot.
+		mig, ok := read(r, "GetMigDeviceHandleByIndex", func() (nvml.Device, nvml.Return) { return r.dev.GetMigDeviceHandleByIndex(i) })
+		if !ok {
+			continue
+		}
+		// The four calls on the instance share one deadline, named together in the call label.
+		inst, ok := read(r, "GetMigDeviceInfo", func() (migInstance, nvml.Return) {
+			var m migInstance
+			var ret nvml.Return
+			if m.uuid, ret = mig.GetUUID(); ret != nvml.SUCCESS {
+				return m, ret
+			}
+			if m.gi, ret = mig.GetGpuInstanceId(); ret != nvml.SUCCESS {
+				return m, ret
+			}
+			if m.ci, ret = mig.GetComputeInstanceId(); ret != nvml.SUCCESS {
+				return m, ret
+			}
+			m.memory, ret = mig.GetMemoryInfo()
+			return m, ret
+		})
+		if !ok {
+			continue
+		}
+		gi, ci := strconv.Itoa(inst.gi), strconv.Itoa(inst.ci)
+		r.st.mb.RecordGpuMigMemoryTotalBytesDataPoint(r.now, int64(inst.memory.Total), inst.uuid, gi, ci)
+		r.st.mb.RecordGpuMigMemoryUsedBytesDataPoint(r.now, int64(inst.memory.Used), inst.uuid, gi, ci)
+	}
 }
 
 func boolLevel(b bool, level int64) int64 {

@@ -233,3 +233,30 @@ func TestRetiredPagesOrRemappedRows(t *testing.T) {
 	assert.Empty(t, points(rm, "nvidiasmi_retired_page_count"))
 	assert.Len(t, points(rm, "gpu_remapped_rows"), 2)
 }
+
+// TestMIG: a GPU in MIG mode reports its instances' identity and memory and, as NVML gives
+// none, no utilization; the other GPUs report MIG off.
+func TestMIG(t *testing.T) {
+	clock := newFakeClock()
+	src := startSource(t, testConfig(), simServer(t, "dgxh100.yaml", clock), clock, nil)
+	md := src.scrape()
+	mig := gpuResource(t, md, "6")
+	assert.Equal(t, int64(1), value(t, mig, "gpu_mig_enabled"))
+	assert.Empty(t, points(mig, "gpu_utilization"))
+	used := points(mig, "gpu_mig_memory_used_bytes")
+	require.Len(t, used, 3)
+	seen := map[string]bool{}
+	for _, dp := range used {
+		assert.Equal(t, int64(1<<30), dp.IntValue())
+		u, _ := dp.Attributes().Get("mig_uuid")
+		assert.Regexp(t, `^MIG-[0-9a-f-]{36}$`, u.Str())
+		gi, _ := dp.Attributes().Get("gpu_instance_id")
+		seen[gi.Str()] = true
+	}
+	assert.Equal(t, map[string]bool{"1": true, "2": true, "3": true}, seen)
+	assert.Equal(t, int64(19968<<20), value(t, mig, "gpu_mig_memory_total_bytes", "gpu_instance_id", "2"))
+
+	other := gpuResource(t, md, "0")
+	assert.Equal(t, int64(0), value(t, other, "gpu_mig_enabled"))
+	assert.Empty(t, points(other, "gpu_mig_memory_used_bytes"))
+}

@@ -448,6 +448,126 @@ func (ms *GpuMemoryUsedBytesMetricConfig) Unmarshal(parser *confmap.Conf) error 
 	return nil
 }
 
+// GpuMigEnabledMetricConfig provides config for the gpu_mig_enabled metric.
+type GpuMigEnabledMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuMigEnabledMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// GpuMigMemoryTotalBytesMetricAttributeKey specifies the key of an attribute for the gpu_mig_memory_total_bytes metric.
+type GpuMigMemoryTotalBytesMetricAttributeKey string
+
+const (
+	GpuMigMemoryTotalBytesMetricAttributeKeyMigUUID           GpuMigMemoryTotalBytesMetricAttributeKey = "mig_uuid"
+	GpuMigMemoryTotalBytesMetricAttributeKeyGpuInstanceID     GpuMigMemoryTotalBytesMetricAttributeKey = "gpu_instance_id"
+	GpuMigMemoryTotalBytesMetricAttributeKeyComputeInstanceID GpuMigMemoryTotalBytesMetricAttributeKey = "compute_instance_id"
+)
+
+// GpuMigMemoryTotalBytesMetricConfig provides config for the gpu_mig_memory_total_bytes metric.
+type GpuMigMemoryTotalBytesMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                     `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpuMigMemoryTotalBytesMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpuMigMemoryTotalBytesMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpuMigMemoryTotalBytesMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpuMigMemoryTotalBytesMetricAttributeKeyMigUUID, GpuMigMemoryTotalBytesMetricAttributeKeyGpuInstanceID, GpuMigMemoryTotalBytesMetricAttributeKeyComputeInstanceID:
+		default:
+			return fmt.Errorf("metric gpu_mig_memory_total_bytes doesn't have an attribute %v, valid attributes: [mig_uuid, gpu_instance_id, compute_instance_id]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// GpuMigMemoryUsedBytesMetricAttributeKey specifies the key of an attribute for the gpu_mig_memory_used_bytes metric.
+type GpuMigMemoryUsedBytesMetricAttributeKey string
+
+const (
+	GpuMigMemoryUsedBytesMetricAttributeKeyMigUUID           GpuMigMemoryUsedBytesMetricAttributeKey = "mig_uuid"
+	GpuMigMemoryUsedBytesMetricAttributeKeyGpuInstanceID     GpuMigMemoryUsedBytesMetricAttributeKey = "gpu_instance_id"
+	GpuMigMemoryUsedBytesMetricAttributeKeyComputeInstanceID GpuMigMemoryUsedBytesMetricAttributeKey = "compute_instance_id"
+)
+
+// GpuMigMemoryUsedBytesMetricConfig provides config for the gpu_mig_memory_used_bytes metric.
+type GpuMigMemoryUsedBytesMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                    `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpuMigMemoryUsedBytesMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpuMigMemoryUsedBytesMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpuMigMemoryUsedBytesMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpuMigMemoryUsedBytesMetricAttributeKeyMigUUID, GpuMigMemoryUsedBytesMetricAttributeKeyGpuInstanceID, GpuMigMemoryUsedBytesMetricAttributeKeyComputeInstanceID:
+		default:
+			return fmt.Errorf("metric gpu_mig_memory_used_bytes doesn't have an attribute %v, valid attributes: [mig_uuid, gpu_instance_id, compute_instance_id]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // GpuNvlinkErrorsTotalMetricAttributeKey specifies the key of an attribute for the gpu_nvlink_errors_total metric.
 type GpuNvlinkErrorsTotalMetricAttributeKey string
 
@@ -1271,6 +1391,9 @@ type MetricsConfig struct {
 	GpuMemUtilization               GpuMemUtilizationMetricConfig               `mapstructure:"gpu_mem_utilization"`
 	GpuMemoryTotalBytes             GpuMemoryTotalBytesMetricConfig             `mapstructure:"gpu_memory_total_bytes"`
 	GpuMemoryUsedBytes              GpuMemoryUsedBytesMetricConfig              `mapstructure:"gpu_memory_used_bytes"`
+	GpuMigEnabled                   GpuMigEnabledMetricConfig                   `mapstructure:"gpu_mig_enabled"`
+	GpuMigMemoryTotalBytes          GpuMigMemoryTotalBytesMetricConfig          `mapstructure:"gpu_mig_memory_total_bytes"`
+	GpuMigMemoryUsedBytes           GpuMigMemoryUsedBytesMetricConfig           `mapstructure:"gpu_mig_memory_used_bytes"`
 	GpuNvlinkErrorsTotal            GpuNvlinkErrorsTotalMetricConfig            `mapstructure:"gpu_nvlink_errors_total"`
 	GpuNvmlTimeoutsTotal            GpuNvmlTimeoutsTotalMetricConfig            `mapstructure:"gpu_nvml_timeouts_total"`
 	GpuNvmlUp                       GpuNvmlUpMetricConfig                       `mapstructure:"gpu_nvml_up"`
@@ -1349,6 +1472,19 @@ func DefaultMetricsConfig() MetricsConfig {
 		},
 		GpuMemoryUsedBytes: GpuMemoryUsedBytesMetricConfig{
 			Enabled: true,
+		},
+		GpuMigEnabled: GpuMigEnabledMetricConfig{
+			Enabled: true,
+		},
+		GpuMigMemoryTotalBytes: GpuMigMemoryTotalBytesMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpuMigMemoryTotalBytesMetricAttributeKey{GpuMigMemoryTotalBytesMetricAttributeKeyMigUUID, GpuMigMemoryTotalBytesMetricAttributeKeyGpuInstanceID, GpuMigMemoryTotalBytesMetricAttributeKeyComputeInstanceID},
+		},
+		GpuMigMemoryUsedBytes: GpuMigMemoryUsedBytesMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpuMigMemoryUsedBytesMetricAttributeKey{GpuMigMemoryUsedBytesMetricAttributeKeyMigUUID, GpuMigMemoryUsedBytesMetricAttributeKeyGpuInstanceID, GpuMigMemoryUsedBytesMetricAttributeKeyComputeInstanceID},
 		},
 		GpuNvlinkErrorsTotal: GpuNvlinkErrorsTotalMetricConfig{
 			Enabled:             true,

@@ -76,6 +76,19 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpuMemoryUsedBytes: GpuMemoryUsedBytesMetricConfig{
 						Enabled: true,
 					},
+					GpuMigEnabled: GpuMigEnabledMetricConfig{
+						Enabled: true,
+					},
+					GpuMigMemoryTotalBytes: GpuMigMemoryTotalBytesMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpuMigMemoryTotalBytesMetricAttributeKey{GpuMigMemoryTotalBytesMetricAttributeKeyMigUUID, GpuMigMemoryTotalBytesMetricAttributeKeyGpuInstanceID, GpuMigMemoryTotalBytesMetricAttributeKeyComputeInstanceID},
+					},
+					GpuMigMemoryUsedBytes: GpuMigMemoryUsedBytesMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpuMigMemoryUsedBytesMetricAttributeKey{GpuMigMemoryUsedBytesMetricAttributeKeyMigUUID, GpuMigMemoryUsedBytesMetricAttributeKeyGpuInstanceID, GpuMigMemoryUsedBytesMetricAttributeKeyComputeInstanceID},
+					},
 					GpuNvlinkErrorsTotal: GpuNvlinkErrorsTotalMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
@@ -236,6 +249,19 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpuMemoryUsedBytes: GpuMemoryUsedBytesMetricConfig{
 						Enabled: false,
 					},
+					GpuMigEnabled: GpuMigEnabledMetricConfig{
+						Enabled: false,
+					},
+					GpuMigMemoryTotalBytes: GpuMigMemoryTotalBytesMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpuMigMemoryTotalBytesMetricAttributeKey{GpuMigMemoryTotalBytesMetricAttributeKeyMigUUID, GpuMigMemoryTotalBytesMetricAttributeKeyGpuInstanceID, GpuMigMemoryTotalBytesMetricAttributeKeyComputeInstanceID},
+					},
+					GpuMigMemoryUsedBytes: GpuMigMemoryUsedBytesMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpuMigMemoryUsedBytesMetricAttributeKey{GpuMigMemoryUsedBytesMetricAttributeKeyMigUUID, GpuMigMemoryUsedBytesMetricAttributeKeyGpuInstanceID, GpuMigMemoryUsedBytesMetricAttributeKeyComputeInstanceID},
+					},
 					GpuNvlinkErrorsTotal: GpuNvlinkErrorsTotalMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
@@ -346,7 +372,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(CollectorIterationCountTotalMetricConfig{}, ConfiguredGpuCountMetricConfig{}, GpuClockEventReasonMetricConfig{}, GpuClockMhzMetricConfig{}, GpuDevicesDetectedMetricConfig{}, GpuEccErrorsMetricConfig{}, GpuEnergyJoulesTotalMetricConfig{}, GpuHealthMetricConfig{}, GpuInfoMetricConfig{}, GpuMemUtilizationMetricConfig{}, GpuMemoryTotalBytesMetricConfig{}, GpuMemoryUsedBytesMetricConfig{}, GpuNvlinkErrorsTotalMetricConfig{}, GpuNvmlTimeoutsTotalMetricConfig{}, GpuNvmlUpMetricConfig{}, GpuPcieLinkGenCurrentMetricConfig{}, GpuPcieLinkGenMaxMetricConfig{}, GpuPcieLinkWidthCurrentMetricConfig{}, GpuPcieLinkWidthMaxMetricConfig{}, GpuPcieReplaysTotalMetricConfig{}, GpuPcieThroughputBytesPerSecondMetricConfig{}, GpuPowerWattsMetricConfig{}, GpuProcessMemoryUsedBytesMetricConfig{}, GpuProcessSmUtilizationMetricConfig{}, GpuRemappedRowsMetricConfig{}, GpuRemappedRowsFailedMetricConfig{}, GpuRemappedRowsPendingMetricConfig{}, GpuUpMetricConfig{}, GpuUtilizationMetricConfig{}, GpuXidErrorsTotalMetricConfig{}, NvidiasmiEccErrorCountMetricConfig{}, NvidiasmiMemoryLeakCountMetricConfig{}, NvidiasmiPerformanceStateMetricConfig{}, NvidiasmiRetiredPageCountMetricConfig{}, NvidiasmiTemperatureMetricConfig{}, NvidiasmiUtilizationGpuMetricConfig{}, NvidiasmiUtilizationMemoryMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(CollectorIterationCountTotalMetricConfig{}, ConfiguredGpuCountMetricConfig{}, GpuClockEventReasonMetricConfig{}, GpuClockMhzMetricConfig{}, GpuDevicesDetectedMetricConfig{}, GpuEccErrorsMetricConfig{}, GpuEnergyJoulesTotalMetricConfig{}, GpuHealthMetricConfig{}, GpuInfoMetricConfig{}, GpuMemUtilizationMetricConfig{}, GpuMemoryTotalBytesMetricConfig{}, GpuMemoryUsedBytesMetricConfig{}, GpuMigEnabledMetricConfig{}, GpuMigMemoryTotalBytesMetricConfig{}, GpuMigMemoryUsedBytesMetricConfig{}, GpuNvlinkErrorsTotalMetricConfig{}, GpuNvmlTimeoutsTotalMetricConfig{}, GpuNvmlUpMetricConfig{}, GpuPcieLinkGenCurrentMetricConfig{}, GpuPcieLinkGenMaxMetricConfig{}, GpuPcieLinkWidthCurrentMetricConfig{}, GpuPcieLinkWidthMaxMetricConfig{}, GpuPcieReplaysTotalMetricConfig{}, GpuPcieThroughputBytesPerSecondMetricConfig{}, GpuPowerWattsMetricConfig{}, GpuProcessMemoryUsedBytesMetricConfig{}, GpuProcessSmUtilizationMetricConfig{}, GpuRemappedRowsMetricConfig{}, GpuRemappedRowsFailedMetricConfig{}, GpuRemappedRowsPendingMetricConfig{}, GpuUpMetricConfig{}, GpuUtilizationMetricConfig{}, GpuXidErrorsTotalMetricConfig{}, NvidiasmiEccErrorCountMetricConfig{}, NvidiasmiMemoryLeakCountMetricConfig{}, NvidiasmiPerformanceStateMetricConfig{}, NvidiasmiRetiredPageCountMetricConfig{}, NvidiasmiTemperatureMetricConfig{}, NvidiasmiUtilizationGpuMetricConfig{}, NvidiasmiUtilizationMemoryMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -431,6 +457,30 @@ func TestGpuMemUtilizationMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "metric gpu_mem_utilization doesn't have an attribute invalid, valid attributes: [vender]")
 
 	cfg = DefaultMetricsConfig().GpuMemUtilization
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpuMigMemoryTotalBytesMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpuMigMemoryTotalBytes
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpuMigMemoryTotalBytesMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpu_mig_memory_total_bytes doesn't have an attribute invalid, valid attributes: [mig_uuid, gpu_instance_id, compute_instance_id]")
+
+	cfg = DefaultMetricsConfig().GpuMigMemoryTotalBytes
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpuMigMemoryUsedBytesMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpuMigMemoryUsedBytes
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpuMigMemoryUsedBytesMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpu_mig_memory_used_bytes doesn't have an attribute invalid, valid attributes: [mig_uuid, gpu_instance_id, compute_instance_id]")
+
+	cfg = DefaultMetricsConfig().GpuMigMemoryUsedBytes
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }

@@ -417,6 +417,17 @@ var MetricsInfo = metricsInfo{
 	GpuMemoryUsedBytes: metricInfo{
 		Name: "gpu_memory_used_bytes",
 	},
+	GpuMigEnabled: metricInfo{
+		Name: "gpu_mig_enabled",
+	},
+	GpuMigMemoryTotalBytes: metricInfo{
+		Name:       "gpu_mig_memory_total_bytes",
+		Attributes: []string{"mig_uuid", "gpu_instance_id", "compute_instance_id"},
+	},
+	GpuMigMemoryUsedBytes: metricInfo{
+		Name:       "gpu_mig_memory_used_bytes",
+		Attributes: []string{"mig_uuid", "gpu_instance_id", "compute_instance_id"},
+	},
 	GpuNvlinkErrorsTotal: metricInfo{
 		Name:       "gpu_nvlink_errors_total",
 		Attributes: []string{"link", "nvlink_counter"},
@@ -518,6 +529,9 @@ type metricsInfo struct {
 	GpuMemUtilization               metricInfo
 	GpuMemoryTotalBytes             metricInfo
 	GpuMemoryUsedBytes              metricInfo
+	GpuMigEnabled                   metricInfo
+	GpuMigMemoryTotalBytes          metricInfo
+	GpuMigMemoryUsedBytes           metricInfo
 	GpuNvlinkErrorsTotal            metricInfo
 	GpuNvmlTimeoutsTotal            metricInfo
 	GpuNvmlUp                       metricInfo
@@ -1428,6 +1442,246 @@ func (m *metricGpuMemoryUsedBytes) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGpuMemoryUsedBytes(cfg GpuMemoryUsedBytesMetricConfig) metricGpuMemoryUsedBytes {
 	m := metricGpuMemoryUsedBytes{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuMigEnabled struct {
+	data     pmetric.Metric            // data buffer for generated metric.
+	config   GpuMigEnabledMetricConfig // metric config provided by user.
+	capacity int                       // max observed number of data points added to the metric.
+}
+
+// init fills gpu_mig_enabled metric with initial data.
+func (m *metricGpuMigEnabled) init() {
+	m.data.SetName("gpu_mig_enabled")
+	m.data.SetDescription("1 when MIG mode is on, else 0 (absent where MIG is not supported). With MIG on, NVML reports no GPU or process utilization, so those metrics are absent.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricGpuMigEnabled) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuMigEnabled) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuMigEnabled) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuMigEnabled(cfg GpuMigEnabledMetricConfig) metricGpuMigEnabled {
+	m := metricGpuMigEnabled{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuMigMemoryTotalBytes struct {
+	data          pmetric.Metric                     // data buffer for generated metric.
+	config        GpuMigMemoryTotalBytesMetricConfig // metric config provided by user.
+	capacity      int                                // max observed number of data points added to the metric.
+	aggDataPoints []int64                            // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpu_mig_memory_total_bytes metric with initial data.
+func (m *metricGpuMigMemoryTotalBytes) init() {
+	m.data.SetName("gpu_mig_memory_total_bytes")
+	m.data.SetDescription("Framebuffer memory of a MIG instance.")
+	m.data.SetUnit("By")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpuMigMemoryTotalBytes) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, migUUIDAttributeValue string, gpuInstanceIDAttributeValue string, computeInstanceIDAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpuMigMemoryTotalBytesMetricAttributeKeyMigUUID) {
+		dp.Attributes().PutStr("mig_uuid", migUUIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpuMigMemoryTotalBytesMetricAttributeKeyGpuInstanceID) {
+		dp.Attributes().PutStr("gpu_instance_id", gpuInstanceIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpuMigMemoryTotalBytesMetricAttributeKeyComputeInstanceID) {
+		dp.Attributes().PutStr("compute_instance_id", computeInstanceIDAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuMigMemoryTotalBytes) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuMigMemoryTotalBytes) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuMigMemoryTotalBytes(cfg GpuMigMemoryTotalBytesMetricConfig) metricGpuMigMemoryTotalBytes {
+	m := metricGpuMigMemoryTotalBytes{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuMigMemoryUsedBytes struct {
+	data          pmetric.Metric                    // data buffer for generated metric.
+	config        GpuMigMemoryUsedBytesMetricConfig // metric config provided by user.
+	capacity      int                               // max observed number of data points added to the metric.
+	aggDataPoints []int64                           // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpu_mig_memory_used_bytes metric with initial data.
+func (m *metricGpuMigMemoryUsedBytes) init() {
+	m.data.SetName("gpu_mig_memory_used_bytes")
+	m.data.SetDescription("Framebuffer memory used in a MIG instance.")
+	m.data.SetUnit("By")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpuMigMemoryUsedBytes) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, migUUIDAttributeValue string, gpuInstanceIDAttributeValue string, computeInstanceIDAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpuMigMemoryUsedBytesMetricAttributeKeyMigUUID) {
+		dp.Attributes().PutStr("mig_uuid", migUUIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpuMigMemoryUsedBytesMetricAttributeKeyGpuInstanceID) {
+		dp.Attributes().PutStr("gpu_instance_id", gpuInstanceIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpuMigMemoryUsedBytesMetricAttributeKeyComputeInstanceID) {
+		dp.Attributes().PutStr("compute_instance_id", computeInstanceIDAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuMigMemoryUsedBytes) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuMigMemoryUsedBytes) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuMigMemoryUsedBytes(cfg GpuMigMemoryUsedBytesMetricConfig) metricGpuMigMemoryUsedBytes {
+	m := metricGpuMigMemoryUsedBytes{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -3148,6 +3402,9 @@ type MetricsBuilder struct {
 	metricGpuMemUtilization               metricGpuMemUtilization
 	metricGpuMemoryTotalBytes             metricGpuMemoryTotalBytes
 	metricGpuMemoryUsedBytes              metricGpuMemoryUsedBytes
+	metricGpuMigEnabled                   metricGpuMigEnabled
+	metricGpuMigMemoryTotalBytes          metricGpuMigMemoryTotalBytes
+	metricGpuMigMemoryUsedBytes           metricGpuMigMemoryUsedBytes
 	metricGpuNvlinkErrorsTotal            metricGpuNvlinkErrorsTotal
 	metricGpuNvmlTimeoutsTotal            metricGpuNvmlTimeoutsTotal
 	metricGpuNvmlUp                       metricGpuNvmlUp
@@ -3210,6 +3467,9 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricGpuMemUtilization:               newMetricGpuMemUtilization(mbc.Metrics.GpuMemUtilization),
 		metricGpuMemoryTotalBytes:             newMetricGpuMemoryTotalBytes(mbc.Metrics.GpuMemoryTotalBytes),
 		metricGpuMemoryUsedBytes:              newMetricGpuMemoryUsedBytes(mbc.Metrics.GpuMemoryUsedBytes),
+		metricGpuMigEnabled:                   newMetricGpuMigEnabled(mbc.Metrics.GpuMigEnabled),
+		metricGpuMigMemoryTotalBytes:          newMetricGpuMigMemoryTotalBytes(mbc.Metrics.GpuMigMemoryTotalBytes),
+		metricGpuMigMemoryUsedBytes:           newMetricGpuMigMemoryUsedBytes(mbc.Metrics.GpuMigMemoryUsedBytes),
 		metricGpuNvlinkErrorsTotal:            newMetricGpuNvlinkErrorsTotal(mbc.Metrics.GpuNvlinkErrorsTotal),
 		metricGpuNvmlTimeoutsTotal:            newMetricGpuNvmlTimeoutsTotal(mbc.Metrics.GpuNvmlTimeoutsTotal),
 		metricGpuNvmlUp:                       newMetricGpuNvmlUp(mbc.Metrics.GpuNvmlUp),
@@ -3343,6 +3603,9 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGpuMemUtilization.emit(ils.Metrics())
 	mb.metricGpuMemoryTotalBytes.emit(ils.Metrics())
 	mb.metricGpuMemoryUsedBytes.emit(ils.Metrics())
+	mb.metricGpuMigEnabled.emit(ils.Metrics())
+	mb.metricGpuMigMemoryTotalBytes.emit(ils.Metrics())
+	mb.metricGpuMigMemoryUsedBytes.emit(ils.Metrics())
 	mb.metricGpuNvlinkErrorsTotal.emit(ils.Metrics())
 	mb.metricGpuNvmlTimeoutsTotal.emit(ils.Metrics())
 	mb.metricGpuNvmlUp.emit(ils.Metrics())
@@ -3457,6 +3720,21 @@ func (mb *MetricsBuilder) RecordGpuMemoryTotalBytesDataPoint(ts pcommon.Timestam
 // RecordGpuMemoryUsedBytesDataPoint adds a data point to gpu_memory_used_bytes metric.
 func (mb *MetricsBuilder) RecordGpuMemoryUsedBytesDataPoint(ts pcommon.Timestamp, val int64) {
 	mb.metricGpuMemoryUsedBytes.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordGpuMigEnabledDataPoint adds a data point to gpu_mig_enabled metric.
+func (mb *MetricsBuilder) RecordGpuMigEnabledDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricGpuMigEnabled.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordGpuMigMemoryTotalBytesDataPoint adds a data point to gpu_mig_memory_total_bytes metric.
+func (mb *MetricsBuilder) RecordGpuMigMemoryTotalBytesDataPoint(ts pcommon.Timestamp, val int64, migUUIDAttributeValue string, gpuInstanceIDAttributeValue string, computeInstanceIDAttributeValue string) {
+	mb.metricGpuMigMemoryTotalBytes.recordDataPoint(mb.startTime, ts, val, migUUIDAttributeValue, gpuInstanceIDAttributeValue, computeInstanceIDAttributeValue)
+}
+
+// RecordGpuMigMemoryUsedBytesDataPoint adds a data point to gpu_mig_memory_used_bytes metric.
+func (mb *MetricsBuilder) RecordGpuMigMemoryUsedBytesDataPoint(ts pcommon.Timestamp, val int64, migUUIDAttributeValue string, gpuInstanceIDAttributeValue string, computeInstanceIDAttributeValue string) {
+	mb.metricGpuMigMemoryUsedBytes.recordDataPoint(mb.startTime, ts, val, migUUIDAttributeValue, gpuInstanceIDAttributeValue, computeInstanceIDAttributeValue)
 }
 
 // RecordGpuNvlinkErrorsTotalDataPoint adds a data point to gpu_nvlink_errors_total metric.

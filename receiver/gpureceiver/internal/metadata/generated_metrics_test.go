@@ -74,6 +74,8 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap["gpu_health"] = mb.metricGpuHealth.config.AggregationStrategy
 			aggMap["gpu_info"] = mb.metricGpuInfo.config.AggregationStrategy
 			aggMap["gpu_mem_utilization"] = mb.metricGpuMemUtilization.config.AggregationStrategy
+			aggMap["gpu_mig_memory_total_bytes"] = mb.metricGpuMigMemoryTotalBytes.config.AggregationStrategy
+			aggMap["gpu_mig_memory_used_bytes"] = mb.metricGpuMigMemoryUsedBytes.config.AggregationStrategy
 			aggMap["gpu_nvlink_errors_total"] = mb.metricGpuNvlinkErrorsTotal.config.AggregationStrategy
 			aggMap["gpu_nvml_timeouts_total"] = mb.metricGpuNvmlTimeoutsTotal.config.AggregationStrategy
 			aggMap["gpu_pcie_throughput_bytes_per_second"] = mb.metricGpuPcieThroughputBytesPerSecond.config.AggregationStrategy
@@ -150,6 +152,21 @@ func TestMetricsBuilder(t *testing.T) {
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordGpuMemoryUsedBytesDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuMigEnabledDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuMigMemoryTotalBytesDataPoint(ts, 1, "mig_uuid-val", "gpu_instance_id-val", "compute_instance_id-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpuMigMemoryTotalBytesDataPoint(ts, 3, "mig_uuid-val-2", "gpu_instance_id-val-2", "compute_instance_id-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuMigMemoryUsedBytesDataPoint(ts, 1, "mig_uuid-val", "gpu_instance_id-val", "compute_instance_id-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpuMigMemoryUsedBytesDataPoint(ts, 3, "mig_uuid-val-2", "gpu_instance_id-val-2", "compute_instance_id-val-2")
+			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordGpuNvlinkErrorsTotalDataPoint(ts, 1, "link-val", AttributeNvlinkCounterReplay)
@@ -274,6 +291,8 @@ func TestMetricsBuilder(t *testing.T) {
 				assert.Empty(t, mb.metricGpuHealth.aggDataPoints)
 				assert.Empty(t, mb.metricGpuInfo.aggDataPoints)
 				assert.Empty(t, mb.metricGpuMemUtilization.aggDataPoints)
+				assert.Empty(t, mb.metricGpuMigMemoryTotalBytes.aggDataPoints)
+				assert.Empty(t, mb.metricGpuMigMemoryUsedBytes.aggDataPoints)
 				assert.Empty(t, mb.metricGpuNvlinkErrorsTotal.aggDataPoints)
 				assert.Empty(t, mb.metricGpuNvmlTimeoutsTotal.aggDataPoints)
 				assert.Empty(t, mb.metricGpuPcieThroughputBytesPerSecond.aggDataPoints)
@@ -673,6 +692,118 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, ts, dp.Timestamp())
 					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
 					assert.Equal(t, int64(1), dp.IntValue())
+				case "gpu_mig_enabled":
+					assert.False(t, validatedMetrics["gpu_mig_enabled"], "Found a duplicate in the metrics slice: gpu_mig_enabled")
+					validatedMetrics["gpu_mig_enabled"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "1 when MIG mode is on, else 0 (absent where MIG is not supported). With MIG on, NVML reports no GPU or process utilization, so those metrics are absent.", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+				case "gpu_mig_memory_total_bytes":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpu_mig_memory_total_bytes"], "Found a duplicate in the metrics slice: gpu_mig_memory_total_bytes")
+						validatedMetrics["gpu_mig_memory_total_bytes"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Framebuffer memory of a MIG instance.", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						migUUIDAttrVal, ok := dp.Attributes().Get("mig_uuid")
+						assert.True(t, ok)
+						assert.Equal(t, "mig_uuid-val", migUUIDAttrVal.Str())
+						gpuInstanceIDAttrVal, ok := dp.Attributes().Get("gpu_instance_id")
+						assert.True(t, ok)
+						assert.Equal(t, "gpu_instance_id-val", gpuInstanceIDAttrVal.Str())
+						computeInstanceIDAttrVal, ok := dp.Attributes().Get("compute_instance_id")
+						assert.True(t, ok)
+						assert.Equal(t, "compute_instance_id-val", computeInstanceIDAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpu_mig_memory_total_bytes"], "Found a duplicate in the metrics slice: gpu_mig_memory_total_bytes")
+						validatedMetrics["gpu_mig_memory_total_bytes"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Framebuffer memory of a MIG instance.", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["gpu_mig_memory_total_bytes"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("mig_uuid")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpu_instance_id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("compute_instance_id")
+						assert.False(t, ok)
+					}
+				case "gpu_mig_memory_used_bytes":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpu_mig_memory_used_bytes"], "Found a duplicate in the metrics slice: gpu_mig_memory_used_bytes")
+						validatedMetrics["gpu_mig_memory_used_bytes"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Framebuffer memory used in a MIG instance.", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						migUUIDAttrVal, ok := dp.Attributes().Get("mig_uuid")
+						assert.True(t, ok)
+						assert.Equal(t, "mig_uuid-val", migUUIDAttrVal.Str())
+						gpuInstanceIDAttrVal, ok := dp.Attributes().Get("gpu_instance_id")
+						assert.True(t, ok)
+						assert.Equal(t, "gpu_instance_id-val", gpuInstanceIDAttrVal.Str())
+						computeInstanceIDAttrVal, ok := dp.Attributes().Get("compute_instance_id")
+						assert.True(t, ok)
+						assert.Equal(t, "compute_instance_id-val", computeInstanceIDAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpu_mig_memory_used_bytes"], "Found a duplicate in the metrics slice: gpu_mig_memory_used_bytes")
+						validatedMetrics["gpu_mig_memory_used_bytes"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Framebuffer memory used in a MIG instance.", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["gpu_mig_memory_used_bytes"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("mig_uuid")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpu_instance_id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("compute_instance_id")
+						assert.False(t, ok)
+					}
 				case "gpu_nvlink_errors_total":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["gpu_nvlink_errors_total"], "Found a duplicate in the metrics slice: gpu_nvlink_errors_total")

@@ -5,10 +5,12 @@ package simulated // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpurece
 
 import (
 	"math"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 )
 
@@ -31,6 +33,7 @@ type Device struct {
 	utilization, memory, temperature, power *signal
 	processes                               []Process
 	faults                                  []*Fault
+	migs                                    []*MIGDevice
 
 	// Energy is the integral of power over the readings so far.
 	mu       sync.Mutex
@@ -65,6 +68,16 @@ func newDevice(s *Server, sc *Scenario, p profile, index int, md *server.Device)
 	for i := range sc.Faults {
 		if sc.Faults[i].GPU == index {
 			d.faults = append(d.faults, &sc.Faults[i])
+		}
+	}
+	for _, m := range sc.MIG {
+		if m.GPU != index {
+			continue
+		}
+		for i := range m.Instances {
+			uuid := "MIG-" + strings.TrimPrefix(deterministicUUID(sc.Seed, (index+1)*maxGPUs+i), "GPU-")
+			// Real layouts number GPU instances from 1 up, each with compute instance 0.
+			d.migs = append(d.migs, &MIGDevice{parent: d, uuid: uuid, gi: i + 1, memory: m.MemoryMiB << 20, used: m.UsedMiB << 20})
 		}
 	}
 	return d
@@ -157,8 +170,12 @@ func (d *Device) GetPciInfo() (nvml.PciInfo, nvml.Return) {
 }
 
 // GetUtilizationRates follows the utilization signal; memory controller activity tracks it.
+// Like NVML, a GPU in MIG mode has none.
 func (d *Device) GetUtilizationRates() (nvml.Utilization, nvml.Return) {
 	t, ret := d.check()
+	if ret == nvml.SUCCESS && len(d.migs) > 0 {
+		return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED
+	}
 	u := d.util(t)
 	return nvml.Utilization{Gpu: u, Memory: u / 2}, ret
 }
@@ -371,6 +388,9 @@ func (d *Device) GetProcessUtilization(uint64) ([]nvml.ProcessUtilizationSample,
 	if ret != nvml.SUCCESS {
 		return nil, ret
 	}
+	if len(d.migs) > 0 {
+		return nil, nvml.ERROR_NOT_SUPPORTED
+	}
 	ts := uint64(d.srv.now().UnixMicro())
 	var samples []nvml.ProcessUtilizationSample
 	for _, p := range d.activeProcesses(t) {
@@ -396,6 +416,67 @@ func (d *Device) RegisterEvents(mask uint64, set nvml.EventSet) nvml.Return {
 	}
 	es.register(d, mask)
 	return nvml.SUCCESS
+}
+
+// GetMigMode is enabled (current and pending) on a GPU the scenario splits.
+func (d *Device) GetMigMode() (int, int, nvml.Return) {
+	_, ret := d.check()
+	if len(d.migs) > 0 {
+		return nvml.DEVICE_MIG_ENABLE, nvml.DEVICE_MIG_ENABLE, ret
+	}
+	return nvml.DEVICE_MIG_DISABLE, nvml.DEVICE_MIG_DISABLE, ret
+}
+
+// GetMaxMigDeviceCount is seven slots, as on A100, H100, H200 and B200.
+func (d *Device) GetMaxMigDeviceCount() (int, nvml.Return) {
+	_, ret := d.check()
+	return maxMIGInstances, ret
+}
+
+// GetMigDeviceHandleByIndex answers ERROR_NOT_FOUND for an empty slot, as NVML does.
+func (d *Device) GetMigDeviceHandleByIndex(i int) (nvml.Device, nvml.Return) {
+	_, ret := d.check()
+	if ret != nvml.SUCCESS {
+		return nil, ret
+	}
+	if i < 0 || i >= len(d.migs) {
+		return nil, nvml.ERROR_NOT_FOUND
+	}
+	return d.migs[i], nvml.SUCCESS
+}
+
+// MIGDevice is one MIG instance; it fails as its parent GPU fails. The embedded mock covers the
+// rest of nvml.Device.
+type MIGDevice struct {
+	mock.Device
+	parent       *Device
+	uuid         string
+	gi           int
+	memory, used uint64
+}
+
+// GetUUID is the instance's MIG-… UUID.
+func (m *MIGDevice) GetUUID() (string, nvml.Return) {
+	_, ret := m.parent.check()
+	return m.uuid, ret
+}
+
+// GetGpuInstanceId is the instance's GPU instance.
+func (m *MIGDevice) GetGpuInstanceId() (int, nvml.Return) {
+	_, ret := m.parent.check()
+	return m.gi, ret
+}
+
+// GetComputeInstanceId is 0: one compute instance per GPU instance.
+func (m *MIGDevice) GetComputeInstanceId() (int, nvml.Return) {
+	_, ret := m.parent.check()
+	return 0, ret
+}
+
+// GetMemoryInfo is the instance's slice of the framebuffer.
+func (m *MIGDevice) GetMemoryInfo() (nvml.Memory, nvml.Return) {
+	_, ret := m.parent.check()
+	return nvml.Memory{Total: m.memory, Used: m.used, Free: m.memory - m.used}, ret
 }
 
 func clamp(v, lo, hi float64) float64 {

@@ -33,7 +33,20 @@ type Scenario struct {
 	Devices   []DeviceSet `yaml:"devices"`
 	Processes []Process   `yaml:"processes"`
 	Faults    []Fault     `yaml:"faults"`
+	MIG       []MIG       `yaml:"mig"`
 }
+
+// MIG puts a GPU in MIG mode with Instances equal instances, each of MemoryMiB with UsedMiB in
+// use. A GPU in MIG mode reports no utilization, as NVML does.
+type MIG struct {
+	GPU       int    `yaml:"gpu"`
+	Instances int    `yaml:"instances"`
+	MemoryMiB uint64 `yaml:"memory_mib"`
+	UsedMiB   uint64 `yaml:"used_mib"`
+}
+
+// maxMIGInstances is what the largest MIG layouts (seven 1g slices) allow.
+const maxMIGInstances = 7
 
 // Signals are the readings that follow a function of time; memory is a percent of the
 // framebuffer used on top of the processes' memory.
@@ -184,6 +197,16 @@ func (s *Scenario) validate() error {
 		}
 		if p.SM > 100 {
 			errs = append(errs, fmt.Errorf("%s: sm is a percent, got %d", key, p.SM))
+		}
+	}
+	for i, m := range s.MIG {
+		key := fmt.Sprintf("mig[%d]", i)
+		gpu(key, m.GPU)
+		if m.Instances < 1 || m.Instances > maxMIGInstances {
+			errs = append(errs, fmt.Errorf("%s: instances must be between 1 and %d, got %d", key, maxMIGInstances, m.Instances))
+		}
+		if m.MemoryMiB == 0 || m.UsedMiB > m.MemoryMiB {
+			errs = append(errs, fmt.Errorf("%s: memory_mib must be positive and at least used_mib", key))
 		}
 	}
 	for i, f := range s.Faults {
