@@ -282,3 +282,17 @@ func TestXIDFromKmsg(t *testing.T) {
 	assert.Equal(t, "00000000:7F:00.0", attr(sink.records()[1], "pci_bus_id"))
 	assert.Equal(t, "pid=5151, name=python, second one, written in two parts", attr(sink.records()[2], "xid_message"))
 }
+
+// TestKmsgDeviceCloseWakesReader: on the real /dev/kmsg a read blocks until the next kernel
+// record; closing the file at shutdown must wake it. Skipped where /dev/kmsg cannot be read.
+func TestKmsgDeviceCloseWakesReader(t *testing.T) {
+	f, err := openKmsg("/dev/kmsg")
+	if err != nil {
+		t.Skipf("/dev/kmsg cannot be read here: %v", err)
+	}
+	k := &kmsgReader{file: f, poll: time.Second, logger: zap.NewNop(), onLine: func(string) {}}
+	done := make(chan struct{})
+	go func() { defer close(done); k.run(make(chan struct{})) }()
+	require.NoError(t, f.Close())
+	<-done
+}
