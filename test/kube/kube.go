@@ -150,10 +150,14 @@ func (c *Cluster) StartAPIServer() {
 	})
 }
 
-// StopAPIServer stops kube-apiserver (SIGTERM, then SIGKILL) and waits until it has exited.
+// StopAPIServer kills kube-apiserver, as a crash or a lost control-plane node would, and waits
+// until it has exited. (A graceful stop waits for the clients' watches to end, for a minute.)
 func (c *Cluster) StopAPIServer() {
 	c.tb.Helper()
-	c.apiserver.stop(c.tb)
+	if c.apiserver.running() {
+		_ = c.apiserver.cmd.Process.Kill()
+		<-c.apiserver.exited
+	}
 }
 
 // Kubeconfig writes a kubeconfig for user (given to Start) and returns its path.
@@ -197,16 +201,16 @@ func (c *Cluster) config(user string) *rest.Config {
 // apiserverBinary finds kube-apiserver: KUBE_APISERVER_BIN, else build-apiserver.sh's cache.
 func apiserverBinary(tb testing.TB) string {
 	tb.Helper()
+	const hint = "build it with test/kube/build-apiserver.sh (about 4 minutes, once) and set KUBE_APISERVER_BIN to the path it prints"
 	if os.Getenv("KUBE_APISERVER_BIN") != "" {
-		return binary(tb, "KUBE_APISERVER_BIN", "", "")
+		return binary(tb, "KUBE_APISERVER_BIN", "", hint)
 	}
 	cacheDir := os.Getenv("KUBE_CACHE_DIR")
 	if cacheDir == "" {
 		home, _ := os.UserHomeDir()
 		cacheDir = filepath.Join(home, ".cache", "otelcol-gpu")
 	}
-	return binary(tb, "KUBE_APISERVER_BIN", filepath.Join(cacheDir, "kube-apiserver-"+KubeVersion, "kube-apiserver"),
-		"build it with test/kube/build-apiserver.sh (about 4 minutes, once) and set KUBE_APISERVER_BIN to the path it prints")
+	return binary(tb, "KUBE_APISERVER_BIN", filepath.Join(cacheDir, "kube-apiserver-"+KubeVersion, "kube-apiserver"), hint)
 }
 
 func binary(tb testing.TB, env, def, hint string) string {
@@ -294,7 +298,7 @@ func (p *process) stop(tb testing.TB) {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
-	case <-time.After(20 * time.Second):
+	case <-time.After(5 * time.Second):
 		_ = p.cmd.Process.Kill()
 		<-p.exited
 		tb.Logf("%s (pid %d) ignored SIGTERM and was killed", p.name, p.cmd.Process.Pid)
