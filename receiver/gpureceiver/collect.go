@@ -419,6 +419,9 @@ type migInstance struct {
 // readMIG reports the MIG instances of a GPU in MIG mode: identity and memory, which is what
 // NVML gives per instance (utilization needs DCGM or GPM, and is not invented here).
 func readMIG(r *gpuRead) {
+	if !r.src.symbols[symMigMode] {
+		return
+	}
 	mode, ok := read(r, "GetMigMode", func() (int, nvml.Return) {
 		current, _, ret := r.dev.GetMigMode()
 		return current, ret

@@ -169,7 +169,7 @@ func TestMissingSymbols(t *testing.T) {
 	rm := gpuResource(t, src.scrape(), "0")
 	assert.Equal(t, int64(1), value(t, rm, "gpu_clock_event_reason", "reason", "hw_slowdown"))
 	assert.Equal(t, int64(healthWarning), value(t, rm, "gpu_health", "condition", "power"))
-	for _, absent := range []string{"gpu_energy_joules_total", "gpu_remapped_rows", "gpu_remapped_rows_pending"} {
+	for _, absent := range []string{"gpu_energy_joules_total", "gpu_remapped_rows", "gpu_remapped_rows_pending", "gpu_mig_enabled"} {
 		assert.Empty(t, points(rm, absent), absent)
 	}
 	// GetMemoryInfo (v1) replaces v2.

@@ -24,9 +24,10 @@ const (
 	symMemoryInfoV2       = "nvmlDeviceGetMemoryInfo_v2"             // R510
 	symRemappedRows       = "nvmlDeviceGetRemappedRows"              // R450
 	symTotalEnergy        = "nvmlDeviceGetTotalEnergyConsumption"    // R418
+	symMigMode            = "nvmlDeviceGetMigMode"                   // R450
 )
 
-var optionalSymbols = []string{symClocksEventReasons, symMemoryInfoV2, symRemappedRows, symTotalEnergy}
+var optionalSymbols = []string{symClocksEventReasons, symMemoryInfoV2, symRemappedRows, symTotalEnergy, symMigMode}
 
 // gpuIdentity is what a GPU is known by. It is immutable once published, so the XID
 // goroutines can read it while a scrape replaces it.
