@@ -5,6 +5,7 @@ package k8swatchdogreceiver
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"net/http"
 	"net/http/httptest"
@@ -23,11 +24,14 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/k8swatchdogreceiver/internal/metadata"
 )
@@ -47,7 +51,12 @@ type harness struct {
 
 func newHarness(t *testing.T, cfg *Config, objs ...runtime.Object) *harness {
 	t.Helper()
-	h := &harness{kube: fake.NewClientset(objs...), logs: new(consumertest.LogsSink), healthzCode: http.StatusOK, healthzBody: "ok"}
+	return newHarnessOn(t, cfg, fake.NewClientset(objs...))
+}
+
+func newHarnessOn(t *testing.T, cfg *Config, kube *fake.Clientset) *harness {
+	t.Helper()
+	h := &harness{kube: kube, logs: new(consumertest.LogsSink), healthzCode: http.StatusOK, healthzBody: "ok"}
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/healthz" {
 			http.NotFound(rw, r)
@@ -177,6 +186,45 @@ func TestScrapeEverythingDisabled(t *testing.T) {
 	sm := md.ResourceMetrics().At(0).ScopeMetrics().At(0)
 	assert.Equal(t, metadata.ScopeName, sm.Scope().Name())
 	assert.Equal(t, 3, sm.Metrics().Len())
+}
+
+// TestFailedListIsCounted makes the first LIST of pods fail, as it does while the API server
+// is unreachable or the receiver lacks permission: the informer retries, and the failure is
+// counted (OpenPAI's "parse") and timed.
+func TestFailedListIsCounted(t *testing.T) {
+	kube := fake.NewClientset(fixtureCluster()...)
+	failed := false
+	kube.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failed {
+			return false, nil, nil
+		}
+		failed = true
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no RBAC rule"))
+	})
+	h := newHarnessOn(t, testConfig(), kube)
+	md, err := h.w.scrape(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, map[string]uint64{healthzLatencyName: 1, listPodsLatencyName: 2, listNodesLatencyName: 1}, histogramCounts(t, md))
+	assert.Equal(t, map[string]int64{
+		"parse": 1, "healthz": 0, "unknown_pod_cond": 1, "unknown_node_cond": 1, "unexpected_container_state": 1,
+	}, errorCounts(md))
+}
+
+// errorCounts reads process_error_log_total by type.
+func errorCounts(md pmetric.Metrics) map[string]int64 {
+	out := map[string]int64{}
+	ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	for i := 0; i < ms.Len(); i++ {
+		if ms.At(i).Name() != "process_error_log_total" {
+			continue
+		}
+		dps := ms.At(i).Sum().DataPoints()
+		for j := 0; j < dps.Len(); j++ {
+			typ, _ := dps.At(j).Attributes().Get("type")
+			out[typ.Str()] = dps.At(j).IntValue()
+		}
+	}
+	return out
 }
 
 func compareLogsGolden(t *testing.T, name string, actual plog.Logs) {
