@@ -296,3 +296,17 @@ func TestKmsgDeviceCloseWakesReader(t *testing.T) {
 	require.NoError(t, f.Close())
 	<-done
 }
+
+// TestXIDTableEntries: every shipped entry says what the code means, how bad it is, and what
+// to do; the codes the reference tools disagree on are present.
+func TestXIDTableEntries(t *testing.T) {
+	for code, info := range defaultXIDTable {
+		assert.NotEmpty(t, info.meaning, "meaning of XID %d", code)
+		assert.NotEmpty(t, info.action, "action of XID %d", code)
+		assert.Contains(t, severityLevels, info.severity, "severity of XID %d", code)
+	}
+	for _, disputed := range []uint64{13, 43, 68, 92, 109} {
+		assert.Contains(t, defaultXIDTable, disputed)
+	}
+	assert.Equal(t, "fatal", defaultXIDTable[79].severity)
+}
