@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/latency"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 )
 
@@ -51,7 +52,7 @@ func newSource(ss sourceSettings, lib nvml.Interface, release func()) *gpuSource
 		lib:     lib,
 		cfg:     cfg,
 		logger:  ss.set.Logger,
-		hist:    newLatencyHistogram(ss.now()),
+		hist:    latency.New("cmd_nvml_latency_seconds", "Latency of NVML calls, hung ones included once they return.", ss.now()),
 		newMB:   func() *metadata.MetricsBuilder { return metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, ss.set) },
 		release: release,
 		stop:    make(chan struct{}),
@@ -122,7 +123,7 @@ func (g *gpuSource) scrape() pmetric.Metrics {
 	nodeMB.RecordCollectorIterationCountTotalDataPoint(now, g.iterations, collectorName)
 
 	md := nodeMB.Emit(metadata.WithResource(g.resource(nil)))
-	g.hist.appendTo(nodeScope(md, g.resource(nil)).Metrics(), now)
+	g.hist.AppendTo(nodeScope(md, g.resource(nil)).Metrics(), now)
 	for _, m := range gpuMetrics {
 		m.ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/latency"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 )
 
@@ -60,7 +61,7 @@ type nvmlSource struct {
 	lib     nvml.Interface
 	cfg     *Config
 	logger  *zap.Logger
-	hist    *latencyHistogram
+	hist    *latency.Histogram
 	xids    *xidTracker
 	newMB   func() *metadata.MetricsBuilder
 	libLane lane
