@@ -14,7 +14,7 @@ E2E_PKGS     ?= ./test/...
 COMPONENTS   := $(shell find receiver processor exporter -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
 SOURCES      := $(shell find receiver processor exporter internal -name '*.go' 2>/dev/null) go.mod go.sum builder-config.yaml
 
-.PHONY: all build run demo test unit e2e bench lint generate tools deps clean
+.PHONY: all build run demo test test-gpu unit e2e bench lint generate tools deps clean
 
 all: build
 
@@ -32,6 +32,14 @@ $(BIN): $(BUILDER) $(SOURCES)
 ## run: this machine's node and task metrics on http://127.0.0.1:9102/metrics
 run: $(BIN)
 	$(BIN) --config distro/local.yaml
+
+## demo: a simulated 8-GPU node plus this machine's node and task metrics on http://127.0.0.1:9102/metrics
+demo: $(BIN)
+	$(BIN) --config distro/demo.yaml
+
+## test-gpu: compare the gpu receiver with nvidia-smi on this machine's GPUs (skips without NVML)
+test-gpu:
+	$(GO) test -count=1 -v -run TestAgainstNvidiaSMI ./receiver/gpureceiver/
 
 ## generate: metric builders, docs and generated tests from each component's metadata.yaml
 generate: $(MDATAGEN)

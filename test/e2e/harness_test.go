@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -61,13 +62,31 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// output collects a process's stdout and stderr; tests read it while the process writes.
+type output struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
 // startProcess runs a peer; it is killed by PID when the test ends, and its output is shown
 // if the test failed.
-func startProcess(t testing.TB, bin string, args ...string) {
+func startProcess(t testing.TB, bin string, args ...string) *output {
 	t.Helper()
-	var out bytes.Buffer
+	out := &output{}
 	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, cmd.Start(), "start %s", bin)
 	t.Cleanup(func() {
@@ -84,10 +103,17 @@ func startProcess(t testing.TB, bin string, args ...string) {
 			t.Logf("output of %s:\n%s", filepath.Base(bin), out.String())
 		}
 	})
+	return out
 }
 
 // startCollector runs the collector on config with --set overrides, and returns its metrics URL.
 func startCollector(t testing.TB, config string, sets ...string) string {
+	url, _ := startCollectorWithOutput(t, config, sets...)
+	return url
+}
+
+// startCollectorWithOutput also returns the collector's console output.
+func startCollectorWithOutput(t testing.TB, config string, sets ...string) (string, *output) {
 	t.Helper()
 	port := freePort(t)
 	args := []string{"--config", config,
@@ -97,8 +123,8 @@ func startCollector(t testing.TB, config string, sets ...string) string {
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
-	startProcess(t, collectorBinary(t), args...)
-	return fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	out := startProcess(t, collectorBinary(t), args...)
+	return fmt.Sprintf("http://127.0.0.1:%d/metrics", port), out
 }
 
 // eventually polls cond until it holds or the deadline passes; the deadline bounds a hung peer,

@@ -1,0 +1,43 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build e2e
+
+package e2e
+
+import (
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestShippedConfigsValidate checks every configuration in distro/ with the collector's own
+// `validate` command, as a user's first start would. Paths that only exist on a Kubernetes node
+// are pointed at this machine.
+func TestShippedConfigsValidate(t *testing.T) {
+	root := repoRoot(t)
+	env := []string{"MY_POD_IP=127.0.0.1", "K8S_NODE_NAME=node-1", "OTELCOL_GPU_GATEWAY=127.0.0.1"}
+	for name, sets := range map[string][]string{
+		"local.yaml":   nil,
+		"demo.yaml":    nil,
+		"gateway.yaml": nil,
+		"agent.yaml": {
+			"receivers::task::root_path=/",
+			"extensions::file_storage/queue::directory=" + filepath.Join(t.TempDir(), "queue"),
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			args := []string{"validate", "--config", filepath.Join(root, "distro", name)}
+			for _, s := range sets {
+				args = append(args, "--set", s)
+			}
+			cmd := exec.Command(collectorBinary(t), args...)
+			cmd.Dir = root // demo.yaml names its scenario relative to the repository
+			cmd.Env = append(cmd.Environ(), env...)
+			out, err := cmd.CombinedOutput()
+			assert.NoError(t, err, "%s", out)
+		})
+	}
+}

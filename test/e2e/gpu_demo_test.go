@@ -1,0 +1,63 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestDemoXID79 runs `make demo`'s configuration with a scenario that makes GPU 3 fall off the
+// bus (XID 79) a second in, under a real Prometheus: the XID is counted once, GPU 3 is down,
+// the seven others keep reporting, and the XID leaves as a log record.
+func TestDemoXID79(t *testing.T) {
+	prometheus := requireTool(t, "prometheus")
+	root := repoRoot(t)
+	metrics, console := startCollectorWithOutput(t, filepath.Join(root, "distro", "demo.yaml"),
+		"receivers::gpu::scenario="+filepath.Join(root, "receiver", "gpureceiver", "testdata", "scenarios", "xid79.yaml"),
+		"receivers::gpu::collection_interval=1s",
+		"receivers::task::collection_interval=1s",
+		"exporters::debug::verbosity=detailed",
+	)
+
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("global: {scrape_interval: 1s, scrape_timeout: 1s}\nscrape_configs:\n  - job_name: demo\n    static_configs: [{targets: [%q]}]\n", hostPort(metrics))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644))
+	promPort := freePort(t)
+	startProcess(t, prometheus,
+		"--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort),
+	)
+	api := fmt.Sprintf("http://127.0.0.1:%d/api/v1/query?query=", promPort)
+
+	eventually(t, "XID 79 on GPU 3 in Prometheus", func() bool {
+		return series(t, api, `gpu_xid_errors_total{minor_number="3",xid="79",simulated="true"} == 1`) == 1 &&
+			series(t, api, `gpu_up{minor_number="3"} == 0`) == 1
+	})
+	// Still counted once after more collections: the NVML event and any kernel-log copy of it
+	// are one occurrence.
+	eventually(t, "further collections", func() bool {
+		return series(t, api, `increase(collector_iteration_count_total{name="gpu"}[5s]) > 2`) == 1
+	})
+	assert.Equal(t, 1, series(t, api, `gpu_xid_errors_total{minor_number="3",xid="79"} == 1`))
+	assert.Equal(t, 1, series(t, api, `sum(gpu_xid_errors_total) == 1`), "no XID on any other GPU")
+	assert.Equal(t, 7, series(t, api, `gpu_up == 1`), "the other GPUs keep reporting")
+	assert.Equal(t, 7, series(t, api, `gpu_utilization{vender="nvidia"} == 40`), "the other GPUs' utilization")
+	assert.Positive(t, series(t, api, `node_load1`), "the task receiver keeps reporting")
+
+	// The debug exporter prints each log record's body; the occurrence is logged once.
+	eventually(t, "the XID log record on the console", func() bool {
+		return strings.Contains(console.String(), "XID 79 on GPU 3 ")
+	})
+	assert.Equal(t, 1, strings.Count(console.String(), "XID 79 on GPU 3 "), "one log record for one occurrence")
+}
