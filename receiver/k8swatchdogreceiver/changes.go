@@ -85,7 +85,8 @@ func (w *watchdog) emit(changes []change) {
 	if out.LogRecordCount() == 0 {
 		return
 	}
-	if err := w.logs.ConsumeLogs(context.Background(), out); err != nil {
+	// runCtx ends at shutdown, so that a blocked pipeline cannot hold the informers up.
+	if err := w.logs.ConsumeLogs(w.runCtx, out); err != nil {
 		w.logger.Warn("status-change log records were dropped", zap.Int("records", out.LogRecordCount()), zap.Error(err))
 	}
 }

@@ -36,7 +36,7 @@ const eventually = 60 * time.Second
 
 // grantWatchdog gives user the permissions the receiver needs (deploy/ ships the same rules):
 // get, list and watch pods and nodes. /healthz is open to every authenticated user by default.
-func grantWatchdog(t *testing.T, admin kubernetes.Interface, user string) {
+func grantWatchdog(t testing.TB, admin kubernetes.Interface, user string) {
 	t.Helper()
 	ctx := context.Background()
 	_, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{

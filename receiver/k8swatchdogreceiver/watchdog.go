@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -58,8 +59,10 @@ type watchdog struct {
 
 	startOnce, shutdownOnce sync.Once
 	startErr                error
-	cancel                  context.CancelFunc
-	running                 sync.WaitGroup
+	// runCtx lives from Start to Shutdown: the informers and the log consumer calls use it.
+	runCtx  context.Context
+	cancel  context.CancelFunc
+	running sync.WaitGroup
 
 	clients     clients
 	pods, nodes cache.SharedIndexInformer
@@ -133,7 +136,16 @@ func newClients(cfg *Config) (clients, error) {
 	if err != nil {
 		return clients{}, err
 	}
-	return clients{kube: kube, rest: kube.CoreV1().RESTClient(), host: apiServerHost(rc)}, nil
+	// The probe gets a client of its own without client-side rate limiting: one request per
+	// collection needs none, and waiting behind the informers' relists for a token would be
+	// recorded as API-server latency.
+	hc := rest.CopyConfig(rc)
+	hc.QPS = -1
+	probe, err := corev1client.NewForConfig(hc)
+	if err != nil {
+		return clients{}, err
+	}
+	return clients{kube: kube, rest: probe.RESTClient(), host: apiServerHost(rc)}, nil
 }
 
 func (w *watchdog) start(ctx context.Context, _ component.Host) error {
@@ -172,13 +184,12 @@ func (w *watchdog) doStart(ctx context.Context) error {
 	}
 
 	// The informers outlive Start's context, which ends when Start returns.
-	runCtx, cancel := context.WithCancel(context.Background())
-	w.cancel = cancel
+	w.runCtx, w.cancel = context.WithCancel(context.Background())
 	for _, inf := range []cache.SharedIndexInformer{w.pods, w.nodes} {
 		w.running.Add(1)
 		go func() {
 			defer w.running.Done()
-			inf.RunWithContext(runCtx)
+			inf.RunWithContext(w.runCtx)
 		}()
 	}
 

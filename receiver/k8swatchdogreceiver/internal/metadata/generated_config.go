@@ -3,27 +3,14 @@
 package metadata
 
 import (
-	"fmt"
-
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/filter"
-)
-
-// K8sAPIServerCountMetricAttributeKey specifies the key of an attribute for the k8s_api_server_count metric.
-type K8sAPIServerCountMetricAttributeKey string
-
-const (
-	K8sAPIServerCountMetricAttributeKeyError  K8sAPIServerCountMetricAttributeKey = "error"
-	K8sAPIServerCountMetricAttributeKeyHostIP K8sAPIServerCountMetricAttributeKey = "host_ip"
 )
 
 // K8sAPIServerCountMetricConfig provides config for the k8s_api_server_count metric.
 type K8sAPIServerCountMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
-
-	AggregationStrategy string                                `mapstructure:"aggregation_strategy"`
-	EnabledAttributes   []K8sAPIServerCountMetricAttributeKey `mapstructure:"attributes"`
 }
 
 func (ms *K8sAPIServerCountMetricConfig) Unmarshal(parser *confmap.Conf) error {
@@ -40,39 +27,10 @@ func (ms *K8sAPIServerCountMetricConfig) Unmarshal(parser *confmap.Conf) error {
 	return nil
 }
 
-func (ms *K8sAPIServerCountMetricConfig) Validate() error {
-	for _, val := range ms.EnabledAttributes {
-		switch val {
-		case K8sAPIServerCountMetricAttributeKeyError, K8sAPIServerCountMetricAttributeKeyHostIP:
-		default:
-			return fmt.Errorf("metric k8s_api_server_count doesn't have an attribute %v, valid attributes: [error, host_ip]", val)
-		}
-	}
-
-	switch ms.AggregationStrategy {
-	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
-	default:
-		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
-	}
-
-	return nil
-}
-
-// K8sNodeGpuAvailableMetricAttributeKey specifies the key of an attribute for the k8s_node_gpu_available metric.
-type K8sNodeGpuAvailableMetricAttributeKey string
-
-const (
-	K8sNodeGpuAvailableMetricAttributeKeyHostIP   K8sNodeGpuAvailableMetricAttributeKey = "host_ip"
-	K8sNodeGpuAvailableMetricAttributeKeyNodeName K8sNodeGpuAvailableMetricAttributeKey = "node_name"
-)
-
 // K8sNodeGpuAvailableMetricConfig provides config for the k8s_node_gpu_available metric.
 type K8sNodeGpuAvailableMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
-
-	AggregationStrategy string                                  `mapstructure:"aggregation_strategy"`
-	EnabledAttributes   []K8sNodeGpuAvailableMetricAttributeKey `mapstructure:"attributes"`
 }
 
 func (ms *K8sNodeGpuAvailableMetricConfig) Unmarshal(parser *confmap.Conf) error {
@@ -89,39 +47,10 @@ func (ms *K8sNodeGpuAvailableMetricConfig) Unmarshal(parser *confmap.Conf) error
 	return nil
 }
 
-func (ms *K8sNodeGpuAvailableMetricConfig) Validate() error {
-	for _, val := range ms.EnabledAttributes {
-		switch val {
-		case K8sNodeGpuAvailableMetricAttributeKeyHostIP, K8sNodeGpuAvailableMetricAttributeKeyNodeName:
-		default:
-			return fmt.Errorf("metric k8s_node_gpu_available doesn't have an attribute %v, valid attributes: [host_ip, node_name]", val)
-		}
-	}
-
-	switch ms.AggregationStrategy {
-	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
-	default:
-		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
-	}
-
-	return nil
-}
-
-// K8sNodeGpuReservedMetricAttributeKey specifies the key of an attribute for the k8s_node_gpu_reserved metric.
-type K8sNodeGpuReservedMetricAttributeKey string
-
-const (
-	K8sNodeGpuReservedMetricAttributeKeyHostIP   K8sNodeGpuReservedMetricAttributeKey = "host_ip"
-	K8sNodeGpuReservedMetricAttributeKeyNodeName K8sNodeGpuReservedMetricAttributeKey = "node_name"
-)
-
 // K8sNodeGpuReservedMetricConfig provides config for the k8s_node_gpu_reserved metric.
 type K8sNodeGpuReservedMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
-
-	AggregationStrategy string                                 `mapstructure:"aggregation_strategy"`
-	EnabledAttributes   []K8sNodeGpuReservedMetricAttributeKey `mapstructure:"attributes"`
 }
 
 func (ms *K8sNodeGpuReservedMetricConfig) Unmarshal(parser *confmap.Conf) error {
@@ -138,39 +67,10 @@ func (ms *K8sNodeGpuReservedMetricConfig) Unmarshal(parser *confmap.Conf) error 
 	return nil
 }
 
-func (ms *K8sNodeGpuReservedMetricConfig) Validate() error {
-	for _, val := range ms.EnabledAttributes {
-		switch val {
-		case K8sNodeGpuReservedMetricAttributeKeyHostIP, K8sNodeGpuReservedMetricAttributeKeyNodeName:
-		default:
-			return fmt.Errorf("metric k8s_node_gpu_reserved doesn't have an attribute %v, valid attributes: [host_ip, node_name]", val)
-		}
-	}
-
-	switch ms.AggregationStrategy {
-	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
-	default:
-		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
-	}
-
-	return nil
-}
-
-// K8sNodeGpuTotalMetricAttributeKey specifies the key of an attribute for the k8s_node_gpu_total metric.
-type K8sNodeGpuTotalMetricAttributeKey string
-
-const (
-	K8sNodeGpuTotalMetricAttributeKeyHostIP   K8sNodeGpuTotalMetricAttributeKey = "host_ip"
-	K8sNodeGpuTotalMetricAttributeKeyNodeName K8sNodeGpuTotalMetricAttributeKey = "node_name"
-)
-
 // K8sNodeGpuTotalMetricConfig provides config for the k8s_node_gpu_total metric.
 type K8sNodeGpuTotalMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
-
-	AggregationStrategy string                              `mapstructure:"aggregation_strategy"`
-	EnabledAttributes   []K8sNodeGpuTotalMetricAttributeKey `mapstructure:"attributes"`
 }
 
 func (ms *K8sNodeGpuTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
@@ -187,45 +87,10 @@ func (ms *K8sNodeGpuTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
 	return nil
 }
 
-func (ms *K8sNodeGpuTotalMetricConfig) Validate() error {
-	for _, val := range ms.EnabledAttributes {
-		switch val {
-		case K8sNodeGpuTotalMetricAttributeKeyHostIP, K8sNodeGpuTotalMetricAttributeKeyNodeName:
-		default:
-			return fmt.Errorf("metric k8s_node_gpu_total doesn't have an attribute %v, valid attributes: [host_ip, node_name]", val)
-		}
-	}
-
-	switch ms.AggregationStrategy {
-	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
-	default:
-		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
-	}
-
-	return nil
-}
-
-// PaiContainerCountMetricAttributeKey specifies the key of an attribute for the pai_container_count metric.
-type PaiContainerCountMetricAttributeKey string
-
-const (
-	PaiContainerCountMetricAttributeKeyServiceName PaiContainerCountMetricAttributeKey = "service_name"
-	PaiContainerCountMetricAttributeKeyPodName     PaiContainerCountMetricAttributeKey = "pod_name"
-	PaiContainerCountMetricAttributeKeyName        PaiContainerCountMetricAttributeKey = "name"
-	PaiContainerCountMetricAttributeKeyNamespace   PaiContainerCountMetricAttributeKey = "namespace"
-	PaiContainerCountMetricAttributeKeyState       PaiContainerCountMetricAttributeKey = "state"
-	PaiContainerCountMetricAttributeKeyHostIP      PaiContainerCountMetricAttributeKey = "host_ip"
-	PaiContainerCountMetricAttributeKeyNodeName    PaiContainerCountMetricAttributeKey = "node_name"
-	PaiContainerCountMetricAttributeKeyReady       PaiContainerCountMetricAttributeKey = "ready"
-)
-
 // PaiContainerCountMetricConfig provides config for the pai_container_count metric.
 type PaiContainerCountMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
-
-	AggregationStrategy string                                `mapstructure:"aggregation_strategy"`
-	EnabledAttributes   []PaiContainerCountMetricAttributeKey `mapstructure:"attributes"`
 }
 
 func (ms *PaiContainerCountMetricConfig) Unmarshal(parser *confmap.Conf) error {
@@ -242,46 +107,10 @@ func (ms *PaiContainerCountMetricConfig) Unmarshal(parser *confmap.Conf) error {
 	return nil
 }
 
-func (ms *PaiContainerCountMetricConfig) Validate() error {
-	for _, val := range ms.EnabledAttributes {
-		switch val {
-		case PaiContainerCountMetricAttributeKeyServiceName, PaiContainerCountMetricAttributeKeyPodName, PaiContainerCountMetricAttributeKeyName, PaiContainerCountMetricAttributeKeyNamespace, PaiContainerCountMetricAttributeKeyState, PaiContainerCountMetricAttributeKeyHostIP, PaiContainerCountMetricAttributeKeyNodeName, PaiContainerCountMetricAttributeKeyReady:
-		default:
-			return fmt.Errorf("metric pai_container_count doesn't have an attribute %v, valid attributes: [service_name, pod_name, name, namespace, state, host_ip, node_name, ready]", val)
-		}
-	}
-
-	switch ms.AggregationStrategy {
-	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
-	default:
-		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
-	}
-
-	return nil
-}
-
-// PaiJobPodCountMetricAttributeKey specifies the key of an attribute for the pai_job_pod_count metric.
-type PaiJobPodCountMetricAttributeKey string
-
-const (
-	PaiJobPodCountMetricAttributeKeyJobName      PaiJobPodCountMetricAttributeKey = "job_name"
-	PaiJobPodCountMetricAttributeKeyName         PaiJobPodCountMetricAttributeKey = "name"
-	PaiJobPodCountMetricAttributeKeyPhase        PaiJobPodCountMetricAttributeKey = "phase"
-	PaiJobPodCountMetricAttributeKeyHostIP       PaiJobPodCountMetricAttributeKey = "host_ip"
-	PaiJobPodCountMetricAttributeKeyNodeName     PaiJobPodCountMetricAttributeKey = "node_name"
-	PaiJobPodCountMetricAttributeKeyInitialized  PaiJobPodCountMetricAttributeKey = "initialized"
-	PaiJobPodCountMetricAttributeKeyPodBound     PaiJobPodCountMetricAttributeKey = "pod_bound"
-	PaiJobPodCountMetricAttributeKeyPodScheduled PaiJobPodCountMetricAttributeKey = "pod_scheduled"
-	PaiJobPodCountMetricAttributeKeyReady        PaiJobPodCountMetricAttributeKey = "ready"
-)
-
 // PaiJobPodCountMetricConfig provides config for the pai_job_pod_count metric.
 type PaiJobPodCountMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
-
-	AggregationStrategy string                             `mapstructure:"aggregation_strategy"`
-	EnabledAttributes   []PaiJobPodCountMetricAttributeKey `mapstructure:"attributes"`
 }
 
 func (ms *PaiJobPodCountMetricConfig) Unmarshal(parser *confmap.Conf) error {
@@ -298,44 +127,10 @@ func (ms *PaiJobPodCountMetricConfig) Unmarshal(parser *confmap.Conf) error {
 	return nil
 }
 
-func (ms *PaiJobPodCountMetricConfig) Validate() error {
-	for _, val := range ms.EnabledAttributes {
-		switch val {
-		case PaiJobPodCountMetricAttributeKeyJobName, PaiJobPodCountMetricAttributeKeyName, PaiJobPodCountMetricAttributeKeyPhase, PaiJobPodCountMetricAttributeKeyHostIP, PaiJobPodCountMetricAttributeKeyNodeName, PaiJobPodCountMetricAttributeKeyInitialized, PaiJobPodCountMetricAttributeKeyPodBound, PaiJobPodCountMetricAttributeKeyPodScheduled, PaiJobPodCountMetricAttributeKeyReady:
-		default:
-			return fmt.Errorf("metric pai_job_pod_count doesn't have an attribute %v, valid attributes: [job_name, name, phase, host_ip, node_name, initialized, pod_bound, pod_scheduled, ready]", val)
-		}
-	}
-
-	switch ms.AggregationStrategy {
-	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
-	default:
-		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
-	}
-
-	return nil
-}
-
-// PaiNodeCountMetricAttributeKey specifies the key of an attribute for the pai_node_count metric.
-type PaiNodeCountMetricAttributeKey string
-
-const (
-	PaiNodeCountMetricAttributeKeyHostIP         PaiNodeCountMetricAttributeKey = "host_ip"
-	PaiNodeCountMetricAttributeKeyNodeName       PaiNodeCountMetricAttributeKey = "node_name"
-	PaiNodeCountMetricAttributeKeyDiskPressure   PaiNodeCountMetricAttributeKey = "disk_pressure"
-	PaiNodeCountMetricAttributeKeyMemoryPressure PaiNodeCountMetricAttributeKey = "memory_pressure"
-	PaiNodeCountMetricAttributeKeyPidPressure    PaiNodeCountMetricAttributeKey = "pid_pressure"
-	PaiNodeCountMetricAttributeKeyReady          PaiNodeCountMetricAttributeKey = "ready"
-	PaiNodeCountMetricAttributeKeyUnschedulable  PaiNodeCountMetricAttributeKey = "unschedulable"
-)
-
 // PaiNodeCountMetricConfig provides config for the pai_node_count metric.
 type PaiNodeCountMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
-
-	AggregationStrategy string                           `mapstructure:"aggregation_strategy"`
-	EnabledAttributes   []PaiNodeCountMetricAttributeKey `mapstructure:"attributes"`
 }
 
 func (ms *PaiNodeCountMetricConfig) Unmarshal(parser *confmap.Conf) error {
@@ -352,46 +147,10 @@ func (ms *PaiNodeCountMetricConfig) Unmarshal(parser *confmap.Conf) error {
 	return nil
 }
 
-func (ms *PaiNodeCountMetricConfig) Validate() error {
-	for _, val := range ms.EnabledAttributes {
-		switch val {
-		case PaiNodeCountMetricAttributeKeyHostIP, PaiNodeCountMetricAttributeKeyNodeName, PaiNodeCountMetricAttributeKeyDiskPressure, PaiNodeCountMetricAttributeKeyMemoryPressure, PaiNodeCountMetricAttributeKeyPidPressure, PaiNodeCountMetricAttributeKeyReady, PaiNodeCountMetricAttributeKeyUnschedulable:
-		default:
-			return fmt.Errorf("metric pai_node_count doesn't have an attribute %v, valid attributes: [host_ip, node_name, disk_pressure, memory_pressure, pid_pressure, ready, unschedulable]", val)
-		}
-	}
-
-	switch ms.AggregationStrategy {
-	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
-	default:
-		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
-	}
-
-	return nil
-}
-
-// PaiPodCountMetricAttributeKey specifies the key of an attribute for the pai_pod_count metric.
-type PaiPodCountMetricAttributeKey string
-
-const (
-	PaiPodCountMetricAttributeKeyServiceName  PaiPodCountMetricAttributeKey = "service_name"
-	PaiPodCountMetricAttributeKeyName         PaiPodCountMetricAttributeKey = "name"
-	PaiPodCountMetricAttributeKeyNamespace    PaiPodCountMetricAttributeKey = "namespace"
-	PaiPodCountMetricAttributeKeyPhase        PaiPodCountMetricAttributeKey = "phase"
-	PaiPodCountMetricAttributeKeyHostIP       PaiPodCountMetricAttributeKey = "host_ip"
-	PaiPodCountMetricAttributeKeyNodeName     PaiPodCountMetricAttributeKey = "node_name"
-	PaiPodCountMetricAttributeKeyInitialized  PaiPodCountMetricAttributeKey = "initialized"
-	PaiPodCountMetricAttributeKeyPodScheduled PaiPodCountMetricAttributeKey = "pod_scheduled"
-	PaiPodCountMetricAttributeKeyReady        PaiPodCountMetricAttributeKey = "ready"
-)
-
 // PaiPodCountMetricConfig provides config for the pai_pod_count metric.
 type PaiPodCountMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
-
-	AggregationStrategy string                          `mapstructure:"aggregation_strategy"`
-	EnabledAttributes   []PaiPodCountMetricAttributeKey `mapstructure:"attributes"`
 }
 
 func (ms *PaiPodCountMetricConfig) Unmarshal(parser *confmap.Conf) error {
@@ -408,38 +167,10 @@ func (ms *PaiPodCountMetricConfig) Unmarshal(parser *confmap.Conf) error {
 	return nil
 }
 
-func (ms *PaiPodCountMetricConfig) Validate() error {
-	for _, val := range ms.EnabledAttributes {
-		switch val {
-		case PaiPodCountMetricAttributeKeyServiceName, PaiPodCountMetricAttributeKeyName, PaiPodCountMetricAttributeKeyNamespace, PaiPodCountMetricAttributeKeyPhase, PaiPodCountMetricAttributeKeyHostIP, PaiPodCountMetricAttributeKeyNodeName, PaiPodCountMetricAttributeKeyInitialized, PaiPodCountMetricAttributeKeyPodScheduled, PaiPodCountMetricAttributeKeyReady:
-		default:
-			return fmt.Errorf("metric pai_pod_count doesn't have an attribute %v, valid attributes: [service_name, name, namespace, phase, host_ip, node_name, initialized, pod_scheduled, ready]", val)
-		}
-	}
-
-	switch ms.AggregationStrategy {
-	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
-	default:
-		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
-	}
-
-	return nil
-}
-
-// ProcessErrorLogTotalMetricAttributeKey specifies the key of an attribute for the process_error_log_total metric.
-type ProcessErrorLogTotalMetricAttributeKey string
-
-const (
-	ProcessErrorLogTotalMetricAttributeKeyType ProcessErrorLogTotalMetricAttributeKey = "type"
-)
-
 // ProcessErrorLogTotalMetricConfig provides config for the process_error_log_total metric.
 type ProcessErrorLogTotalMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
-
-	AggregationStrategy string                                   `mapstructure:"aggregation_strategy"`
-	EnabledAttributes   []ProcessErrorLogTotalMetricAttributeKey `mapstructure:"attributes"`
 }
 
 func (ms *ProcessErrorLogTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
@@ -453,24 +184,6 @@ func (ms *ProcessErrorLogTotalMetricConfig) Unmarshal(parser *confmap.Conf) erro
 	}
 
 	ms.enabledSetByUser = parser.IsSet("enabled")
-	return nil
-}
-
-func (ms *ProcessErrorLogTotalMetricConfig) Validate() error {
-	for _, val := range ms.EnabledAttributes {
-		switch val {
-		case ProcessErrorLogTotalMetricAttributeKeyType:
-		default:
-			return fmt.Errorf("metric process_error_log_total doesn't have an attribute %v, valid attributes: [type]", val)
-		}
-	}
-
-	switch ms.AggregationStrategy {
-	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
-	default:
-		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
-	}
-
 	return nil
 }
 
@@ -490,49 +203,31 @@ type MetricsConfig struct {
 func DefaultMetricsConfig() MetricsConfig {
 	return MetricsConfig{
 		K8sAPIServerCount: K8sAPIServerCountMetricConfig{
-			Enabled:             true,
-			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []K8sAPIServerCountMetricAttributeKey{K8sAPIServerCountMetricAttributeKeyError, K8sAPIServerCountMetricAttributeKeyHostIP},
+			Enabled: true,
 		},
 		K8sNodeGpuAvailable: K8sNodeGpuAvailableMetricConfig{
-			Enabled:             true,
-			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []K8sNodeGpuAvailableMetricAttributeKey{K8sNodeGpuAvailableMetricAttributeKeyHostIP, K8sNodeGpuAvailableMetricAttributeKeyNodeName},
+			Enabled: true,
 		},
 		K8sNodeGpuReserved: K8sNodeGpuReservedMetricConfig{
-			Enabled:             true,
-			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []K8sNodeGpuReservedMetricAttributeKey{K8sNodeGpuReservedMetricAttributeKeyHostIP, K8sNodeGpuReservedMetricAttributeKeyNodeName},
+			Enabled: true,
 		},
 		K8sNodeGpuTotal: K8sNodeGpuTotalMetricConfig{
-			Enabled:             true,
-			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []K8sNodeGpuTotalMetricAttributeKey{K8sNodeGpuTotalMetricAttributeKeyHostIP, K8sNodeGpuTotalMetricAttributeKeyNodeName},
+			Enabled: true,
 		},
 		PaiContainerCount: PaiContainerCountMetricConfig{
-			Enabled:             true,
-			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []PaiContainerCountMetricAttributeKey{PaiContainerCountMetricAttributeKeyServiceName, PaiContainerCountMetricAttributeKeyPodName, PaiContainerCountMetricAttributeKeyName, PaiContainerCountMetricAttributeKeyNamespace, PaiContainerCountMetricAttributeKeyState, PaiContainerCountMetricAttributeKeyHostIP, PaiContainerCountMetricAttributeKeyNodeName, PaiContainerCountMetricAttributeKeyReady},
+			Enabled: true,
 		},
 		PaiJobPodCount: PaiJobPodCountMetricConfig{
-			Enabled:             true,
-			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []PaiJobPodCountMetricAttributeKey{PaiJobPodCountMetricAttributeKeyJobName, PaiJobPodCountMetricAttributeKeyName, PaiJobPodCountMetricAttributeKeyPhase, PaiJobPodCountMetricAttributeKeyHostIP, PaiJobPodCountMetricAttributeKeyNodeName, PaiJobPodCountMetricAttributeKeyInitialized, PaiJobPodCountMetricAttributeKeyPodBound, PaiJobPodCountMetricAttributeKeyPodScheduled, PaiJobPodCountMetricAttributeKeyReady},
+			Enabled: true,
 		},
 		PaiNodeCount: PaiNodeCountMetricConfig{
-			Enabled:             true,
-			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []PaiNodeCountMetricAttributeKey{PaiNodeCountMetricAttributeKeyHostIP, PaiNodeCountMetricAttributeKeyNodeName, PaiNodeCountMetricAttributeKeyDiskPressure, PaiNodeCountMetricAttributeKeyMemoryPressure, PaiNodeCountMetricAttributeKeyPidPressure, PaiNodeCountMetricAttributeKeyReady, PaiNodeCountMetricAttributeKeyUnschedulable},
+			Enabled: true,
 		},
 		PaiPodCount: PaiPodCountMetricConfig{
-			Enabled:             true,
-			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []PaiPodCountMetricAttributeKey{PaiPodCountMetricAttributeKeyServiceName, PaiPodCountMetricAttributeKeyName, PaiPodCountMetricAttributeKeyNamespace, PaiPodCountMetricAttributeKeyPhase, PaiPodCountMetricAttributeKeyHostIP, PaiPodCountMetricAttributeKeyNodeName, PaiPodCountMetricAttributeKeyInitialized, PaiPodCountMetricAttributeKeyPodScheduled, PaiPodCountMetricAttributeKeyReady},
+			Enabled: true,
 		},
 		ProcessErrorLogTotal: ProcessErrorLogTotalMetricConfig{
-			Enabled:             true,
-			AggregationStrategy: AggregationStrategySum,
-			EnabledAttributes:   []ProcessErrorLogTotalMetricAttributeKey{ProcessErrorLogTotalMetricAttributeKeyType},
+			Enabled: true,
 		},
 	}
 }

@@ -27,49 +27,31 @@ func TestMetricsBuilderConfig(t *testing.T) {
 			want: MetricsBuilderConfig{
 				Metrics: MetricsConfig{
 					K8sAPIServerCount: K8sAPIServerCountMetricConfig{
-						Enabled:             true,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []K8sAPIServerCountMetricAttributeKey{K8sAPIServerCountMetricAttributeKeyError, K8sAPIServerCountMetricAttributeKeyHostIP},
+						Enabled: true,
 					},
 					K8sNodeGpuAvailable: K8sNodeGpuAvailableMetricConfig{
-						Enabled:             true,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []K8sNodeGpuAvailableMetricAttributeKey{K8sNodeGpuAvailableMetricAttributeKeyHostIP, K8sNodeGpuAvailableMetricAttributeKeyNodeName},
+						Enabled: true,
 					},
 					K8sNodeGpuReserved: K8sNodeGpuReservedMetricConfig{
-						Enabled:             true,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []K8sNodeGpuReservedMetricAttributeKey{K8sNodeGpuReservedMetricAttributeKeyHostIP, K8sNodeGpuReservedMetricAttributeKeyNodeName},
+						Enabled: true,
 					},
 					K8sNodeGpuTotal: K8sNodeGpuTotalMetricConfig{
-						Enabled:             true,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []K8sNodeGpuTotalMetricAttributeKey{K8sNodeGpuTotalMetricAttributeKeyHostIP, K8sNodeGpuTotalMetricAttributeKeyNodeName},
+						Enabled: true,
 					},
 					PaiContainerCount: PaiContainerCountMetricConfig{
-						Enabled:             true,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []PaiContainerCountMetricAttributeKey{PaiContainerCountMetricAttributeKeyServiceName, PaiContainerCountMetricAttributeKeyPodName, PaiContainerCountMetricAttributeKeyName, PaiContainerCountMetricAttributeKeyNamespace, PaiContainerCountMetricAttributeKeyState, PaiContainerCountMetricAttributeKeyHostIP, PaiContainerCountMetricAttributeKeyNodeName, PaiContainerCountMetricAttributeKeyReady},
+						Enabled: true,
 					},
 					PaiJobPodCount: PaiJobPodCountMetricConfig{
-						Enabled:             true,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []PaiJobPodCountMetricAttributeKey{PaiJobPodCountMetricAttributeKeyJobName, PaiJobPodCountMetricAttributeKeyName, PaiJobPodCountMetricAttributeKeyPhase, PaiJobPodCountMetricAttributeKeyHostIP, PaiJobPodCountMetricAttributeKeyNodeName, PaiJobPodCountMetricAttributeKeyInitialized, PaiJobPodCountMetricAttributeKeyPodBound, PaiJobPodCountMetricAttributeKeyPodScheduled, PaiJobPodCountMetricAttributeKeyReady},
+						Enabled: true,
 					},
 					PaiNodeCount: PaiNodeCountMetricConfig{
-						Enabled:             true,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []PaiNodeCountMetricAttributeKey{PaiNodeCountMetricAttributeKeyHostIP, PaiNodeCountMetricAttributeKeyNodeName, PaiNodeCountMetricAttributeKeyDiskPressure, PaiNodeCountMetricAttributeKeyMemoryPressure, PaiNodeCountMetricAttributeKeyPidPressure, PaiNodeCountMetricAttributeKeyReady, PaiNodeCountMetricAttributeKeyUnschedulable},
+						Enabled: true,
 					},
 					PaiPodCount: PaiPodCountMetricConfig{
-						Enabled:             true,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []PaiPodCountMetricAttributeKey{PaiPodCountMetricAttributeKeyServiceName, PaiPodCountMetricAttributeKeyName, PaiPodCountMetricAttributeKeyNamespace, PaiPodCountMetricAttributeKeyPhase, PaiPodCountMetricAttributeKeyHostIP, PaiPodCountMetricAttributeKeyNodeName, PaiPodCountMetricAttributeKeyInitialized, PaiPodCountMetricAttributeKeyPodScheduled, PaiPodCountMetricAttributeKeyReady},
+						Enabled: true,
 					},
 					ProcessErrorLogTotal: ProcessErrorLogTotalMetricConfig{
-						Enabled:             true,
-						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []ProcessErrorLogTotalMetricAttributeKey{ProcessErrorLogTotalMetricAttributeKeyType},
+						Enabled: true,
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
@@ -82,49 +64,31 @@ func TestMetricsBuilderConfig(t *testing.T) {
 			want: MetricsBuilderConfig{
 				Metrics: MetricsConfig{
 					K8sAPIServerCount: K8sAPIServerCountMetricConfig{
-						Enabled:             false,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []K8sAPIServerCountMetricAttributeKey{K8sAPIServerCountMetricAttributeKeyError, K8sAPIServerCountMetricAttributeKeyHostIP},
+						Enabled: false,
 					},
 					K8sNodeGpuAvailable: K8sNodeGpuAvailableMetricConfig{
-						Enabled:             false,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []K8sNodeGpuAvailableMetricAttributeKey{K8sNodeGpuAvailableMetricAttributeKeyHostIP, K8sNodeGpuAvailableMetricAttributeKeyNodeName},
+						Enabled: false,
 					},
 					K8sNodeGpuReserved: K8sNodeGpuReservedMetricConfig{
-						Enabled:             false,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []K8sNodeGpuReservedMetricAttributeKey{K8sNodeGpuReservedMetricAttributeKeyHostIP, K8sNodeGpuReservedMetricAttributeKeyNodeName},
+						Enabled: false,
 					},
 					K8sNodeGpuTotal: K8sNodeGpuTotalMetricConfig{
-						Enabled:             false,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []K8sNodeGpuTotalMetricAttributeKey{K8sNodeGpuTotalMetricAttributeKeyHostIP, K8sNodeGpuTotalMetricAttributeKeyNodeName},
+						Enabled: false,
 					},
 					PaiContainerCount: PaiContainerCountMetricConfig{
-						Enabled:             false,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []PaiContainerCountMetricAttributeKey{PaiContainerCountMetricAttributeKeyServiceName, PaiContainerCountMetricAttributeKeyPodName, PaiContainerCountMetricAttributeKeyName, PaiContainerCountMetricAttributeKeyNamespace, PaiContainerCountMetricAttributeKeyState, PaiContainerCountMetricAttributeKeyHostIP, PaiContainerCountMetricAttributeKeyNodeName, PaiContainerCountMetricAttributeKeyReady},
+						Enabled: false,
 					},
 					PaiJobPodCount: PaiJobPodCountMetricConfig{
-						Enabled:             false,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []PaiJobPodCountMetricAttributeKey{PaiJobPodCountMetricAttributeKeyJobName, PaiJobPodCountMetricAttributeKeyName, PaiJobPodCountMetricAttributeKeyPhase, PaiJobPodCountMetricAttributeKeyHostIP, PaiJobPodCountMetricAttributeKeyNodeName, PaiJobPodCountMetricAttributeKeyInitialized, PaiJobPodCountMetricAttributeKeyPodBound, PaiJobPodCountMetricAttributeKeyPodScheduled, PaiJobPodCountMetricAttributeKeyReady},
+						Enabled: false,
 					},
 					PaiNodeCount: PaiNodeCountMetricConfig{
-						Enabled:             false,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []PaiNodeCountMetricAttributeKey{PaiNodeCountMetricAttributeKeyHostIP, PaiNodeCountMetricAttributeKeyNodeName, PaiNodeCountMetricAttributeKeyDiskPressure, PaiNodeCountMetricAttributeKeyMemoryPressure, PaiNodeCountMetricAttributeKeyPidPressure, PaiNodeCountMetricAttributeKeyReady, PaiNodeCountMetricAttributeKeyUnschedulable},
+						Enabled: false,
 					},
 					PaiPodCount: PaiPodCountMetricConfig{
-						Enabled:             false,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []PaiPodCountMetricAttributeKey{PaiPodCountMetricAttributeKeyServiceName, PaiPodCountMetricAttributeKeyName, PaiPodCountMetricAttributeKeyNamespace, PaiPodCountMetricAttributeKeyPhase, PaiPodCountMetricAttributeKeyHostIP, PaiPodCountMetricAttributeKeyNodeName, PaiPodCountMetricAttributeKeyInitialized, PaiPodCountMetricAttributeKeyPodScheduled, PaiPodCountMetricAttributeKeyReady},
+						Enabled: false,
 					},
 					ProcessErrorLogTotal: ProcessErrorLogTotalMetricConfig{
-						Enabled:             false,
-						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []ProcessErrorLogTotalMetricAttributeKey{ProcessErrorLogTotalMetricAttributeKeyType},
+						Enabled: false,
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
@@ -140,113 +104,6 @@ func TestMetricsBuilderConfig(t *testing.T) {
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
-}
-func TestK8sAPIServerCountMetricsConfig_Validate(t *testing.T) {
-	cfg := DefaultMetricsConfig().K8sAPIServerCount
-	require.NoError(t, cfg.Validate())
-
-	cfg.EnabledAttributes = []K8sAPIServerCountMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric k8s_api_server_count doesn't have an attribute invalid, valid attributes: [error, host_ip]")
-
-	cfg = DefaultMetricsConfig().K8sAPIServerCount
-	cfg.AggregationStrategy = "invalid"
-	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
-}
-
-func TestK8sNodeGpuAvailableMetricsConfig_Validate(t *testing.T) {
-	cfg := DefaultMetricsConfig().K8sNodeGpuAvailable
-	require.NoError(t, cfg.Validate())
-
-	cfg.EnabledAttributes = []K8sNodeGpuAvailableMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric k8s_node_gpu_available doesn't have an attribute invalid, valid attributes: [host_ip, node_name]")
-
-	cfg = DefaultMetricsConfig().K8sNodeGpuAvailable
-	cfg.AggregationStrategy = "invalid"
-	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
-}
-
-func TestK8sNodeGpuReservedMetricsConfig_Validate(t *testing.T) {
-	cfg := DefaultMetricsConfig().K8sNodeGpuReserved
-	require.NoError(t, cfg.Validate())
-
-	cfg.EnabledAttributes = []K8sNodeGpuReservedMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric k8s_node_gpu_reserved doesn't have an attribute invalid, valid attributes: [host_ip, node_name]")
-
-	cfg = DefaultMetricsConfig().K8sNodeGpuReserved
-	cfg.AggregationStrategy = "invalid"
-	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
-}
-
-func TestK8sNodeGpuTotalMetricsConfig_Validate(t *testing.T) {
-	cfg := DefaultMetricsConfig().K8sNodeGpuTotal
-	require.NoError(t, cfg.Validate())
-
-	cfg.EnabledAttributes = []K8sNodeGpuTotalMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric k8s_node_gpu_total doesn't have an attribute invalid, valid attributes: [host_ip, node_name]")
-
-	cfg = DefaultMetricsConfig().K8sNodeGpuTotal
-	cfg.AggregationStrategy = "invalid"
-	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
-}
-
-func TestPaiContainerCountMetricsConfig_Validate(t *testing.T) {
-	cfg := DefaultMetricsConfig().PaiContainerCount
-	require.NoError(t, cfg.Validate())
-
-	cfg.EnabledAttributes = []PaiContainerCountMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric pai_container_count doesn't have an attribute invalid, valid attributes: [service_name, pod_name, name, namespace, state, host_ip, node_name, ready]")
-
-	cfg = DefaultMetricsConfig().PaiContainerCount
-	cfg.AggregationStrategy = "invalid"
-	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
-}
-
-func TestPaiJobPodCountMetricsConfig_Validate(t *testing.T) {
-	cfg := DefaultMetricsConfig().PaiJobPodCount
-	require.NoError(t, cfg.Validate())
-
-	cfg.EnabledAttributes = []PaiJobPodCountMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric pai_job_pod_count doesn't have an attribute invalid, valid attributes: [job_name, name, phase, host_ip, node_name, initialized, pod_bound, pod_scheduled, ready]")
-
-	cfg = DefaultMetricsConfig().PaiJobPodCount
-	cfg.AggregationStrategy = "invalid"
-	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
-}
-
-func TestPaiNodeCountMetricsConfig_Validate(t *testing.T) {
-	cfg := DefaultMetricsConfig().PaiNodeCount
-	require.NoError(t, cfg.Validate())
-
-	cfg.EnabledAttributes = []PaiNodeCountMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric pai_node_count doesn't have an attribute invalid, valid attributes: [host_ip, node_name, disk_pressure, memory_pressure, pid_pressure, ready, unschedulable]")
-
-	cfg = DefaultMetricsConfig().PaiNodeCount
-	cfg.AggregationStrategy = "invalid"
-	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
-}
-
-func TestPaiPodCountMetricsConfig_Validate(t *testing.T) {
-	cfg := DefaultMetricsConfig().PaiPodCount
-	require.NoError(t, cfg.Validate())
-
-	cfg.EnabledAttributes = []PaiPodCountMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric pai_pod_count doesn't have an attribute invalid, valid attributes: [service_name, name, namespace, phase, host_ip, node_name, initialized, pod_scheduled, ready]")
-
-	cfg = DefaultMetricsConfig().PaiPodCount
-	cfg.AggregationStrategy = "invalid"
-	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
-}
-
-func TestProcessErrorLogTotalMetricsConfig_Validate(t *testing.T) {
-	cfg := DefaultMetricsConfig().ProcessErrorLogTotal
-	require.NoError(t, cfg.Validate())
-
-	cfg.EnabledAttributes = []ProcessErrorLogTotalMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric process_error_log_total doesn't have an attribute invalid, valid attributes: [type]")
-
-	cfg = DefaultMetricsConfig().ProcessErrorLogTotal
-	cfg.AggregationStrategy = "invalid"
-	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
 
 func loadMetricsBuilderConfig(t *testing.T, name string) MetricsBuilderConfig {

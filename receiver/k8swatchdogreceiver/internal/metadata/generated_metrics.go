@@ -8,7 +8,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver"
-	"slices"
 	"time"
 )
 
@@ -114,10 +113,9 @@ type metricInfo struct {
 }
 
 type metricK8sAPIServerCount struct {
-	data          pmetric.Metric                // data buffer for generated metric.
-	config        K8sAPIServerCountMetricConfig // metric config provided by user.
-	capacity      int                           // max observed number of data points added to the metric.
-	aggDataPoints []int64                       // slice containing number of aggregated datapoints at each index
+	data     pmetric.Metric                // data buffer for generated metric.
+	config   K8sAPIServerCountMetricConfig // metric config provided by user.
+	capacity int                           // max observed number of data points added to the metric.
 }
 
 // init fills k8s_api_server_count metric with initial data.
@@ -127,51 +125,18 @@ func (m *metricK8sAPIServerCount) init() {
 	m.data.SetUnit("1")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
-	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
 func (m *metricK8sAPIServerCount) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, errorAttributeValue string, hostIPAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
-
-	dp := pmetric.NewNumberDataPoint()
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
-	if slices.Contains(m.config.EnabledAttributes, K8sAPIServerCountMetricAttributeKeyError) {
-		dp.Attributes().PutStr("error", errorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, K8sAPIServerCountMetricAttributeKeyHostIP) {
-		dp.Attributes().PutStr("host_ip", hostIPAttributeValue)
-	}
-
-	var s string
-	dps := m.data.Gauge().DataPoints()
-	for i := 0; i < dps.Len(); i++ {
-		dpi := dps.At(i)
-		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
-			switch s = m.config.AggregationStrategy; s {
-			case AggregationStrategySum, AggregationStrategyAvg:
-				dpi.SetIntValue(dpi.IntValue() + val)
-				m.aggDataPoints[i] += 1
-				return
-			case AggregationStrategyMin:
-				if dpi.IntValue() > val {
-					dpi.SetIntValue(val)
-				}
-				return
-			case AggregationStrategyMax:
-				if dpi.IntValue() < val {
-					dpi.SetIntValue(val)
-				}
-				return
-			}
-		}
-	}
-
 	dp.SetIntValue(val)
-	m.aggDataPoints = append(m.aggDataPoints, 1)
-	dp.MoveTo(dps.AppendEmpty())
+	dp.Attributes().PutStr("error", errorAttributeValue)
+	dp.Attributes().PutStr("host_ip", hostIPAttributeValue)
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -184,11 +149,6 @@ func (m *metricK8sAPIServerCount) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricK8sAPIServerCount) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
-		if m.config.AggregationStrategy == AggregationStrategyAvg {
-			for i, aggCount := range m.aggDataPoints {
-				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
-			}
-		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -206,10 +166,9 @@ func newMetricK8sAPIServerCount(cfg K8sAPIServerCountMetricConfig) metricK8sAPIS
 }
 
 type metricK8sNodeGpuAvailable struct {
-	data          pmetric.Metric                  // data buffer for generated metric.
-	config        K8sNodeGpuAvailableMetricConfig // metric config provided by user.
-	capacity      int                             // max observed number of data points added to the metric.
-	aggDataPoints []int64                         // slice containing number of aggregated datapoints at each index
+	data     pmetric.Metric                  // data buffer for generated metric.
+	config   K8sNodeGpuAvailableMetricConfig // metric config provided by user.
+	capacity int                             // max observed number of data points added to the metric.
 }
 
 // init fills k8s_node_gpu_available metric with initial data.
@@ -219,51 +178,18 @@ func (m *metricK8sNodeGpuAvailable) init() {
 	m.data.SetUnit("{gpu}")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
-	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
 func (m *metricK8sNodeGpuAvailable) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hostIPAttributeValue string, nodeNameAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
-
-	dp := pmetric.NewNumberDataPoint()
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
-	if slices.Contains(m.config.EnabledAttributes, K8sNodeGpuAvailableMetricAttributeKeyHostIP) {
-		dp.Attributes().PutStr("host_ip", hostIPAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, K8sNodeGpuAvailableMetricAttributeKeyNodeName) {
-		dp.Attributes().PutStr("node_name", nodeNameAttributeValue)
-	}
-
-	var s string
-	dps := m.data.Gauge().DataPoints()
-	for i := 0; i < dps.Len(); i++ {
-		dpi := dps.At(i)
-		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
-			switch s = m.config.AggregationStrategy; s {
-			case AggregationStrategySum, AggregationStrategyAvg:
-				dpi.SetIntValue(dpi.IntValue() + val)
-				m.aggDataPoints[i] += 1
-				return
-			case AggregationStrategyMin:
-				if dpi.IntValue() > val {
-					dpi.SetIntValue(val)
-				}
-				return
-			case AggregationStrategyMax:
-				if dpi.IntValue() < val {
-					dpi.SetIntValue(val)
-				}
-				return
-			}
-		}
-	}
-
 	dp.SetIntValue(val)
-	m.aggDataPoints = append(m.aggDataPoints, 1)
-	dp.MoveTo(dps.AppendEmpty())
+	dp.Attributes().PutStr("host_ip", hostIPAttributeValue)
+	dp.Attributes().PutStr("node_name", nodeNameAttributeValue)
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -276,11 +202,6 @@ func (m *metricK8sNodeGpuAvailable) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricK8sNodeGpuAvailable) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
-		if m.config.AggregationStrategy == AggregationStrategyAvg {
-			for i, aggCount := range m.aggDataPoints {
-				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
-			}
-		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -298,10 +219,9 @@ func newMetricK8sNodeGpuAvailable(cfg K8sNodeGpuAvailableMetricConfig) metricK8s
 }
 
 type metricK8sNodeGpuReserved struct {
-	data          pmetric.Metric                 // data buffer for generated metric.
-	config        K8sNodeGpuReservedMetricConfig // metric config provided by user.
-	capacity      int                            // max observed number of data points added to the metric.
-	aggDataPoints []int64                        // slice containing number of aggregated datapoints at each index
+	data     pmetric.Metric                 // data buffer for generated metric.
+	config   K8sNodeGpuReservedMetricConfig // metric config provided by user.
+	capacity int                            // max observed number of data points added to the metric.
 }
 
 // init fills k8s_node_gpu_reserved metric with initial data.
@@ -311,51 +231,18 @@ func (m *metricK8sNodeGpuReserved) init() {
 	m.data.SetUnit("{gpu}")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
-	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
 func (m *metricK8sNodeGpuReserved) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hostIPAttributeValue string, nodeNameAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
-
-	dp := pmetric.NewNumberDataPoint()
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
-	if slices.Contains(m.config.EnabledAttributes, K8sNodeGpuReservedMetricAttributeKeyHostIP) {
-		dp.Attributes().PutStr("host_ip", hostIPAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, K8sNodeGpuReservedMetricAttributeKeyNodeName) {
-		dp.Attributes().PutStr("node_name", nodeNameAttributeValue)
-	}
-
-	var s string
-	dps := m.data.Gauge().DataPoints()
-	for i := 0; i < dps.Len(); i++ {
-		dpi := dps.At(i)
-		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
-			switch s = m.config.AggregationStrategy; s {
-			case AggregationStrategySum, AggregationStrategyAvg:
-				dpi.SetIntValue(dpi.IntValue() + val)
-				m.aggDataPoints[i] += 1
-				return
-			case AggregationStrategyMin:
-				if dpi.IntValue() > val {
-					dpi.SetIntValue(val)
-				}
-				return
-			case AggregationStrategyMax:
-				if dpi.IntValue() < val {
-					dpi.SetIntValue(val)
-				}
-				return
-			}
-		}
-	}
-
 	dp.SetIntValue(val)
-	m.aggDataPoints = append(m.aggDataPoints, 1)
-	dp.MoveTo(dps.AppendEmpty())
+	dp.Attributes().PutStr("host_ip", hostIPAttributeValue)
+	dp.Attributes().PutStr("node_name", nodeNameAttributeValue)
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -368,11 +255,6 @@ func (m *metricK8sNodeGpuReserved) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricK8sNodeGpuReserved) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
-		if m.config.AggregationStrategy == AggregationStrategyAvg {
-			for i, aggCount := range m.aggDataPoints {
-				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
-			}
-		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -390,10 +272,9 @@ func newMetricK8sNodeGpuReserved(cfg K8sNodeGpuReservedMetricConfig) metricK8sNo
 }
 
 type metricK8sNodeGpuTotal struct {
-	data          pmetric.Metric              // data buffer for generated metric.
-	config        K8sNodeGpuTotalMetricConfig // metric config provided by user.
-	capacity      int                         // max observed number of data points added to the metric.
-	aggDataPoints []int64                     // slice containing number of aggregated datapoints at each index
+	data     pmetric.Metric              // data buffer for generated metric.
+	config   K8sNodeGpuTotalMetricConfig // metric config provided by user.
+	capacity int                         // max observed number of data points added to the metric.
 }
 
 // init fills k8s_node_gpu_total metric with initial data.
@@ -403,51 +284,18 @@ func (m *metricK8sNodeGpuTotal) init() {
 	m.data.SetUnit("{gpu}")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
-	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
 func (m *metricK8sNodeGpuTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hostIPAttributeValue string, nodeNameAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
-
-	dp := pmetric.NewNumberDataPoint()
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
-	if slices.Contains(m.config.EnabledAttributes, K8sNodeGpuTotalMetricAttributeKeyHostIP) {
-		dp.Attributes().PutStr("host_ip", hostIPAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, K8sNodeGpuTotalMetricAttributeKeyNodeName) {
-		dp.Attributes().PutStr("node_name", nodeNameAttributeValue)
-	}
-
-	var s string
-	dps := m.data.Gauge().DataPoints()
-	for i := 0; i < dps.Len(); i++ {
-		dpi := dps.At(i)
-		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
-			switch s = m.config.AggregationStrategy; s {
-			case AggregationStrategySum, AggregationStrategyAvg:
-				dpi.SetIntValue(dpi.IntValue() + val)
-				m.aggDataPoints[i] += 1
-				return
-			case AggregationStrategyMin:
-				if dpi.IntValue() > val {
-					dpi.SetIntValue(val)
-				}
-				return
-			case AggregationStrategyMax:
-				if dpi.IntValue() < val {
-					dpi.SetIntValue(val)
-				}
-				return
-			}
-		}
-	}
-
 	dp.SetIntValue(val)
-	m.aggDataPoints = append(m.aggDataPoints, 1)
-	dp.MoveTo(dps.AppendEmpty())
+	dp.Attributes().PutStr("host_ip", hostIPAttributeValue)
+	dp.Attributes().PutStr("node_name", nodeNameAttributeValue)
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -460,11 +308,6 @@ func (m *metricK8sNodeGpuTotal) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricK8sNodeGpuTotal) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
-		if m.config.AggregationStrategy == AggregationStrategyAvg {
-			for i, aggCount := range m.aggDataPoints {
-				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
-			}
-		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -482,10 +325,9 @@ func newMetricK8sNodeGpuTotal(cfg K8sNodeGpuTotalMetricConfig) metricK8sNodeGpuT
 }
 
 type metricPaiContainerCount struct {
-	data          pmetric.Metric                // data buffer for generated metric.
-	config        PaiContainerCountMetricConfig // metric config provided by user.
-	capacity      int                           // max observed number of data points added to the metric.
-	aggDataPoints []int64                       // slice containing number of aggregated datapoints at each index
+	data     pmetric.Metric                // data buffer for generated metric.
+	config   PaiContainerCountMetricConfig // metric config provided by user.
+	capacity int                           // max observed number of data points added to the metric.
 }
 
 // init fills pai_container_count metric with initial data.
@@ -495,69 +337,24 @@ func (m *metricPaiContainerCount) init() {
 	m.data.SetUnit("{container}")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
-	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
 func (m *metricPaiContainerCount) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, serviceNameAttributeValue string, podNameAttributeValue string, nameAttributeValue string, namespaceAttributeValue string, stateAttributeValue string, hostIPAttributeValue string, nodeNameAttributeValue string, readyAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
-
-	dp := pmetric.NewNumberDataPoint()
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
-	if slices.Contains(m.config.EnabledAttributes, PaiContainerCountMetricAttributeKeyServiceName) {
-		dp.Attributes().PutStr("service_name", serviceNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiContainerCountMetricAttributeKeyPodName) {
-		dp.Attributes().PutStr("pod_name", podNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiContainerCountMetricAttributeKeyName) {
-		dp.Attributes().PutStr("name", nameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiContainerCountMetricAttributeKeyNamespace) {
-		dp.Attributes().PutStr("namespace", namespaceAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiContainerCountMetricAttributeKeyState) {
-		dp.Attributes().PutStr("state", stateAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiContainerCountMetricAttributeKeyHostIP) {
-		dp.Attributes().PutStr("host_ip", hostIPAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiContainerCountMetricAttributeKeyNodeName) {
-		dp.Attributes().PutStr("node_name", nodeNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiContainerCountMetricAttributeKeyReady) {
-		dp.Attributes().PutStr("ready", readyAttributeValue)
-	}
-
-	var s string
-	dps := m.data.Gauge().DataPoints()
-	for i := 0; i < dps.Len(); i++ {
-		dpi := dps.At(i)
-		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
-			switch s = m.config.AggregationStrategy; s {
-			case AggregationStrategySum, AggregationStrategyAvg:
-				dpi.SetIntValue(dpi.IntValue() + val)
-				m.aggDataPoints[i] += 1
-				return
-			case AggregationStrategyMin:
-				if dpi.IntValue() > val {
-					dpi.SetIntValue(val)
-				}
-				return
-			case AggregationStrategyMax:
-				if dpi.IntValue() < val {
-					dpi.SetIntValue(val)
-				}
-				return
-			}
-		}
-	}
-
 	dp.SetIntValue(val)
-	m.aggDataPoints = append(m.aggDataPoints, 1)
-	dp.MoveTo(dps.AppendEmpty())
+	dp.Attributes().PutStr("service_name", serviceNameAttributeValue)
+	dp.Attributes().PutStr("pod_name", podNameAttributeValue)
+	dp.Attributes().PutStr("name", nameAttributeValue)
+	dp.Attributes().PutStr("namespace", namespaceAttributeValue)
+	dp.Attributes().PutStr("state", stateAttributeValue)
+	dp.Attributes().PutStr("host_ip", hostIPAttributeValue)
+	dp.Attributes().PutStr("node_name", nodeNameAttributeValue)
+	dp.Attributes().PutStr("ready", readyAttributeValue)
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -570,11 +367,6 @@ func (m *metricPaiContainerCount) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricPaiContainerCount) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
-		if m.config.AggregationStrategy == AggregationStrategyAvg {
-			for i, aggCount := range m.aggDataPoints {
-				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
-			}
-		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -592,10 +384,9 @@ func newMetricPaiContainerCount(cfg PaiContainerCountMetricConfig) metricPaiCont
 }
 
 type metricPaiJobPodCount struct {
-	data          pmetric.Metric             // data buffer for generated metric.
-	config        PaiJobPodCountMetricConfig // metric config provided by user.
-	capacity      int                        // max observed number of data points added to the metric.
-	aggDataPoints []int64                    // slice containing number of aggregated datapoints at each index
+	data     pmetric.Metric             // data buffer for generated metric.
+	config   PaiJobPodCountMetricConfig // metric config provided by user.
+	capacity int                        // max observed number of data points added to the metric.
 }
 
 // init fills pai_job_pod_count metric with initial data.
@@ -605,72 +396,25 @@ func (m *metricPaiJobPodCount) init() {
 	m.data.SetUnit("{pod}")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
-	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
 func (m *metricPaiJobPodCount) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, jobNameAttributeValue string, nameAttributeValue string, phaseAttributeValue string, hostIPAttributeValue string, nodeNameAttributeValue string, initializedAttributeValue string, podBoundAttributeValue string, podScheduledAttributeValue string, readyAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
-
-	dp := pmetric.NewNumberDataPoint()
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
-	if slices.Contains(m.config.EnabledAttributes, PaiJobPodCountMetricAttributeKeyJobName) {
-		dp.Attributes().PutStr("job_name", jobNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiJobPodCountMetricAttributeKeyName) {
-		dp.Attributes().PutStr("name", nameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiJobPodCountMetricAttributeKeyPhase) {
-		dp.Attributes().PutStr("phase", phaseAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiJobPodCountMetricAttributeKeyHostIP) {
-		dp.Attributes().PutStr("host_ip", hostIPAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiJobPodCountMetricAttributeKeyNodeName) {
-		dp.Attributes().PutStr("node_name", nodeNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiJobPodCountMetricAttributeKeyInitialized) {
-		dp.Attributes().PutStr("initialized", initializedAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiJobPodCountMetricAttributeKeyPodBound) {
-		dp.Attributes().PutStr("pod_bound", podBoundAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiJobPodCountMetricAttributeKeyPodScheduled) {
-		dp.Attributes().PutStr("pod_scheduled", podScheduledAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiJobPodCountMetricAttributeKeyReady) {
-		dp.Attributes().PutStr("ready", readyAttributeValue)
-	}
-
-	var s string
-	dps := m.data.Gauge().DataPoints()
-	for i := 0; i < dps.Len(); i++ {
-		dpi := dps.At(i)
-		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
-			switch s = m.config.AggregationStrategy; s {
-			case AggregationStrategySum, AggregationStrategyAvg:
-				dpi.SetIntValue(dpi.IntValue() + val)
-				m.aggDataPoints[i] += 1
-				return
-			case AggregationStrategyMin:
-				if dpi.IntValue() > val {
-					dpi.SetIntValue(val)
-				}
-				return
-			case AggregationStrategyMax:
-				if dpi.IntValue() < val {
-					dpi.SetIntValue(val)
-				}
-				return
-			}
-		}
-	}
-
 	dp.SetIntValue(val)
-	m.aggDataPoints = append(m.aggDataPoints, 1)
-	dp.MoveTo(dps.AppendEmpty())
+	dp.Attributes().PutStr("job_name", jobNameAttributeValue)
+	dp.Attributes().PutStr("name", nameAttributeValue)
+	dp.Attributes().PutStr("phase", phaseAttributeValue)
+	dp.Attributes().PutStr("host_ip", hostIPAttributeValue)
+	dp.Attributes().PutStr("node_name", nodeNameAttributeValue)
+	dp.Attributes().PutStr("initialized", initializedAttributeValue)
+	dp.Attributes().PutStr("pod_bound", podBoundAttributeValue)
+	dp.Attributes().PutStr("pod_scheduled", podScheduledAttributeValue)
+	dp.Attributes().PutStr("ready", readyAttributeValue)
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -683,11 +427,6 @@ func (m *metricPaiJobPodCount) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricPaiJobPodCount) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
-		if m.config.AggregationStrategy == AggregationStrategyAvg {
-			for i, aggCount := range m.aggDataPoints {
-				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
-			}
-		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -705,10 +444,9 @@ func newMetricPaiJobPodCount(cfg PaiJobPodCountMetricConfig) metricPaiJobPodCoun
 }
 
 type metricPaiNodeCount struct {
-	data          pmetric.Metric           // data buffer for generated metric.
-	config        PaiNodeCountMetricConfig // metric config provided by user.
-	capacity      int                      // max observed number of data points added to the metric.
-	aggDataPoints []int64                  // slice containing number of aggregated datapoints at each index
+	data     pmetric.Metric           // data buffer for generated metric.
+	config   PaiNodeCountMetricConfig // metric config provided by user.
+	capacity int                      // max observed number of data points added to the metric.
 }
 
 // init fills pai_node_count metric with initial data.
@@ -718,66 +456,23 @@ func (m *metricPaiNodeCount) init() {
 	m.data.SetUnit("{node}")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
-	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
 func (m *metricPaiNodeCount) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hostIPAttributeValue string, nodeNameAttributeValue string, diskPressureAttributeValue string, memoryPressureAttributeValue string, pidPressureAttributeValue string, readyAttributeValue string, unschedulableAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
-
-	dp := pmetric.NewNumberDataPoint()
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
-	if slices.Contains(m.config.EnabledAttributes, PaiNodeCountMetricAttributeKeyHostIP) {
-		dp.Attributes().PutStr("host_ip", hostIPAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiNodeCountMetricAttributeKeyNodeName) {
-		dp.Attributes().PutStr("node_name", nodeNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiNodeCountMetricAttributeKeyDiskPressure) {
-		dp.Attributes().PutStr("disk_pressure", diskPressureAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiNodeCountMetricAttributeKeyMemoryPressure) {
-		dp.Attributes().PutStr("memory_pressure", memoryPressureAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiNodeCountMetricAttributeKeyPidPressure) {
-		dp.Attributes().PutStr("pid_pressure", pidPressureAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiNodeCountMetricAttributeKeyReady) {
-		dp.Attributes().PutStr("ready", readyAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiNodeCountMetricAttributeKeyUnschedulable) {
-		dp.Attributes().PutStr("unschedulable", unschedulableAttributeValue)
-	}
-
-	var s string
-	dps := m.data.Gauge().DataPoints()
-	for i := 0; i < dps.Len(); i++ {
-		dpi := dps.At(i)
-		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
-			switch s = m.config.AggregationStrategy; s {
-			case AggregationStrategySum, AggregationStrategyAvg:
-				dpi.SetIntValue(dpi.IntValue() + val)
-				m.aggDataPoints[i] += 1
-				return
-			case AggregationStrategyMin:
-				if dpi.IntValue() > val {
-					dpi.SetIntValue(val)
-				}
-				return
-			case AggregationStrategyMax:
-				if dpi.IntValue() < val {
-					dpi.SetIntValue(val)
-				}
-				return
-			}
-		}
-	}
-
 	dp.SetIntValue(val)
-	m.aggDataPoints = append(m.aggDataPoints, 1)
-	dp.MoveTo(dps.AppendEmpty())
+	dp.Attributes().PutStr("host_ip", hostIPAttributeValue)
+	dp.Attributes().PutStr("node_name", nodeNameAttributeValue)
+	dp.Attributes().PutStr("disk_pressure", diskPressureAttributeValue)
+	dp.Attributes().PutStr("memory_pressure", memoryPressureAttributeValue)
+	dp.Attributes().PutStr("pid_pressure", pidPressureAttributeValue)
+	dp.Attributes().PutStr("ready", readyAttributeValue)
+	dp.Attributes().PutStr("unschedulable", unschedulableAttributeValue)
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -790,11 +485,6 @@ func (m *metricPaiNodeCount) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricPaiNodeCount) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
-		if m.config.AggregationStrategy == AggregationStrategyAvg {
-			for i, aggCount := range m.aggDataPoints {
-				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
-			}
-		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -812,10 +502,9 @@ func newMetricPaiNodeCount(cfg PaiNodeCountMetricConfig) metricPaiNodeCount {
 }
 
 type metricPaiPodCount struct {
-	data          pmetric.Metric          // data buffer for generated metric.
-	config        PaiPodCountMetricConfig // metric config provided by user.
-	capacity      int                     // max observed number of data points added to the metric.
-	aggDataPoints []int64                 // slice containing number of aggregated datapoints at each index
+	data     pmetric.Metric          // data buffer for generated metric.
+	config   PaiPodCountMetricConfig // metric config provided by user.
+	capacity int                     // max observed number of data points added to the metric.
 }
 
 // init fills pai_pod_count metric with initial data.
@@ -825,72 +514,25 @@ func (m *metricPaiPodCount) init() {
 	m.data.SetUnit("{pod}")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
-	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
 func (m *metricPaiPodCount) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, serviceNameAttributeValue string, nameAttributeValue string, namespaceAttributeValue string, phaseAttributeValue string, hostIPAttributeValue string, nodeNameAttributeValue string, initializedAttributeValue string, podScheduledAttributeValue string, readyAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
-
-	dp := pmetric.NewNumberDataPoint()
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
-	if slices.Contains(m.config.EnabledAttributes, PaiPodCountMetricAttributeKeyServiceName) {
-		dp.Attributes().PutStr("service_name", serviceNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiPodCountMetricAttributeKeyName) {
-		dp.Attributes().PutStr("name", nameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiPodCountMetricAttributeKeyNamespace) {
-		dp.Attributes().PutStr("namespace", namespaceAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiPodCountMetricAttributeKeyPhase) {
-		dp.Attributes().PutStr("phase", phaseAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiPodCountMetricAttributeKeyHostIP) {
-		dp.Attributes().PutStr("host_ip", hostIPAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiPodCountMetricAttributeKeyNodeName) {
-		dp.Attributes().PutStr("node_name", nodeNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiPodCountMetricAttributeKeyInitialized) {
-		dp.Attributes().PutStr("initialized", initializedAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiPodCountMetricAttributeKeyPodScheduled) {
-		dp.Attributes().PutStr("pod_scheduled", podScheduledAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, PaiPodCountMetricAttributeKeyReady) {
-		dp.Attributes().PutStr("ready", readyAttributeValue)
-	}
-
-	var s string
-	dps := m.data.Gauge().DataPoints()
-	for i := 0; i < dps.Len(); i++ {
-		dpi := dps.At(i)
-		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
-			switch s = m.config.AggregationStrategy; s {
-			case AggregationStrategySum, AggregationStrategyAvg:
-				dpi.SetIntValue(dpi.IntValue() + val)
-				m.aggDataPoints[i] += 1
-				return
-			case AggregationStrategyMin:
-				if dpi.IntValue() > val {
-					dpi.SetIntValue(val)
-				}
-				return
-			case AggregationStrategyMax:
-				if dpi.IntValue() < val {
-					dpi.SetIntValue(val)
-				}
-				return
-			}
-		}
-	}
-
 	dp.SetIntValue(val)
-	m.aggDataPoints = append(m.aggDataPoints, 1)
-	dp.MoveTo(dps.AppendEmpty())
+	dp.Attributes().PutStr("service_name", serviceNameAttributeValue)
+	dp.Attributes().PutStr("name", nameAttributeValue)
+	dp.Attributes().PutStr("namespace", namespaceAttributeValue)
+	dp.Attributes().PutStr("phase", phaseAttributeValue)
+	dp.Attributes().PutStr("host_ip", hostIPAttributeValue)
+	dp.Attributes().PutStr("node_name", nodeNameAttributeValue)
+	dp.Attributes().PutStr("initialized", initializedAttributeValue)
+	dp.Attributes().PutStr("pod_scheduled", podScheduledAttributeValue)
+	dp.Attributes().PutStr("ready", readyAttributeValue)
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -903,11 +545,6 @@ func (m *metricPaiPodCount) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricPaiPodCount) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
-		if m.config.AggregationStrategy == AggregationStrategyAvg {
-			for i, aggCount := range m.aggDataPoints {
-				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
-			}
-		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -925,10 +562,9 @@ func newMetricPaiPodCount(cfg PaiPodCountMetricConfig) metricPaiPodCount {
 }
 
 type metricProcessErrorLogTotal struct {
-	data          pmetric.Metric                   // data buffer for generated metric.
-	config        ProcessErrorLogTotalMetricConfig // metric config provided by user.
-	capacity      int                              // max observed number of data points added to the metric.
-	aggDataPoints []int64                          // slice containing number of aggregated datapoints at each index
+	data     pmetric.Metric                   // data buffer for generated metric.
+	config   ProcessErrorLogTotalMetricConfig // metric config provided by user.
+	capacity int                              // max observed number of data points added to the metric.
 }
 
 // init fills process_error_log_total metric with initial data.
@@ -940,48 +576,17 @@ func (m *metricProcessErrorLogTotal) init() {
 	m.data.Sum().SetIsMonotonic(true)
 	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
 	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
-	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
 func (m *metricProcessErrorLogTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, typeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
-
-	dp := pmetric.NewNumberDataPoint()
+	dp := m.data.Sum().DataPoints().AppendEmpty()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
-	if slices.Contains(m.config.EnabledAttributes, ProcessErrorLogTotalMetricAttributeKeyType) {
-		dp.Attributes().PutStr("type", typeAttributeValue)
-	}
-
-	var s string
-	dps := m.data.Sum().DataPoints()
-	for i := 0; i < dps.Len(); i++ {
-		dpi := dps.At(i)
-		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
-			switch s = m.config.AggregationStrategy; s {
-			case AggregationStrategySum, AggregationStrategyAvg:
-				dpi.SetIntValue(dpi.IntValue() + val)
-				m.aggDataPoints[i] += 1
-				return
-			case AggregationStrategyMin:
-				if dpi.IntValue() > val {
-					dpi.SetIntValue(val)
-				}
-				return
-			case AggregationStrategyMax:
-				if dpi.IntValue() < val {
-					dpi.SetIntValue(val)
-				}
-				return
-			}
-		}
-	}
-
 	dp.SetIntValue(val)
-	m.aggDataPoints = append(m.aggDataPoints, 1)
-	dp.MoveTo(dps.AppendEmpty())
+	dp.Attributes().PutStr("type", typeAttributeValue)
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -994,11 +599,6 @@ func (m *metricProcessErrorLogTotal) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricProcessErrorLogTotal) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
-		if m.config.AggregationStrategy == AggregationStrategyAvg {
-			for i, aggCount := range m.aggDataPoints {
-				m.data.Sum().DataPoints().At(i).SetIntValue(m.data.Sum().DataPoints().At(i).IntValue() / aggCount)
-			}
-		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()

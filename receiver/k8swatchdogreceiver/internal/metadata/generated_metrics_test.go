@@ -19,7 +19,6 @@ const (
 	testDataSetDefault testDataSet = iota
 	testDataSetAll
 	testDataSetNone
-	testDataSetReag
 )
 
 func TestMetricsBuilder(t *testing.T) {
@@ -36,11 +35,6 @@ func TestMetricsBuilder(t *testing.T) {
 			name:        "all_set",
 			metricsSet:  testDataSetAll,
 			resAttrsSet: testDataSetAll,
-		},
-		{
-			name:        "reaggregate_set",
-			metricsSet:  testDataSetReag,
-			resAttrsSet: testDataSetReag,
 		},
 		{
 			name:        "none_set",
@@ -66,94 +60,44 @@ func TestMetricsBuilder(t *testing.T) {
 			settings := receivertest.NewNopSettings(receivertest.NopType)
 			settings.Logger = zap.New(observedZapCore)
 			mb := NewMetricsBuilder(loadMetricsBuilderConfig(t, tt.name), settings, WithStartTime(start))
-			aggMap := make(map[string]string) // contains the aggregation strategies for each metric name
-			aggMap["k8s_api_server_count"] = mb.metricK8sAPIServerCount.config.AggregationStrategy
-			aggMap["k8s_node_gpu_available"] = mb.metricK8sNodeGpuAvailable.config.AggregationStrategy
-			aggMap["k8s_node_gpu_reserved"] = mb.metricK8sNodeGpuReserved.config.AggregationStrategy
-			aggMap["k8s_node_gpu_total"] = mb.metricK8sNodeGpuTotal.config.AggregationStrategy
-			aggMap["pai_container_count"] = mb.metricPaiContainerCount.config.AggregationStrategy
-			aggMap["pai_job_pod_count"] = mb.metricPaiJobPodCount.config.AggregationStrategy
-			aggMap["pai_node_count"] = mb.metricPaiNodeCount.config.AggregationStrategy
-			aggMap["pai_pod_count"] = mb.metricPaiPodCount.config.AggregationStrategy
-			aggMap["process_error_log_total"] = mb.metricProcessErrorLogTotal.config.AggregationStrategy
 
 			expectedWarnings := 0
-			if tt.metricsSet != testDataSetReag {
-				assert.Equal(t, expectedWarnings, observedLogs.Len())
-			}
+			assert.Equal(t, expectedWarnings, observedLogs.Len())
 
 			defaultMetricsCount := 0
 			allMetricsCount := 0
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordK8sAPIServerCountDataPoint(ts, 1, "error-val", "host_ip-val")
-			if tt.name == "reaggregate_set" {
-				mb.RecordK8sAPIServerCountDataPoint(ts, 3, "error-val-2", "host_ip-val-2")
-			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordK8sNodeGpuAvailableDataPoint(ts, 1, "host_ip-val", "node_name-val")
-			if tt.name == "reaggregate_set" {
-				mb.RecordK8sNodeGpuAvailableDataPoint(ts, 3, "host_ip-val-2", "node_name-val-2")
-			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordK8sNodeGpuReservedDataPoint(ts, 1, "host_ip-val", "node_name-val")
-			if tt.name == "reaggregate_set" {
-				mb.RecordK8sNodeGpuReservedDataPoint(ts, 3, "host_ip-val-2", "node_name-val-2")
-			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordK8sNodeGpuTotalDataPoint(ts, 1, "host_ip-val", "node_name-val")
-			if tt.name == "reaggregate_set" {
-				mb.RecordK8sNodeGpuTotalDataPoint(ts, 3, "host_ip-val-2", "node_name-val-2")
-			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordPaiContainerCountDataPoint(ts, 1, "service_name-val", "pod_name-val", "name-val", "namespace-val", "state-val", "host_ip-val", "node_name-val", "ready-val")
-			if tt.name == "reaggregate_set" {
-				mb.RecordPaiContainerCountDataPoint(ts, 3, "service_name-val-2", "pod_name-val-2", "name-val-2", "namespace-val-2", "state-val-2", "host_ip-val-2", "node_name-val-2", "ready-val-2")
-			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordPaiJobPodCountDataPoint(ts, 1, "job_name-val", "name-val", "phase-val", "host_ip-val", "node_name-val", "initialized-val", "pod_bound-val", "pod_scheduled-val", "ready-val")
-			if tt.name == "reaggregate_set" {
-				mb.RecordPaiJobPodCountDataPoint(ts, 3, "job_name-val-2", "name-val-2", "phase-val-2", "host_ip-val-2", "node_name-val-2", "initialized-val-2", "pod_bound-val-2", "pod_scheduled-val-2", "ready-val-2")
-			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordPaiNodeCountDataPoint(ts, 1, "host_ip-val", "node_name-val", "disk_pressure-val", "memory_pressure-val", "pid_pressure-val", "ready-val", "unschedulable-val")
-			if tt.name == "reaggregate_set" {
-				mb.RecordPaiNodeCountDataPoint(ts, 3, "host_ip-val-2", "node_name-val-2", "disk_pressure-val-2", "memory_pressure-val-2", "pid_pressure-val-2", "ready-val-2", "unschedulable-val-2")
-			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordPaiPodCountDataPoint(ts, 1, "service_name-val", "name-val", "namespace-val", "phase-val", "host_ip-val", "node_name-val", "initialized-val", "pod_scheduled-val", "ready-val")
-			if tt.name == "reaggregate_set" {
-				mb.RecordPaiPodCountDataPoint(ts, 3, "service_name-val-2", "name-val-2", "namespace-val-2", "phase-val-2", "host_ip-val-2", "node_name-val-2", "initialized-val-2", "pod_scheduled-val-2", "ready-val-2")
-			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordProcessErrorLogTotalDataPoint(ts, 1, AttributeTypeHealthz)
-			if tt.name == "reaggregate_set" {
-				mb.RecordProcessErrorLogTotalDataPoint(ts, 3, AttributeTypeParse)
-			}
 
 			rb := mb.NewResourceBuilder()
 			rb.SetK8sClusterName("k8s.cluster.name-val")
 			res := rb.Emit()
 			metrics := mb.Emit(WithResource(res))
-			if tt.name == "reaggregate_set" {
-				assert.Empty(t, mb.metricK8sAPIServerCount.aggDataPoints)
-				assert.Empty(t, mb.metricK8sNodeGpuAvailable.aggDataPoints)
-				assert.Empty(t, mb.metricK8sNodeGpuReserved.aggDataPoints)
-				assert.Empty(t, mb.metricK8sNodeGpuTotal.aggDataPoints)
-				assert.Empty(t, mb.metricPaiContainerCount.aggDataPoints)
-				assert.Empty(t, mb.metricPaiJobPodCount.aggDataPoints)
-				assert.Empty(t, mb.metricPaiNodeCount.aggDataPoints)
-				assert.Empty(t, mb.metricPaiPodCount.aggDataPoints)
-				assert.Empty(t, mb.metricProcessErrorLogTotal.aggDataPoints)
-			}
 
 			if tt.expectEmpty {
 				assert.Equal(t, 0, metrics.ResourceMetrics().Len())
@@ -181,534 +125,241 @@ func TestMetricsBuilder(t *testing.T) {
 			for _, mi := range allMetricsList {
 				switch mi.Name() {
 				case "k8s_api_server_count":
-					if tt.name != "reaggregate_set" {
-						assert.False(t, validatedMetrics["k8s_api_server_count"], "Found a duplicate in the metrics slice: k8s_api_server_count")
-						validatedMetrics["k8s_api_server_count"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "1, labelled with the result of the latest /healthz probe of the API server.", mi.Description())
-						assert.Equal(t, "1", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						assert.Equal(t, int64(1), dp.IntValue())
-						errorAttrVal, ok := dp.Attributes().Get("error")
-						assert.True(t, ok)
-						assert.Equal(t, "error-val", errorAttrVal.Str())
-						hostIPAttrVal, ok := dp.Attributes().Get("host_ip")
-						assert.True(t, ok)
-						assert.Equal(t, "host_ip-val", hostIPAttrVal.Str())
-					} else {
-						assert.False(t, validatedMetrics["k8s_api_server_count"], "Found a duplicate in the metrics slice: k8s_api_server_count")
-						validatedMetrics["k8s_api_server_count"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "1, labelled with the result of the latest /healthz probe of the API server.", mi.Description())
-						assert.Equal(t, "1", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						switch aggMap["k8s_api_server_count"] {
-						case "sum":
-							assert.Equal(t, int64(4), dp.IntValue())
-						case "avg":
-							assert.Equal(t, int64(2), dp.IntValue())
-						case "min":
-							assert.Equal(t, int64(1), dp.IntValue())
-						case "max":
-							assert.Equal(t, int64(3), dp.IntValue())
-						}
-						_, ok := dp.Attributes().Get("error")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("host_ip")
-						assert.False(t, ok)
-					}
+					assert.False(t, validatedMetrics["k8s_api_server_count"], "Found a duplicate in the metrics slice: k8s_api_server_count")
+					validatedMetrics["k8s_api_server_count"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "1, labelled with the result of the latest /healthz probe of the API server.", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					errorAttrVal, ok := dp.Attributes().Get("error")
+					assert.True(t, ok)
+					assert.Equal(t, "error-val", errorAttrVal.Str())
+					hostIPAttrVal, ok := dp.Attributes().Get("host_ip")
+					assert.True(t, ok)
+					assert.Equal(t, "host_ip-val", hostIPAttrVal.Str())
 				case "k8s_node_gpu_available":
-					if tt.name != "reaggregate_set" {
-						assert.False(t, validatedMetrics["k8s_node_gpu_available"], "Found a duplicate in the metrics slice: k8s_node_gpu_available")
-						validatedMetrics["k8s_node_gpu_available"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "GPUs of the node not requested by any of its unfinished pods (0 when the node is cordoned).", mi.Description())
-						assert.Equal(t, "{gpu}", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						assert.Equal(t, int64(1), dp.IntValue())
-						hostIPAttrVal, ok := dp.Attributes().Get("host_ip")
-						assert.True(t, ok)
-						assert.Equal(t, "host_ip-val", hostIPAttrVal.Str())
-						nodeNameAttrVal, ok := dp.Attributes().Get("node_name")
-						assert.True(t, ok)
-						assert.Equal(t, "node_name-val", nodeNameAttrVal.Str())
-					} else {
-						assert.False(t, validatedMetrics["k8s_node_gpu_available"], "Found a duplicate in the metrics slice: k8s_node_gpu_available")
-						validatedMetrics["k8s_node_gpu_available"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "GPUs of the node not requested by any of its unfinished pods (0 when the node is cordoned).", mi.Description())
-						assert.Equal(t, "{gpu}", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						switch aggMap["k8s_node_gpu_available"] {
-						case "sum":
-							assert.Equal(t, int64(4), dp.IntValue())
-						case "avg":
-							assert.Equal(t, int64(2), dp.IntValue())
-						case "min":
-							assert.Equal(t, int64(1), dp.IntValue())
-						case "max":
-							assert.Equal(t, int64(3), dp.IntValue())
-						}
-						_, ok := dp.Attributes().Get("host_ip")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("node_name")
-						assert.False(t, ok)
-					}
+					assert.False(t, validatedMetrics["k8s_node_gpu_available"], "Found a duplicate in the metrics slice: k8s_node_gpu_available")
+					validatedMetrics["k8s_node_gpu_available"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "GPUs of the node not requested by any of its unfinished pods (0 when the node is cordoned).", mi.Description())
+					assert.Equal(t, "{gpu}", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					hostIPAttrVal, ok := dp.Attributes().Get("host_ip")
+					assert.True(t, ok)
+					assert.Equal(t, "host_ip-val", hostIPAttrVal.Str())
+					nodeNameAttrVal, ok := dp.Attributes().Get("node_name")
+					assert.True(t, ok)
+					assert.Equal(t, "node_name-val", nodeNameAttrVal.Str())
 				case "k8s_node_gpu_reserved":
-					if tt.name != "reaggregate_set" {
-						assert.False(t, validatedMetrics["k8s_node_gpu_reserved"], "Found a duplicate in the metrics slice: k8s_node_gpu_reserved")
-						validatedMetrics["k8s_node_gpu_reserved"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "GPUs of a cordoned node that no unfinished pod requests (0 when the node is schedulable).", mi.Description())
-						assert.Equal(t, "{gpu}", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						assert.Equal(t, int64(1), dp.IntValue())
-						hostIPAttrVal, ok := dp.Attributes().Get("host_ip")
-						assert.True(t, ok)
-						assert.Equal(t, "host_ip-val", hostIPAttrVal.Str())
-						nodeNameAttrVal, ok := dp.Attributes().Get("node_name")
-						assert.True(t, ok)
-						assert.Equal(t, "node_name-val", nodeNameAttrVal.Str())
-					} else {
-						assert.False(t, validatedMetrics["k8s_node_gpu_reserved"], "Found a duplicate in the metrics slice: k8s_node_gpu_reserved")
-						validatedMetrics["k8s_node_gpu_reserved"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "GPUs of a cordoned node that no unfinished pod requests (0 when the node is schedulable).", mi.Description())
-						assert.Equal(t, "{gpu}", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						switch aggMap["k8s_node_gpu_reserved"] {
-						case "sum":
-							assert.Equal(t, int64(4), dp.IntValue())
-						case "avg":
-							assert.Equal(t, int64(2), dp.IntValue())
-						case "min":
-							assert.Equal(t, int64(1), dp.IntValue())
-						case "max":
-							assert.Equal(t, int64(3), dp.IntValue())
-						}
-						_, ok := dp.Attributes().Get("host_ip")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("node_name")
-						assert.False(t, ok)
-					}
+					assert.False(t, validatedMetrics["k8s_node_gpu_reserved"], "Found a duplicate in the metrics slice: k8s_node_gpu_reserved")
+					validatedMetrics["k8s_node_gpu_reserved"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "GPUs of a cordoned node that no unfinished pod requests (0 when the node is schedulable).", mi.Description())
+					assert.Equal(t, "{gpu}", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					hostIPAttrVal, ok := dp.Attributes().Get("host_ip")
+					assert.True(t, ok)
+					assert.Equal(t, "host_ip-val", hostIPAttrVal.Str())
+					nodeNameAttrVal, ok := dp.Attributes().Get("node_name")
+					assert.True(t, ok)
+					assert.Equal(t, "node_name-val", nodeNameAttrVal.Str())
 				case "k8s_node_gpu_total":
-					if tt.name != "reaggregate_set" {
-						assert.False(t, validatedMetrics["k8s_node_gpu_total"], "Found a duplicate in the metrics slice: k8s_node_gpu_total")
-						validatedMetrics["k8s_node_gpu_total"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "GPUs the node offers, summed over the configured gpu_resource_names of its allocatable resources (capacity when allocatable is absent).", mi.Description())
-						assert.Equal(t, "{gpu}", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						assert.Equal(t, int64(1), dp.IntValue())
-						hostIPAttrVal, ok := dp.Attributes().Get("host_ip")
-						assert.True(t, ok)
-						assert.Equal(t, "host_ip-val", hostIPAttrVal.Str())
-						nodeNameAttrVal, ok := dp.Attributes().Get("node_name")
-						assert.True(t, ok)
-						assert.Equal(t, "node_name-val", nodeNameAttrVal.Str())
-					} else {
-						assert.False(t, validatedMetrics["k8s_node_gpu_total"], "Found a duplicate in the metrics slice: k8s_node_gpu_total")
-						validatedMetrics["k8s_node_gpu_total"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "GPUs the node offers, summed over the configured gpu_resource_names of its allocatable resources (capacity when allocatable is absent).", mi.Description())
-						assert.Equal(t, "{gpu}", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						switch aggMap["k8s_node_gpu_total"] {
-						case "sum":
-							assert.Equal(t, int64(4), dp.IntValue())
-						case "avg":
-							assert.Equal(t, int64(2), dp.IntValue())
-						case "min":
-							assert.Equal(t, int64(1), dp.IntValue())
-						case "max":
-							assert.Equal(t, int64(3), dp.IntValue())
-						}
-						_, ok := dp.Attributes().Get("host_ip")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("node_name")
-						assert.False(t, ok)
-					}
+					assert.False(t, validatedMetrics["k8s_node_gpu_total"], "Found a duplicate in the metrics slice: k8s_node_gpu_total")
+					validatedMetrics["k8s_node_gpu_total"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "GPUs the node offers, summed over the configured gpu_resource_names of its allocatable resources (capacity when allocatable is absent).", mi.Description())
+					assert.Equal(t, "{gpu}", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					hostIPAttrVal, ok := dp.Attributes().Get("host_ip")
+					assert.True(t, ok)
+					assert.Equal(t, "host_ip-val", hostIPAttrVal.Str())
+					nodeNameAttrVal, ok := dp.Attributes().Get("node_name")
+					assert.True(t, ok)
+					assert.Equal(t, "node_name-val", nodeNameAttrVal.Str())
 				case "pai_container_count":
-					if tt.name != "reaggregate_set" {
-						assert.False(t, validatedMetrics["pai_container_count"], "Found a duplicate in the metrics slice: pai_container_count")
-						validatedMetrics["pai_container_count"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "1 per container of a pod that carries the service label.", mi.Description())
-						assert.Equal(t, "{container}", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						assert.Equal(t, int64(1), dp.IntValue())
-						serviceNameAttrVal, ok := dp.Attributes().Get("service_name")
-						assert.True(t, ok)
-						assert.Equal(t, "service_name-val", serviceNameAttrVal.Str())
-						podNameAttrVal, ok := dp.Attributes().Get("pod_name")
-						assert.True(t, ok)
-						assert.Equal(t, "pod_name-val", podNameAttrVal.Str())
-						nameAttrVal, ok := dp.Attributes().Get("name")
-						assert.True(t, ok)
-						assert.Equal(t, "name-val", nameAttrVal.Str())
-						namespaceAttrVal, ok := dp.Attributes().Get("namespace")
-						assert.True(t, ok)
-						assert.Equal(t, "namespace-val", namespaceAttrVal.Str())
-						stateAttrVal, ok := dp.Attributes().Get("state")
-						assert.True(t, ok)
-						assert.Equal(t, "state-val", stateAttrVal.Str())
-						hostIPAttrVal, ok := dp.Attributes().Get("host_ip")
-						assert.True(t, ok)
-						assert.Equal(t, "host_ip-val", hostIPAttrVal.Str())
-						nodeNameAttrVal, ok := dp.Attributes().Get("node_name")
-						assert.True(t, ok)
-						assert.Equal(t, "node_name-val", nodeNameAttrVal.Str())
-						readyAttrVal, ok := dp.Attributes().Get("ready")
-						assert.True(t, ok)
-						assert.Equal(t, "ready-val", readyAttrVal.Str())
-					} else {
-						assert.False(t, validatedMetrics["pai_container_count"], "Found a duplicate in the metrics slice: pai_container_count")
-						validatedMetrics["pai_container_count"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "1 per container of a pod that carries the service label.", mi.Description())
-						assert.Equal(t, "{container}", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						switch aggMap["pai_container_count"] {
-						case "sum":
-							assert.Equal(t, int64(4), dp.IntValue())
-						case "avg":
-							assert.Equal(t, int64(2), dp.IntValue())
-						case "min":
-							assert.Equal(t, int64(1), dp.IntValue())
-						case "max":
-							assert.Equal(t, int64(3), dp.IntValue())
-						}
-						_, ok := dp.Attributes().Get("service_name")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("pod_name")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("name")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("namespace")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("state")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("host_ip")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("node_name")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("ready")
-						assert.False(t, ok)
-					}
+					assert.False(t, validatedMetrics["pai_container_count"], "Found a duplicate in the metrics slice: pai_container_count")
+					validatedMetrics["pai_container_count"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "1 per container of a pod that carries the service label.", mi.Description())
+					assert.Equal(t, "{container}", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					serviceNameAttrVal, ok := dp.Attributes().Get("service_name")
+					assert.True(t, ok)
+					assert.Equal(t, "service_name-val", serviceNameAttrVal.Str())
+					podNameAttrVal, ok := dp.Attributes().Get("pod_name")
+					assert.True(t, ok)
+					assert.Equal(t, "pod_name-val", podNameAttrVal.Str())
+					nameAttrVal, ok := dp.Attributes().Get("name")
+					assert.True(t, ok)
+					assert.Equal(t, "name-val", nameAttrVal.Str())
+					namespaceAttrVal, ok := dp.Attributes().Get("namespace")
+					assert.True(t, ok)
+					assert.Equal(t, "namespace-val", namespaceAttrVal.Str())
+					stateAttrVal, ok := dp.Attributes().Get("state")
+					assert.True(t, ok)
+					assert.Equal(t, "state-val", stateAttrVal.Str())
+					hostIPAttrVal, ok := dp.Attributes().Get("host_ip")
+					assert.True(t, ok)
+					assert.Equal(t, "host_ip-val", hostIPAttrVal.Str())
+					nodeNameAttrVal, ok := dp.Attributes().Get("node_name")
+					assert.True(t, ok)
+					assert.Equal(t, "node_name-val", nodeNameAttrVal.Str())
+					readyAttrVal, ok := dp.Attributes().Get("ready")
+					assert.True(t, ok)
+					assert.Equal(t, "ready-val", readyAttrVal.Str())
 				case "pai_job_pod_count":
-					if tt.name != "reaggregate_set" {
-						assert.False(t, validatedMetrics["pai_job_pod_count"], "Found a duplicate in the metrics slice: pai_job_pod_count")
-						validatedMetrics["pai_job_pod_count"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "1 per job pod (a pod without the service label whose job name is found by job_name_sources).", mi.Description())
-						assert.Equal(t, "{pod}", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						assert.Equal(t, int64(1), dp.IntValue())
-						jobNameAttrVal, ok := dp.Attributes().Get("job_name")
-						assert.True(t, ok)
-						assert.Equal(t, "job_name-val", jobNameAttrVal.Str())
-						nameAttrVal, ok := dp.Attributes().Get("name")
-						assert.True(t, ok)
-						assert.Equal(t, "name-val", nameAttrVal.Str())
-						phaseAttrVal, ok := dp.Attributes().Get("phase")
-						assert.True(t, ok)
-						assert.Equal(t, "phase-val", phaseAttrVal.Str())
-						hostIPAttrVal, ok := dp.Attributes().Get("host_ip")
-						assert.True(t, ok)
-						assert.Equal(t, "host_ip-val", hostIPAttrVal.Str())
-						nodeNameAttrVal, ok := dp.Attributes().Get("node_name")
-						assert.True(t, ok)
-						assert.Equal(t, "node_name-val", nodeNameAttrVal.Str())
-						initializedAttrVal, ok := dp.Attributes().Get("initialized")
-						assert.True(t, ok)
-						assert.Equal(t, "initialized-val", initializedAttrVal.Str())
-						podBoundAttrVal, ok := dp.Attributes().Get("pod_bound")
-						assert.True(t, ok)
-						assert.Equal(t, "pod_bound-val", podBoundAttrVal.Str())
-						podScheduledAttrVal, ok := dp.Attributes().Get("pod_scheduled")
-						assert.True(t, ok)
-						assert.Equal(t, "pod_scheduled-val", podScheduledAttrVal.Str())
-						readyAttrVal, ok := dp.Attributes().Get("ready")
-						assert.True(t, ok)
-						assert.Equal(t, "ready-val", readyAttrVal.Str())
-					} else {
-						assert.False(t, validatedMetrics["pai_job_pod_count"], "Found a duplicate in the metrics slice: pai_job_pod_count")
-						validatedMetrics["pai_job_pod_count"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "1 per job pod (a pod without the service label whose job name is found by job_name_sources).", mi.Description())
-						assert.Equal(t, "{pod}", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						switch aggMap["pai_job_pod_count"] {
-						case "sum":
-							assert.Equal(t, int64(4), dp.IntValue())
-						case "avg":
-							assert.Equal(t, int64(2), dp.IntValue())
-						case "min":
-							assert.Equal(t, int64(1), dp.IntValue())
-						case "max":
-							assert.Equal(t, int64(3), dp.IntValue())
-						}
-						_, ok := dp.Attributes().Get("job_name")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("name")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("phase")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("host_ip")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("node_name")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("initialized")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("pod_bound")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("pod_scheduled")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("ready")
-						assert.False(t, ok)
-					}
+					assert.False(t, validatedMetrics["pai_job_pod_count"], "Found a duplicate in the metrics slice: pai_job_pod_count")
+					validatedMetrics["pai_job_pod_count"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "1 per job pod (a pod without the service label whose job name is found by job_name_sources).", mi.Description())
+					assert.Equal(t, "{pod}", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					jobNameAttrVal, ok := dp.Attributes().Get("job_name")
+					assert.True(t, ok)
+					assert.Equal(t, "job_name-val", jobNameAttrVal.Str())
+					nameAttrVal, ok := dp.Attributes().Get("name")
+					assert.True(t, ok)
+					assert.Equal(t, "name-val", nameAttrVal.Str())
+					phaseAttrVal, ok := dp.Attributes().Get("phase")
+					assert.True(t, ok)
+					assert.Equal(t, "phase-val", phaseAttrVal.Str())
+					hostIPAttrVal, ok := dp.Attributes().Get("host_ip")
+					assert.True(t, ok)
+					assert.Equal(t, "host_ip-val", hostIPAttrVal.Str())
+					nodeNameAttrVal, ok := dp.Attributes().Get("node_name")
+					assert.True(t, ok)
+					assert.Equal(t, "node_name-val", nodeNameAttrVal.Str())
+					initializedAttrVal, ok := dp.Attributes().Get("initialized")
+					assert.True(t, ok)
+					assert.Equal(t, "initialized-val", initializedAttrVal.Str())
+					podBoundAttrVal, ok := dp.Attributes().Get("pod_bound")
+					assert.True(t, ok)
+					assert.Equal(t, "pod_bound-val", podBoundAttrVal.Str())
+					podScheduledAttrVal, ok := dp.Attributes().Get("pod_scheduled")
+					assert.True(t, ok)
+					assert.Equal(t, "pod_scheduled-val", podScheduledAttrVal.Str())
+					readyAttrVal, ok := dp.Attributes().Get("ready")
+					assert.True(t, ok)
+					assert.Equal(t, "ready-val", readyAttrVal.Str())
 				case "pai_node_count":
-					if tt.name != "reaggregate_set" {
-						assert.False(t, validatedMetrics["pai_node_count"], "Found a duplicate in the metrics slice: pai_node_count")
-						validatedMetrics["pai_node_count"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "1 per node, labelled with its conditions and whether it is cordoned.", mi.Description())
-						assert.Equal(t, "{node}", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						assert.Equal(t, int64(1), dp.IntValue())
-						hostIPAttrVal, ok := dp.Attributes().Get("host_ip")
-						assert.True(t, ok)
-						assert.Equal(t, "host_ip-val", hostIPAttrVal.Str())
-						nodeNameAttrVal, ok := dp.Attributes().Get("node_name")
-						assert.True(t, ok)
-						assert.Equal(t, "node_name-val", nodeNameAttrVal.Str())
-						diskPressureAttrVal, ok := dp.Attributes().Get("disk_pressure")
-						assert.True(t, ok)
-						assert.Equal(t, "disk_pressure-val", diskPressureAttrVal.Str())
-						memoryPressureAttrVal, ok := dp.Attributes().Get("memory_pressure")
-						assert.True(t, ok)
-						assert.Equal(t, "memory_pressure-val", memoryPressureAttrVal.Str())
-						pidPressureAttrVal, ok := dp.Attributes().Get("pid_pressure")
-						assert.True(t, ok)
-						assert.Equal(t, "pid_pressure-val", pidPressureAttrVal.Str())
-						readyAttrVal, ok := dp.Attributes().Get("ready")
-						assert.True(t, ok)
-						assert.Equal(t, "ready-val", readyAttrVal.Str())
-						unschedulableAttrVal, ok := dp.Attributes().Get("unschedulable")
-						assert.True(t, ok)
-						assert.Equal(t, "unschedulable-val", unschedulableAttrVal.Str())
-					} else {
-						assert.False(t, validatedMetrics["pai_node_count"], "Found a duplicate in the metrics slice: pai_node_count")
-						validatedMetrics["pai_node_count"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "1 per node, labelled with its conditions and whether it is cordoned.", mi.Description())
-						assert.Equal(t, "{node}", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						switch aggMap["pai_node_count"] {
-						case "sum":
-							assert.Equal(t, int64(4), dp.IntValue())
-						case "avg":
-							assert.Equal(t, int64(2), dp.IntValue())
-						case "min":
-							assert.Equal(t, int64(1), dp.IntValue())
-						case "max":
-							assert.Equal(t, int64(3), dp.IntValue())
-						}
-						_, ok := dp.Attributes().Get("host_ip")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("node_name")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("disk_pressure")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("memory_pressure")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("pid_pressure")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("ready")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("unschedulable")
-						assert.False(t, ok)
-					}
+					assert.False(t, validatedMetrics["pai_node_count"], "Found a duplicate in the metrics slice: pai_node_count")
+					validatedMetrics["pai_node_count"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "1 per node, labelled with its conditions and whether it is cordoned.", mi.Description())
+					assert.Equal(t, "{node}", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					hostIPAttrVal, ok := dp.Attributes().Get("host_ip")
+					assert.True(t, ok)
+					assert.Equal(t, "host_ip-val", hostIPAttrVal.Str())
+					nodeNameAttrVal, ok := dp.Attributes().Get("node_name")
+					assert.True(t, ok)
+					assert.Equal(t, "node_name-val", nodeNameAttrVal.Str())
+					diskPressureAttrVal, ok := dp.Attributes().Get("disk_pressure")
+					assert.True(t, ok)
+					assert.Equal(t, "disk_pressure-val", diskPressureAttrVal.Str())
+					memoryPressureAttrVal, ok := dp.Attributes().Get("memory_pressure")
+					assert.True(t, ok)
+					assert.Equal(t, "memory_pressure-val", memoryPressureAttrVal.Str())
+					pidPressureAttrVal, ok := dp.Attributes().Get("pid_pressure")
+					assert.True(t, ok)
+					assert.Equal(t, "pid_pressure-val", pidPressureAttrVal.Str())
+					readyAttrVal, ok := dp.Attributes().Get("ready")
+					assert.True(t, ok)
+					assert.Equal(t, "ready-val", readyAttrVal.Str())
+					unschedulableAttrVal, ok := dp.Attributes().Get("unschedulable")
+					assert.True(t, ok)
+					assert.Equal(t, "unschedulable-val", unschedulableAttrVal.Str())
 				case "pai_pod_count":
-					if tt.name != "reaggregate_set" {
-						assert.False(t, validatedMetrics["pai_pod_count"], "Found a duplicate in the metrics slice: pai_pod_count")
-						validatedMetrics["pai_pod_count"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "1 per pod that carries the service label (app by default).", mi.Description())
-						assert.Equal(t, "{pod}", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						assert.Equal(t, int64(1), dp.IntValue())
-						serviceNameAttrVal, ok := dp.Attributes().Get("service_name")
-						assert.True(t, ok)
-						assert.Equal(t, "service_name-val", serviceNameAttrVal.Str())
-						nameAttrVal, ok := dp.Attributes().Get("name")
-						assert.True(t, ok)
-						assert.Equal(t, "name-val", nameAttrVal.Str())
-						namespaceAttrVal, ok := dp.Attributes().Get("namespace")
-						assert.True(t, ok)
-						assert.Equal(t, "namespace-val", namespaceAttrVal.Str())
-						phaseAttrVal, ok := dp.Attributes().Get("phase")
-						assert.True(t, ok)
-						assert.Equal(t, "phase-val", phaseAttrVal.Str())
-						hostIPAttrVal, ok := dp.Attributes().Get("host_ip")
-						assert.True(t, ok)
-						assert.Equal(t, "host_ip-val", hostIPAttrVal.Str())
-						nodeNameAttrVal, ok := dp.Attributes().Get("node_name")
-						assert.True(t, ok)
-						assert.Equal(t, "node_name-val", nodeNameAttrVal.Str())
-						initializedAttrVal, ok := dp.Attributes().Get("initialized")
-						assert.True(t, ok)
-						assert.Equal(t, "initialized-val", initializedAttrVal.Str())
-						podScheduledAttrVal, ok := dp.Attributes().Get("pod_scheduled")
-						assert.True(t, ok)
-						assert.Equal(t, "pod_scheduled-val", podScheduledAttrVal.Str())
-						readyAttrVal, ok := dp.Attributes().Get("ready")
-						assert.True(t, ok)
-						assert.Equal(t, "ready-val", readyAttrVal.Str())
-					} else {
-						assert.False(t, validatedMetrics["pai_pod_count"], "Found a duplicate in the metrics slice: pai_pod_count")
-						validatedMetrics["pai_pod_count"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "1 per pod that carries the service label (app by default).", mi.Description())
-						assert.Equal(t, "{pod}", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						switch aggMap["pai_pod_count"] {
-						case "sum":
-							assert.Equal(t, int64(4), dp.IntValue())
-						case "avg":
-							assert.Equal(t, int64(2), dp.IntValue())
-						case "min":
-							assert.Equal(t, int64(1), dp.IntValue())
-						case "max":
-							assert.Equal(t, int64(3), dp.IntValue())
-						}
-						_, ok := dp.Attributes().Get("service_name")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("name")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("namespace")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("phase")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("host_ip")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("node_name")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("initialized")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("pod_scheduled")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("ready")
-						assert.False(t, ok)
-					}
+					assert.False(t, validatedMetrics["pai_pod_count"], "Found a duplicate in the metrics slice: pai_pod_count")
+					validatedMetrics["pai_pod_count"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "1 per pod that carries the service label (app by default).", mi.Description())
+					assert.Equal(t, "{pod}", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					serviceNameAttrVal, ok := dp.Attributes().Get("service_name")
+					assert.True(t, ok)
+					assert.Equal(t, "service_name-val", serviceNameAttrVal.Str())
+					nameAttrVal, ok := dp.Attributes().Get("name")
+					assert.True(t, ok)
+					assert.Equal(t, "name-val", nameAttrVal.Str())
+					namespaceAttrVal, ok := dp.Attributes().Get("namespace")
+					assert.True(t, ok)
+					assert.Equal(t, "namespace-val", namespaceAttrVal.Str())
+					phaseAttrVal, ok := dp.Attributes().Get("phase")
+					assert.True(t, ok)
+					assert.Equal(t, "phase-val", phaseAttrVal.Str())
+					hostIPAttrVal, ok := dp.Attributes().Get("host_ip")
+					assert.True(t, ok)
+					assert.Equal(t, "host_ip-val", hostIPAttrVal.Str())
+					nodeNameAttrVal, ok := dp.Attributes().Get("node_name")
+					assert.True(t, ok)
+					assert.Equal(t, "node_name-val", nodeNameAttrVal.Str())
+					initializedAttrVal, ok := dp.Attributes().Get("initialized")
+					assert.True(t, ok)
+					assert.Equal(t, "initialized-val", initializedAttrVal.Str())
+					podScheduledAttrVal, ok := dp.Attributes().Get("pod_scheduled")
+					assert.True(t, ok)
+					assert.Equal(t, "pod_scheduled-val", podScheduledAttrVal.Str())
+					readyAttrVal, ok := dp.Attributes().Get("ready")
+					assert.True(t, ok)
+					assert.Equal(t, "ready-val", readyAttrVal.Str())
 				case "process_error_log_total":
-					if tt.name != "reaggregate_set" {
-						assert.False(t, validatedMetrics["process_error_log_total"], "Found a duplicate in the metrics slice: process_error_log_total")
-						validatedMetrics["process_error_log_total"] = true
-						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
-						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-						assert.Equal(t, "Errors met while watching the cluster, by kind; unknown conditions are counted once per object and collection, as OpenPAI did.", mi.Description())
-						assert.Equal(t, "{error}", mi.Unit())
-						assert.True(t, mi.Sum().IsMonotonic())
-						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
-						dp := mi.Sum().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						assert.Equal(t, int64(1), dp.IntValue())
-						typeAttrVal, ok := dp.Attributes().Get("type")
-						assert.True(t, ok)
-						assert.Equal(t, "healthz", typeAttrVal.Str())
-					} else {
-						assert.False(t, validatedMetrics["process_error_log_total"], "Found a duplicate in the metrics slice: process_error_log_total")
-						validatedMetrics["process_error_log_total"] = true
-						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
-						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-						assert.Equal(t, "Errors met while watching the cluster, by kind; unknown conditions are counted once per object and collection, as OpenPAI did.", mi.Description())
-						assert.Equal(t, "{error}", mi.Unit())
-						assert.True(t, mi.Sum().IsMonotonic())
-						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
-						dp := mi.Sum().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						switch aggMap["process_error_log_total"] {
-						case "sum":
-							assert.Equal(t, int64(4), dp.IntValue())
-						case "avg":
-							assert.Equal(t, int64(2), dp.IntValue())
-						case "min":
-							assert.Equal(t, int64(1), dp.IntValue())
-						case "max":
-							assert.Equal(t, int64(3), dp.IntValue())
-						}
-						_, ok := dp.Attributes().Get("type")
-						assert.False(t, ok)
-					}
+					assert.False(t, validatedMetrics["process_error_log_total"], "Found a duplicate in the metrics slice: process_error_log_total")
+					validatedMetrics["process_error_log_total"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Errors met while watching the cluster, by kind; unknown conditions are counted once per object and collection, as OpenPAI did.", mi.Description())
+					assert.Equal(t, "{error}", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					typeAttrVal, ok := dp.Attributes().Get("type")
+					assert.True(t, ok)
+					assert.Equal(t, "healthz", typeAttrVal.Str())
 				}
 			}
 		})
