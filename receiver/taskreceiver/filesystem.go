@@ -4,10 +4,7 @@
 package taskreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver"
 
 import (
-	"errors"
 	"path/filepath"
-	"sync"
-	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/scraper/scrapererror"
@@ -35,7 +32,11 @@ func (s *taskScraper) scrapeFilesystems(now pcommon.Timestamp, errs *scrapererro
 			continue
 		}
 		seen[l] = true
-		buf, err := s.statfs.statfs(filepath.Join(s.cfg.RootPath, m.MountPoint))
+		path := filepath.Join(s.cfg.RootPath, m.MountPoint)
+		buf, err := bounded(s.statfsCalls, path, func() (unix.Statfs_t, error) {
+			var buf unix.Statfs_t
+			return buf, unix.Statfs(path, &buf)
+		})
 		if err != nil {
 			// A vanished or inaccessible mount is common (autofs, revoked NFS): count it, go on.
 			s.readFailed("statfs")
@@ -45,51 +46,5 @@ func (s *taskScraper) scrapeFilesystems(now pcommon.Timestamp, errs *scrapererro
 		avail := float64(buf.Bavail) * float64(buf.Bsize)
 		s.mb.RecordNodeFilesystemSizeBytesDataPoint(now, size, l.device, l.fstype, l.mountpoint)
 		s.mb.RecordNodeFilesystemAvailBytesDataPoint(now, avail, l.device, l.fstype, l.mountpoint)
-	}
-}
-
-var errStatfsHung = errors.New("statfs did not return in time")
-
-// statfsGuard bounds statfs(2), which blocks forever on a dead NFS server. A mount whose call has
-// not returned is skipped, without a new call, until that call returns.
-type statfsGuard struct {
-	timeout  time.Duration
-	mu       sync.Mutex
-	inFlight map[string]bool
-}
-
-func newStatfsGuard(timeout time.Duration) *statfsGuard {
-	return &statfsGuard{timeout: timeout, inFlight: map[string]bool{}}
-}
-
-func (g *statfsGuard) statfs(path string) (unix.Statfs_t, error) {
-	g.mu.Lock()
-	if g.inFlight[path] {
-		g.mu.Unlock()
-		return unix.Statfs_t{}, errStatfsHung
-	}
-	g.inFlight[path] = true
-	g.mu.Unlock()
-
-	type result struct {
-		buf unix.Statfs_t
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		var r result
-		r.err = unix.Statfs(path, &r.buf)
-		g.mu.Lock()
-		delete(g.inFlight, path)
-		g.mu.Unlock()
-		done <- r
-	}()
-	timer := time.NewTimer(g.timeout)
-	defer timer.Stop()
-	select {
-	case r := <-done:
-		return r.buf, r.err
-	case <-timer.C:
-		return unix.Statfs_t{}, errStatfsHung
 	}
 }

@@ -8,10 +8,15 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/scraper/scrapererror"
 )
+
+// cmdlineTimeout bounds one read of a process's command line, which the kernel serves from the
+// process's memory.
+const cmdlineTimeout = time.Second
 
 // scrapeProcesses reports processes in state D by command (zombie_process_count, OpenPAI's
 // name for them) and the resident memory of large processes (process_mem_usage_byte).
@@ -51,7 +56,9 @@ func (s *taskScraper) scrapeProcess(now pcommon.Timestamp, p procfs.Proc, uninte
 	if !inD && !large {
 		return
 	}
-	args, _ := p.CmdLine() // a process gone by now still has its stat line: keep it
+	// A process in state D can hold the lock its command line is read under: bound the read.
+	// A process gone by now, or stuck, still has its stat line: keep it with its comm.
+	args, _ := bounded(s.cmdlineCalls, strconv.Itoa(p.PID), p.CmdLine)
 	cmd := commandName(args, stat.Comm)
 	if inD {
 		command := cmd

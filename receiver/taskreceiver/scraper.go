@@ -49,7 +49,8 @@ type taskScraper struct {
 	mountPointsExclude *regexp.Regexp
 	fsTypesExclude     *regexp.Regexp
 	diskExclude        *regexp.Regexp
-	statfs             *statfsGuard
+	statfsCalls        *callGuard
+	cmdlineCalls       *callGuard
 
 	// now is the clock, a seam for tests of rates.
 	now func() time.Time
@@ -93,7 +94,8 @@ func (s *taskScraper) start(context.Context, component.Host) error {
 	s.mountPointsExclude = regexp.MustCompile(s.cfg.Filesystem.MountPointsExclude)
 	s.fsTypesExclude = regexp.MustCompile(s.cfg.Filesystem.FSTypesExclude)
 	s.diskExclude = regexp.MustCompile(s.cfg.Disk.DeviceExclude)
-	s.statfs = newStatfsGuard(s.cfg.Filesystem.StatfsTimeout)
+	s.statfsCalls = newCallGuard(s.cfg.Filesystem.StatfsTimeout)
+	s.cmdlineCalls = newCallGuard(cmdlineTimeout)
 
 	mount := filepath.Join(root, "sys", "fs", "cgroup")
 	if s.cgroups, err = newCgroupHierarchy(mount, filepath.Join(root, "proc")); err != nil {
