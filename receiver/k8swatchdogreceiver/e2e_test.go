@@ -444,13 +444,3 @@ func waitSplitLogs(t *testing.T, sink *consumertest.LogsSink, nodes, pods []stri
 	require.Equal(t, nodes, gotNodes)
 	require.Equal(t, pods, gotPods)
 }
-
-// e2eStatus fills in what the API server's validation requires of a container status.
-func e2eStatus(s corev1.ContainerStatus) corev1.ContainerStatus {
-	s.Image = "registry.example/" + s.Name
-	s.ImageID = "sha256:0123"
-	if s.State.Running != nil {
-		s.State.Running.StartedAt = metav1.Now()
-	}
-	return s
-}

@@ -148,3 +148,13 @@ func fixtureCluster() []runtime.Object {
 			containers: []corev1.Container{ctr("main", 1)}, conds: allTrue}),
 	}
 }
+
+// e2eStatus fills in what the API server's validation requires of a container status.
+func e2eStatus(s corev1.ContainerStatus) corev1.ContainerStatus {
+	s.Image = "registry.example/" + s.Name
+	s.ImageID = "sha256:0123"
+	if s.State.Running != nil {
+		s.State.Running.StartedAt = metav1.Now()
+	}
+	return s
+}

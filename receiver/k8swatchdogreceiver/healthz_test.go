@@ -12,15 +12,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
 func restFor(t *testing.T, rc *rest.Config) rest.Interface {
 	t.Helper()
-	k, err := kubernetes.NewForConfig(rc)
+	c, err := probeClient(rc)
 	require.NoError(t, err)
-	return k.CoreV1().RESTClient()
+	return c
 }
 
 func TestProbeHealthz(t *testing.T) {

@@ -35,7 +35,7 @@ func (w *watchdog) scrape(ctx context.Context) (pmetric.Metrics, error) {
 	}
 
 	for _, t := range metadata.MapAttributeType {
-		w.mb.RecordProcessErrorLogTotalDataPoint(now, w.errors[t].Load(), t)
+		w.mb.RecordProcessErrorLogTotalDataPoint(now, w.errorCounts[t].Load(), t)
 	}
 
 	md := w.mb.Emit(metadata.WithResource(w.resource))

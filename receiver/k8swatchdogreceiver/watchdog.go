@@ -46,7 +46,7 @@ type clients struct {
 }
 
 // watchdog is the one instance behind both the metrics and the logs receiver of a component
-// (see shared.go): one set of informers feeds both signals.
+// (see the registry in factory.go): one set of informers feeds both signals.
 type watchdog struct {
 	cfg        *Config
 	set        receiver.Settings
@@ -71,10 +71,10 @@ type watchdog struct {
 	synced atomic.Bool
 
 	// resource is what every metric and log record is emitted under (k8s.cluster.name).
-	resource  pcommon.Resource
-	mb        *metadata.MetricsBuilder
-	startTime pcommon.Timestamp
-	errors    map[metadata.AttributeType]*atomic.Int64
+	resource    pcommon.Resource
+	mb          *metadata.MetricsBuilder
+	startTime   pcommon.Timestamp
+	errorCounts map[metadata.AttributeType]*atomic.Int64
 
 	healthzLatency, listPodsLatency, listNodesLatency *latencyHistogram
 
@@ -84,14 +84,14 @@ type watchdog struct {
 
 func newWatchdog(cfg *Config, set receiver.Settings) *watchdog {
 	w := &watchdog{
-		cfg:        cfg,
-		set:        set,
-		logger:     set.Logger,
-		newClients: newClients,
-		startTime:  pcommon.NewTimestampFromTime(time.Now()),
-		mb:         metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, set),
-		lb:         metadata.NewLogsBuilder(cfg.LogsBuilderConfig, set),
-		errors:     map[metadata.AttributeType]*atomic.Int64{},
+		cfg:         cfg,
+		set:         set,
+		logger:      set.Logger,
+		newClients:  newClients,
+		startTime:   pcommon.NewTimestampFromTime(time.Now()),
+		mb:          metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, set),
+		lb:          metadata.NewLogsBuilder(cfg.LogsBuilderConfig, set),
+		errorCounts: map[metadata.AttributeType]*atomic.Int64{},
 
 		healthzLatency:   newLatencyHistogram(healthzLatencyName, "Time the API server took to answer GET /healthz (timeouts and errors included)."),
 		listPodsLatency:  newLatencyHistogram(listPodsLatencyName, "Time of each LIST of all pods, made by the pod informer at start and whenever it has to relist."),
@@ -103,7 +103,7 @@ func newWatchdog(cfg *Config, set receiver.Settings) *watchdog {
 	}
 	w.resource = rb.Emit()
 	for _, t := range metadata.MapAttributeType {
-		w.errors[t] = &atomic.Int64{}
+		w.errorCounts[t] = &atomic.Int64{}
 	}
 	return w
 }
@@ -129,23 +129,31 @@ func newClients(cfg *Config) (clients, error) {
 		return clients{}, fmt.Errorf("unknown auth_type %q", cfg.AuthType)
 	}
 	rc.UserAgent = "otelcol-gpu/" + metadata.Type.String()
-	// Protobuf halves the bytes and the decoding time of a 5,000-pod list.
+	// Protobuf lists are smaller and cheaper to decode than JSON on large clusters.
 	rc.ContentType = runtime.ContentTypeProtobuf
 	rc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return clients{}, err
 	}
-	// The probe gets a client of its own without client-side rate limiting: one request per
-	// collection needs none, and waiting behind the informers' relists for a token would be
-	// recorded as API-server latency.
-	hc := rest.CopyConfig(rc)
-	hc.QPS = -1
-	probe, err := corev1client.NewForConfig(hc)
+	probe, err := probeClient(rc)
 	if err != nil {
 		return clients{}, err
 	}
-	return clients{kube: kube, rest: probe.RESTClient(), host: apiServerHost(rc)}, nil
+	return clients{kube: kube, rest: probe, host: apiServerHost(rc)}, nil
+}
+
+// probeClient is the /healthz client: one of its own, without client-side rate limiting. One
+// request per collection needs none, and waiting behind the informers' relists for a token would
+// be recorded as API-server latency.
+func probeClient(rc *rest.Config) (rest.Interface, error) {
+	hc := rest.CopyConfig(rc)
+	hc.QPS = -1
+	c, err := corev1client.NewForConfig(hc)
+	if err != nil {
+		return nil, err
+	}
+	return c.RESTClient(), nil
 }
 
 func (w *watchdog) start(ctx context.Context, _ component.Host) error {
@@ -263,7 +271,7 @@ func (lw *timedListWatch) WatchWithContext(ctx context.Context, o metav1.ListOpt
 func (*timedListWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 func (w *watchdog) countError(t metadata.AttributeType) {
-	w.errors[t].Add(1)
+	w.errorCounts[t].Add(1)
 }
 
 func (w *watchdog) shutdown(context.Context) error {

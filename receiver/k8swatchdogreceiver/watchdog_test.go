@@ -28,7 +28,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
@@ -54,7 +53,7 @@ func newHarness(t *testing.T, cfg *Config, objs ...runtime.Object) *harness {
 	return newHarnessOn(t, cfg, fake.NewClientset(objs...))
 }
 
-func newHarnessOn(t *testing.T, cfg *Config, kube *fake.Clientset) *harness {
+func newHarnessOn(t testing.TB, cfg *Config, kube *fake.Clientset) *harness {
 	t.Helper()
 	h := &harness{kube: kube, logs: new(consumertest.LogsSink), healthzCode: http.StatusOK, healthzBody: "ok"}
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
@@ -73,11 +72,8 @@ func newHarnessOn(t *testing.T, cfg *Config, kube *fake.Clientset) *harness {
 	h.w.logs = h.logs
 	h.w.newClients = func(*Config) (clients, error) {
 		rc := &rest.Config{Host: srv.URL}
-		real, err := kubernetes.NewForConfig(rc)
-		if err != nil {
-			return clients{}, err
-		}
-		return clients{kube: h.kube, rest: real.CoreV1().RESTClient(), host: apiServerHost(rc)}, nil
+		probe, err := probeClient(rc)
+		return clients{kube: h.kube, rest: probe, host: apiServerHost(rc)}, err
 	}
 	require.NoError(t, h.w.start(context.Background(), componenttest.NewNopHost()))
 	t.Cleanup(func() { require.NoError(t, h.w.shutdown(context.Background())) })
@@ -225,6 +221,22 @@ func errorCounts(md pmetric.Metrics) map[string]int64 {
 		}
 	}
 	return out
+}
+
+func TestNewClients(t *testing.T) {
+	cfg := testConfig()
+	cfg.KubeConfigPath = filepath.Join("testdata", "kubeconfig")
+	c, err := newClients(cfg)
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1", c.host)
+
+	cfg.Context = "missing"
+	_, err = newClients(cfg)
+	assert.ErrorContains(t, err, `kubeconfig_path "testdata/kubeconfig", context "missing": context "missing" does not exist`)
+
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	_, err = newClients(createDefaultConfig().(*Config))
+	assert.ErrorContains(t, err, "auth_type serviceAccount needs to run in a pod with a service account (set auth_type: kubeConfig outside the cluster)")
 }
 
 func compareLogsGolden(t *testing.T, name string, actual plog.Logs) {
