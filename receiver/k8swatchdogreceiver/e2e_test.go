@@ -100,7 +100,8 @@ func cordon(t *testing.T, admin kubernetes.Interface, name string, unschedulable
 	require.NoError(t, err)
 }
 
-// points lists a metric's data points in md as "label=value,..." -> value.
+// points lists a metric's live data points in md as "label=value,..." -> value (points that end
+// a series, flagged NoRecordedValue, are left out).
 func points(md pmetric.Metrics, name string) map[string]int64 {
 	out := map[string]int64{}
 	for i := 0; i < md.ResourceMetrics().Len(); i++ {
@@ -123,7 +124,9 @@ func points(md pmetric.Metrics, name string) map[string]int64 {
 					continue
 				}
 				for l := 0; l < dps.Len(); l++ {
-					out[labels(dps.At(l).Attributes())] = dps.At(l).IntValue()
+					if !dps.At(l).Flags().NoRecordedValue() {
+						out[labels(dps.At(l).Attributes())] = dps.At(l).IntValue()
+					}
 				}
 			}
 		}
@@ -392,6 +395,10 @@ func TestAgainstRealAPIServer(t *testing.T) {
 		"k8s_node_gpu_reserved":  {label(gpu1...): 0, label(gpu2...): 1},
 	}))
 
+	// The series a change replaced were ended once, for the prometheus exporter to drop them.
+	schedulable := label(append(gpu2, "disk_pressure", "false", "memory_pressure", "false", "pid_pressure", "false", "ready", "true", "unschedulable", "false")...)
+	assert.Equal(t, 1, endedCount(metrics, "pai_node_count", schedulable))
+
 	// The API server goes away: the receiver reports it and keeps running.
 	c.StopAPIServer()
 	md = waitMetrics(t, metrics, "API server down", func(md pmetric.Metrics) string {
@@ -424,6 +431,26 @@ func TestAgainstRealAPIServer(t *testing.T) {
 		"k8s.container.restarted container pai/rest-server-0/server restarted, restart count 1",
 		"k8s.container.state.changed container pai/rest-server-0/server waiting (CrashLoopBackOff) -> running",
 	))
+}
+
+// endedCount counts the points, over every collection so far, that end the series.
+func endedCount(sink *consumertest.MetricsSink, name, series string) int {
+	n := 0
+	for _, md := range sink.AllMetrics() {
+		ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+		for i := 0; i < ms.Len(); i++ {
+			if ms.At(i).Name() != name {
+				continue
+			}
+			dps := ms.At(i).Gauge().DataPoints()
+			for j := 0; j < dps.Len(); j++ {
+				if dps.At(j).Flags().NoRecordedValue() && labels(dps.At(j).Attributes()) == series {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
 
 // waitSplitLogs waits for the node and pod records and compares each stream in order.

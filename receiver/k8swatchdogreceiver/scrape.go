@@ -39,6 +39,7 @@ func (w *watchdog) scrape(ctx context.Context) (pmetric.Metrics, error) {
 	}
 
 	md := w.mb.Emit(metadata.WithResource(w.resource))
+	w.series.endGoneSeries(md, now)
 	w.appendHistograms(md, now)
 	return md, nil
 }

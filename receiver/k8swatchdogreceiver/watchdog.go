@@ -77,6 +77,8 @@ type watchdog struct {
 	errorCounts map[metadata.AttributeType]*atomic.Int64
 
 	healthzLatency, listPodsLatency, listNodesLatency *latencyHistogram
+	// series ends the gauge series that disappear between collections (staleness.go).
+	series *seriesTracker
 
 	logsMu sync.Mutex
 	lb     *metadata.LogsBuilder
@@ -92,6 +94,7 @@ func newWatchdog(cfg *Config, set receiver.Settings) *watchdog {
 		mb:          metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, set),
 		lb:          metadata.NewLogsBuilder(cfg.LogsBuilderConfig, set),
 		errorCounts: map[metadata.AttributeType]*atomic.Int64{},
+		series:      newSeriesTracker(),
 
 		healthzLatency:   newLatencyHistogram(healthzLatencyName, "Time the API server took to answer GET /healthz (timeouts and errors included)."),
 		listPodsLatency:  newLatencyHistogram(listPodsLatencyName, "Time of each LIST of all pods, made by the pod informer at start and whenever it has to relist."),
