@@ -329,6 +329,8 @@ func TestAgainstRealAPIServer(t *testing.T) {
 	changeNodeStatus(t, admin, "gpu-1", func(n *corev1.Node) {
 		n.Status.Conditions[0].Status, n.Status.Conditions[0].Reason = corev1.ConditionFalse, "KubeletNotReady"
 		n.Status.Conditions[0].Message = "container runtime is down"
+		// One GPU fell off the bus: the device plugin reports one fewer.
+		n.Status.Allocatable = gpus(7)
 	})
 	cordon(t, admin, "gpu-2", true)
 	changePod(t, admin, "default", "job1-worker-0", func(p *corev1.Pod) {
@@ -390,8 +392,10 @@ func TestAgainstRealAPIServer(t *testing.T) {
 			label("job_name", "train", "name", "train-0", "phase", "running", "host_ip", "10.1.0.2", "node_name", "gpu-2",
 				"initialized", "true", "pod_bound", "true", "pod_scheduled", "true", "ready", "true"): 1,
 		},
-		// gpu-1: the finished job holds nothing. gpu-2: cordoned, 3 of 4 GPUs used by train-0.
-		"k8s_node_gpu_available": {label(gpu1...): 8, label(gpu2...): 0},
+		// gpu-1: 7 GPUs left, and the finished job holds none. gpu-2: cordoned, 3 of 4 GPUs
+		// used by train-0.
+		"k8s_node_gpu_total":     {label(gpu1...): 7, label(gpu2...): 4},
+		"k8s_node_gpu_available": {label(gpu1...): 7, label(gpu2...): 0},
 		"k8s_node_gpu_reserved":  {label(gpu1...): 0, label(gpu2...): 1},
 	}))
 
