@@ -7,6 +7,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,4 +81,25 @@ func TestAPIServerHost(t *testing.T) {
 	} {
 		assert.Equal(t, want, apiServerHost(&rest.Config{Host: host}), host)
 	}
+}
+
+// FuzzHTTPFailure feeds arbitrary /healthz bodies: the label value must always name the status
+// code and never carry a line of the body other than the names of failed checks.
+func FuzzHTTPFailure(f *testing.F) {
+	f.Add(500, "[+]ping ok\n[-]etcd failed: reason withheld\nhealthz check failed")
+	f.Add(503, "")
+	f.Add(500, "[-]\n[-] \n[-]a b c")
+	f.Fuzz(func(t *testing.T, code int, body string) {
+		got := httpFailure(code, body)
+		if code == http.StatusUnauthorized || code == http.StatusForbidden {
+			return
+		}
+		prefix := "http " + strconv.Itoa(code)
+		if !strings.HasPrefix(got, prefix) {
+			t.Fatalf("%q does not start with %q", got, prefix)
+		}
+		if strings.Contains(got, "\n") || strings.Contains(got, "reason withheld") {
+			t.Fatalf("%q carries the body", got)
+		}
+	})
 }
