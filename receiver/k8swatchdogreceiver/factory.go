@@ -37,10 +37,12 @@ func createDefaultConfig() component.Config {
 		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
 		LogsBuilderConfig:    metadata.DefaultLogsBuilderConfig(),
 		AuthType:             AuthTypeServiceAccount,
-		SyncTimeout:          time.Minute,
-		HealthzTimeout:       10 * time.Second,
-		GPUResourceNames:     []string{"nvidia.com/gpu"},
-		ServiceLabel:         "app",
+		// 5,000 pods sync in under a second; the bound is what a gateway start waits when the API
+		// server is down (the cache-based metrics are withheld until the informers sync anyway).
+		SyncTimeout:      10 * time.Second,
+		HealthzTimeout:   10 * time.Second,
+		GPUResourceNames: []string{"nvidia.com/gpu"},
+		ServiceLabel:     "app",
 		JobNameSources: []JobNameSource{
 			{Label: "jobName"},                        // OpenPAI before v1.0
 			{Env: "PAI_JOB_NAME"},                     // OpenPAI v1.x: only the containers' environment has it
