@@ -28,6 +28,7 @@ type point struct {
 	resource map[string]any
 	attrs    map[string]any
 	value    float64
+	ended    bool // a NoRecordedValue point: the series stopped
 }
 
 func pointsByName(md pmetric.Metrics) map[string][]point {
@@ -54,7 +55,7 @@ func pointsByName(md pmetric.Metrics) map[string][]point {
 					if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
 						v = float64(dp.IntValue())
 					}
-					out[m.Name()] = append(out[m.Name()], point{res, dp.Attributes().AsRaw(), v})
+					out[m.Name()] = append(out[m.Name()], point{res, dp.Attributes().AsRaw(), v, dp.Flags().NoRecordedValue()})
 				}
 			}
 		}
@@ -179,4 +180,36 @@ func TestRates(t *testing.T) {
 	assert.Equal(t, map[string]float64{"task_cpu_percent": 150, "task_net_in_byte": 100_000, "task_net_out_byte": 200_000}, byJob["dave~infer"])
 	// The host-network task has CPU but no network rate: the node's traffic is not its own.
 	assert.Equal(t, map[string]float64{"task_cpu_percent": 0}, byJob["erin~hvd"])
+}
+
+// TestStoppedContainerEnds: when a container stops, each of its series is ended once (a
+// NoRecordedValue point, which makes the prometheus exporter drop it at once).
+func TestStoppedContainerEnds(t *testing.T) {
+	root := copyHost(t, "v2-systemd-crio")
+	s := newStartedScraper(t, testConfig(root))
+	scrapeOnce(t, s)
+	require.NoError(t, os.RemoveAll(filepath.Join(root, v2ContainerDir)))
+
+	ended := map[string]bool{}
+	for name, points := range pointsByName(scrapeOnce(t, s)) {
+		for _, p := range points {
+			if p.ended {
+				assert.Equal(t, "dave~infer", p.resource["job_name"], "%s ended", name)
+				ended[name] = true
+			} else if p.resource["job_name"] == "dave~infer" {
+				t.Errorf("%s of the stopped container still reported", name)
+			}
+		}
+	}
+	assert.Equal(t, map[string]bool{
+		"task_cpu_seconds_total": true, "task_mem_usage_byte": true, "task_mem_limit_byte": true,
+		"task_mem_usage_percent": true, "task_network_receive_bytes_total": true,
+		"task_network_transmit_bytes_total": true, "task_block_in_byte": true, "task_block_out_byte": true,
+	}, ended)
+
+	for _, points := range pointsByName(scrapeOnce(t, s)) {
+		for _, p := range points {
+			assert.False(t, p.ended, "a series is ended once")
+		}
+	}
 }

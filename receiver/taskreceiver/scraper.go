@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/collector/scraper/scrapererror"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/staleness"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
 )
 
@@ -57,6 +58,7 @@ type taskScraper struct {
 
 	iterations int64
 	readErrors map[string]int64
+	stale      *staleness.Tracker
 	containers map[string]*containerState
 }
 
@@ -71,6 +73,7 @@ func newTaskScraper(cfg *Config, set receiver.Settings) *taskScraper {
 		services:    serviceRecorders(containerMB),
 		now:         time.Now,
 		readErrors:  map[string]int64{},
+		stale:       staleness.NewTracker(),
 		containers:  map[string]*containerState{},
 	}
 }
@@ -129,6 +132,8 @@ func (s *taskScraper) scrape(context.Context) (pmetric.Metrics, error) {
 	rb.SetNodeName(s.nodeName)
 	md := s.mb.Emit(metadata.WithResource(rb.Emit()))
 	s.containerMB.Emit().ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
+	// A stopped container, an exited process: their series leave /metrics now, not at expiry.
+	s.stale.EndGone(md, now)
 	return md, errs.Combine()
 }
 
