@@ -441,15 +441,20 @@ func TestAgainstRealAPIServer(t *testing.T) {
 func endedCount(sink *consumertest.MetricsSink, name, series string) int {
 	n := 0
 	for _, md := range sink.AllMetrics() {
-		ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
-		for i := 0; i < ms.Len(); i++ {
-			if ms.At(i).Name() != name {
-				continue
-			}
-			dps := ms.At(i).Gauge().DataPoints()
-			for j := 0; j < dps.Len(); j++ {
-				if dps.At(j).Flags().NoRecordedValue() && labels(dps.At(j).Attributes()) == series {
-					n++
+		for r := 0; r < md.ResourceMetrics().Len(); r++ {
+			sms := md.ResourceMetrics().At(r).ScopeMetrics()
+			for s := 0; s < sms.Len(); s++ {
+				ms := sms.At(s).Metrics()
+				for i := 0; i < ms.Len(); i++ {
+					if ms.At(i).Name() != name {
+						continue
+					}
+					dps := ms.At(i).Gauge().DataPoints()
+					for j := 0; j < dps.Len(); j++ {
+						if dps.At(j).Flags().NoRecordedValue() && labels(dps.At(j).Attributes()) == series {
+							n++
+						}
+					}
 				}
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/latency"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/k8swatchdogreceiver/internal/metadata"
 )
 
@@ -22,7 +23,7 @@ func (w *watchdog) scrape(ctx context.Context) (pmetric.Metrics, error) {
 	probeCtx, cancel := context.WithTimeout(ctx, w.cfg.HealthzTimeout)
 	began := time.Now()
 	status := probeHealthz(probeCtx, w.clients.rest)
-	w.healthzLatency.observe(time.Since(began))
+	w.healthzLatency.Observe(time.Since(began))
 	cancel()
 	if status != healthyAnswer {
 		w.countError(metadata.AttributeTypeHealthz)
@@ -39,7 +40,7 @@ func (w *watchdog) scrape(ctx context.Context) (pmetric.Metrics, error) {
 	}
 
 	md := w.mb.Emit(metadata.WithResource(w.resource))
-	w.series.endGoneSeries(md, now)
+	w.stale.EndGone(md, now)
 	w.appendHistograms(md, now)
 	return md, nil
 }
@@ -112,8 +113,7 @@ func (w *watchdog) recordPod(now pcommon.Timestamp, p *corev1.Pod) {
 	}
 }
 
-// appendHistograms adds the hand-built latency histograms (see histogram.go) to the scope the
-// metrics builder emitted into.
+// appendHistograms adds the latency histograms to the scope the metrics builder emitted into.
 func (w *watchdog) appendHistograms(md pmetric.Metrics, now pcommon.Timestamp) {
 	var sm pmetric.ScopeMetrics
 	if md.ResourceMetrics().Len() > 0 {
@@ -126,7 +126,7 @@ func (w *watchdog) appendHistograms(md pmetric.Metrics, now pcommon.Timestamp) {
 		sm.Scope().SetName(metadata.ScopeName)
 		sm.Scope().SetVersion(w.set.BuildInfo.Version)
 	}
-	for _, h := range []*latencyHistogram{w.healthzLatency, w.listPodsLatency, w.listNodesLatency} {
-		h.appendTo(sm.Metrics(), w.startTime, now)
+	for _, h := range []*latency.Histogram{w.healthzLatency, w.listPodsLatency, w.listNodesLatency} {
+		h.AppendTo(sm.Metrics(), now)
 	}
 }

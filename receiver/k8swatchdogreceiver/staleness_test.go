@@ -18,25 +18,30 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// endedSeries lists the series md ends (NoRecordedValue points), as metric{attr=value...}, and
-// checks that no other point of md has the same series.
+// endedSeries lists the series md ends (NoRecordedValue points, in any resource), as
+// metric{attr=value,...}, and checks that no other point of md has the same series.
 func endedSeries(t *testing.T, md pmetric.Metrics) []string {
 	t.Helper()
 	var ended []string
 	live := map[string]bool{}
-	ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
-	for i := 0; i < ms.Len(); i++ {
-		m := ms.At(i)
-		if m.Type() != pmetric.MetricTypeGauge {
-			continue
-		}
-		for j := 0; j < m.Gauge().DataPoints().Len(); j++ {
-			dp := m.Gauge().DataPoints().At(j)
-			key := readableSeries(m.Name(), dp.Attributes())
-			if dp.Flags().NoRecordedValue() {
-				ended = append(ended, key)
-			} else {
-				live[key] = true
+	for r := 0; r < md.ResourceMetrics().Len(); r++ {
+		sms := md.ResourceMetrics().At(r).ScopeMetrics()
+		for s := 0; s < sms.Len(); s++ {
+			ms := sms.At(s).Metrics()
+			for i := 0; i < ms.Len(); i++ {
+				m := ms.At(i)
+				if m.Type() != pmetric.MetricTypeGauge {
+					continue
+				}
+				for j := 0; j < m.Gauge().DataPoints().Len(); j++ {
+					dp := m.Gauge().DataPoints().At(j)
+					key := readableSeries(m.Name(), dp.Attributes())
+					if dp.Flags().NoRecordedValue() {
+						ended = append(ended, key)
+					} else {
+						live[key] = true
+					}
+				}
 			}
 		}
 	}
@@ -55,6 +60,8 @@ func readableSeries(name string, attrs pcommon.Map) string {
 	return name + "{" + strings.Join(kv, ",") + "}"
 }
 
+// TestGoneSeriesAreEnded checks that the receiver ends, through internal/staleness, the series a
+// change or a deletion replaced.
 func TestGoneSeriesAreEnded(t *testing.T) {
 	h := newHarness(t, testConfig(), fixtureCluster()...)
 	ctx := context.Background()

@@ -26,6 +26,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/latency"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/staleness"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/k8swatchdogreceiver/internal/metadata"
 )
 
@@ -73,32 +75,41 @@ type watchdog struct {
 	// resource is what every metric and log record is emitted under (k8s.cluster.name).
 	resource    pcommon.Resource
 	mb          *metadata.MetricsBuilder
-	startTime   pcommon.Timestamp
 	errorCounts map[metadata.AttributeType]*atomic.Int64
 
-	healthzLatency, listPodsLatency, listNodesLatency *latencyHistogram
-	// series ends the gauge series that disappear between collections (staleness.go).
-	series *seriesTracker
+	// The latency histograms are the only metrics not in metadata.yaml (see internal/latency).
+	healthzLatency, listPodsLatency, listNodesLatency *latency.Histogram
+	// stale ends the series that disappear between collections (a pod's old phase, a deleted
+	// node, a past API-server error), so that the prometheus exporter drops them at once.
+	stale *staleness.Tracker
 
 	logsMu sync.Mutex
 	lb     *metadata.LogsBuilder
 }
 
+// Names of the latency histograms, as OpenPAI's dashboards query them (OpenPAI had the two list
+// histograms swapped).
+const (
+	healthzLatencyName   = "k8s_api_healthz_resp_latency_seconds"
+	listPodsLatencyName  = "k8s_api_list_pods_latency_seconds"
+	listNodesLatencyName = "k8s_api_list_nodes_latency_seconds"
+)
+
 func newWatchdog(cfg *Config, set receiver.Settings) *watchdog {
+	started := time.Now()
 	w := &watchdog{
 		cfg:         cfg,
 		set:         set,
 		logger:      set.Logger,
 		newClients:  newClients,
-		startTime:   pcommon.NewTimestampFromTime(time.Now()),
 		mb:          metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, set),
 		lb:          metadata.NewLogsBuilder(cfg.LogsBuilderConfig, set),
 		errorCounts: map[metadata.AttributeType]*atomic.Int64{},
-		series:      newSeriesTracker(),
+		stale:       staleness.NewTracker(),
 
-		healthzLatency:   newLatencyHistogram(healthzLatencyName, "Time the API server took to answer GET /healthz (timeouts and errors included)."),
-		listPodsLatency:  newLatencyHistogram(listPodsLatencyName, "Time of each LIST of all pods, made by the pod informer at start and whenever it has to relist."),
-		listNodesLatency: newLatencyHistogram(listNodesLatencyName, "Time of each LIST of all nodes, made by the node informer at start and whenever it has to relist."),
+		healthzLatency:   latency.New(healthzLatencyName, "Time the API server took to answer GET /healthz (timeouts and errors included).", started),
+		listPodsLatency:  latency.New(listPodsLatencyName, "Time of each LIST of all pods, made by the pod informer at start and whenever it has to relist.", started),
+		listNodesLatency: latency.New(listNodesLatencyName, "Time of each LIST of all nodes, made by the node informer at start and whenever it has to relist.", started),
 	}
 	rb := w.mb.NewResourceBuilder()
 	if cfg.ClusterName != "" {
@@ -217,7 +228,7 @@ func (w *watchdog) doStart(ctx context.Context) error {
 
 // newInformer makes an informer whose LISTs are timed into a latency histogram and counted as
 // process_error_log_total{type="parse"} when they fail (OpenPAI's meaning of "parse").
-func (w *watchdog) newInformer(obj runtime.Object, latency *latencyHistogram,
+func (w *watchdog) newInformer(obj runtime.Object, hist *latency.Histogram,
 	list cache.ListWithContextFunc, watchFn cache.WatchFuncWithContext, strip *stripper,
 ) cache.SharedIndexInformer {
 	lw := &timedListWatch{
@@ -226,7 +237,7 @@ func (w *watchdog) newInformer(obj runtime.Object, latency *latencyHistogram,
 			defer cancel()
 			began := time.Now()
 			res, err := list(ctx, o)
-			latency.observe(time.Since(began))
+			hist.Observe(time.Since(began))
 			if err != nil {
 				w.countError(metadata.AttributeTypeParse)
 			}

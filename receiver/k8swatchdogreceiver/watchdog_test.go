@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/latency"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/k8swatchdogreceiver/internal/metadata"
 )
 
@@ -122,7 +123,7 @@ func histogramCounts(t *testing.T, md pmetric.Metrics) map[string]uint64 {
 			continue
 		}
 		dp := m.Histogram().DataPoints().At(0)
-		require.Equal(t, latencyBounds, dp.ExplicitBounds().AsRaw(), m.Name())
+		require.Equal(t, latency.Bounds, dp.ExplicitBounds().AsRaw(), m.Name())
 		require.GreaterOrEqual(t, dp.ExplicitBounds().At(dp.ExplicitBounds().Len()-1), 60.0, "%s must reach 60 s", m.Name())
 		var sum uint64
 		for _, c := range dp.BucketCounts().AsRaw() {
