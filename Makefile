@@ -10,7 +10,9 @@ BIN          := bin/otelcol-gpu
 BUILD_DIR    := distro/_build
 BENCH_DURATION ?= 2m
 # Packages with end-to-end tests (build tag e2e); E2E_FLAGS=-update rewrites expected pages.
-E2E_PKGS     ?= ./test/...
+E2E_PKGS     ?= ./test/... ./receiver/k8swatchdogreceiver/
+# kube-apiserver for the k8s_watchdog tests, built once per version from the module proxy.
+KUBE_APISERVER = $$(test/kube/build-apiserver.sh)
 COMPONENTS   := $(shell find receiver processor exporter -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
 SOURCES      := $(shell find receiver processor exporter internal -name '*.go' 2>/dev/null) go.mod go.sum builder-config.yaml
 
@@ -53,11 +55,13 @@ unit:
 
 ## e2e: the built binary against fixture trees, a real node_exporter and a real Prometheus
 e2e: $(BIN)
-	OTELCOL_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -tags e2e $(E2E_PKGS) $(if $(E2E_FLAGS),-args $(E2E_FLAGS))
+	OTELCOL_BIN=$(CURDIR)/$(BIN) KUBE_APISERVER_BIN=$(KUBE_APISERVER) \
+		$(GO) test -count=1 -tags e2e $(E2E_PKGS) $(if $(E2E_FLAGS),-args $(E2E_FLAGS))
 
 ## bench: collection cost (Go benchmarks) and whole-process CPU/RSS next to node_exporter
 bench: $(BIN)
 	$(GO) test -run '^$$' -bench . -benchmem ./receiver/...
+	KUBE_APISERVER_BIN=$(KUBE_APISERVER) $(GO) test -tags e2e -run '^$$' -bench BenchmarkLargeCluster -benchtime 20x ./receiver/k8swatchdogreceiver/
 	$(GO) run ./bench/procload -otelcol $(BIN) -duration $(BENCH_DURATION)
 
 ## lint: go vet and gofmt
@@ -66,10 +70,12 @@ lint:
 	$(GO) vet -tags e2e ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## deps: the Debian packages the end-to-end tests run (needs root)
+## deps: what the end-to-end tests run: Debian's prometheus, node_exporter and etcd (needs root),
+## and kube-apiserver built from k8s.io/kubernetes (cached under ~/.cache/otelcol-gpu by version)
 deps:
 	apt-get update
-	apt-get install -y --no-install-recommends prometheus prometheus-node-exporter
+	apt-get install -y --no-install-recommends prometheus prometheus-node-exporter etcd-server
+	test/kube/build-apiserver.sh
 
 clean:
 	rm -rf bin $(BUILD_DIR) $(TOOLS_DIR)
