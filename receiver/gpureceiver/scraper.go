@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/latency"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/staleness"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 )
 
@@ -35,6 +36,9 @@ type sourceSettings struct {
 type scrapeState struct {
 	nodeMB     *metadata.MetricsBuilder
 	iterations int64
+	// stale ends the series a collection no longer has: a process that left the GPU, a health
+	// condition that cleared, a reading a lost GPU no longer gives.
+	stale *staleness.Tracker
 }
 
 // gpuSource is an nvmlSource with the scrape on top.
@@ -70,6 +74,7 @@ func newSource(ss sourceSettings, lib nvml.Interface, release func()) *gpuSource
 		},
 	}
 	g.nodeMB = g.newMB()
+	g.stale = staleness.NewTracker()
 	return g
 }
 
@@ -127,6 +132,7 @@ func (g *gpuSource) scrape() pmetric.Metrics {
 	for _, m := range gpuMetrics {
 		m.ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
 	}
+	g.stale.EndGone(md, now)
 	return md
 }
 
