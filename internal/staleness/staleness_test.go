@@ -78,7 +78,9 @@ func flatten(md pmetric.Metrics) []point {
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].resource+out[i].metric+out[i].attrs < out[j].resource+out[j].metric+out[j].attrs })
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].resource+out[i].metric+out[i].attrs < out[j].resource+out[j].metric+out[j].attrs
+	})
 	return out
 }
 
