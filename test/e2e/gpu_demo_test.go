@@ -6,21 +6,17 @@
 package e2e
 
 import (
-	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // TestDemoXID79 runs `make demo`'s configuration with a scenario that makes GPU 3 fall off the
 // bus (XID 79) a second in, under a real Prometheus: the XID is counted once, GPU 3 is down,
 // the seven others keep reporting, and the XID leaves as a log record.
 func TestDemoXID79(t *testing.T) {
-	prometheus := requireTool(t, "prometheus")
 	root := repoRoot(t)
 	metrics, console := startCollectorWithOutput(t, filepath.Join(root, "distro", "demo.yaml"),
 		"receivers::gpu::scenario="+filepath.Join(root, "receiver", "gpureceiver", "testdata", "scenarios", "xid79.yaml"),
@@ -29,16 +25,7 @@ func TestDemoXID79(t *testing.T) {
 		"exporters::debug::verbosity=detailed",
 	)
 
-	dir := t.TempDir()
-	cfg := fmt.Sprintf("global: {scrape_interval: 1s, scrape_timeout: 1s}\nscrape_configs:\n  - job_name: demo\n    static_configs: [{targets: [%q]}]\n", hostPort(metrics))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644))
-	promPort := freePort(t)
-	startProcess(t, prometheus,
-		"--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort),
-	)
-	api := fmt.Sprintf("http://127.0.0.1:%d/api/v1/query?query=", promPort)
+	api := startPrometheus(t, map[string]string{"demo": metrics})
 
 	eventually(t, "XID 79 on GPU 3 in Prometheus", func() bool {
 		return series(t, api, `gpu_xid_errors_total{minor_number="3",xid="79",simulated="true"} == 1`) == 1 &&

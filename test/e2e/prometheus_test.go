@@ -43,7 +43,6 @@ var contractNames = []string{
 // in state D and a large process. Every contract name must be queryable wherever the collector
 // exposes it, and on the fixture host every one of them must be there.
 func TestPrometheusScrapes(t *testing.T) {
-	prometheus := requireTool(t, "prometheus")
 	root := repoRoot(t)
 	local := filepath.Join(root, "distro", "local.yaml")
 	machine := startCollector(t, local, "receivers::task::collection_interval=1s")
@@ -53,22 +52,7 @@ func TestPrometheusScrapes(t *testing.T) {
 		"receivers::task::service_namespaces=[pai]",
 	)
 
-	dir := t.TempDir()
-	cfg := fmt.Sprintf(`global: {scrape_interval: 1s, scrape_timeout: 1s}
-scrape_configs:
-  - job_name: machine
-    static_configs: [{targets: [%q]}]
-  - job_name: fixture
-    static_configs: [{targets: [%q]}]
-`, hostPort(machine), hostPort(fixture))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644))
-	promPort := freePort(t)
-	startProcess(t, prometheus,
-		"--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort),
-	)
-	api := fmt.Sprintf("http://127.0.0.1:%d/api/v1/query?query=", promPort)
+	api := startPrometheus(t, map[string]string{"machine": machine, "fixture": fixture})
 
 	// Rates need two collections; wait until Prometheus has the fixture's task_cpu_percent.
 	eventually(t, "Prometheus to have scraped both collectors", func() bool {
@@ -89,6 +73,26 @@ scrape_configs:
 	assert.Equal(t, 1, series(t, api, `task_mem_usage_byte{job="fixture",job_name="carol~llama-ft",username="carol",role_name="trainer",task_index="3",virtual_cluster="default"}`))
 	assert.Equal(t, 1, series(t, api, `service_cpu_seconds_total{job="fixture",name="prometheus"}`))
 	assert.Equal(t, 1, series(t, api, `zombie_process_count{job="fixture",command="nvidia-smi"} == 2`))
+}
+
+// startPrometheus runs a real Prometheus that scrapes each job's metrics URL every second, and
+// returns the prefix of its instant-query API.
+func startPrometheus(t testing.TB, jobs map[string]string) string {
+	t.Helper()
+	prometheus := requireTool(t, "prometheus")
+	cfg := "global: {scrape_interval: 1s, scrape_timeout: 1s}\nscrape_configs:\n"
+	for job, metrics := range jobs {
+		cfg += fmt.Sprintf("  - job_name: %s\n    static_configs: [{targets: [%q]}]\n", job, hostPort(metrics))
+	}
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644))
+	port := freePort(t)
+	startProcess(t, prometheus,
+		"--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
+	)
+	return fmt.Sprintf("http://127.0.0.1:%d/api/v1/query?query=", port)
 }
 
 func hostPort(metricsURL string) string {
