@@ -37,6 +37,8 @@ func TestFixtureHosts(t *testing.T) {
 				"receivers::task::node_name=gpu-node-07",
 				"receivers::task::collection_interval=200ms",
 				"receivers::task::service_namespaces=[pai]",
+				// The page is the fixture host's alone, whatever GPUs the test machine has.
+				"service::pipelines::metrics::receivers=[task]",
 			)
 			// From the second collection on, rates are there (0 on a still fixture).
 			waitForCollections(t, url, 2)

@@ -69,6 +69,8 @@ func TestPrometheusScrapes(t *testing.T) {
 			}
 		})
 	}
+	// make run's GPU source is there whether or not this machine has the NVIDIA driver.
+	assert.Equal(t, 1, series(t, api, `gpu_nvml_up{job="machine"}`))
 	// Labels as dashboards select them.
 	assert.Equal(t, 1, series(t, api, `task_mem_usage_byte{job="fixture",job_name="carol~llama-ft",username="carol",role_name="trainer",task_index="3",virtual_cluster="default"}`))
 	assert.Equal(t, 1, series(t, api, `service_cpu_seconds_total{job="fixture",name="prometheus"}`))
