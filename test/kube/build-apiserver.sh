@@ -11,7 +11,7 @@
 set -euo pipefail
 
 KUBE_VERSION="${KUBE_VERSION:-v1.34.4}"
-cache_dir="${KUBE_CACHE_DIR:-$HOME/.cache/otelcol-gpu}/kube-apiserver-${KUBE_VERSION}"
+cache_dir="${KUBE_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/otelcol-gpu}/kube-apiserver-${KUBE_VERSION}"
 bin="${cache_dir}/kube-apiserver"
 
 if [[ -x "$bin" ]]; then
