@@ -3,6 +3,8 @@
 
 SHELL        := /bin/bash
 GO           ?= go
+# go-nvml's generated bindings declare NVIDIA's deprecated vGPU calls; their warnings are not ours.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 TOOLS_DIR    := $(CURDIR)/.tools
 BUILDER      := $(TOOLS_DIR)/builder
 MDATAGEN     := $(TOOLS_DIR)/mdatagen
