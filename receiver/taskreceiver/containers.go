@@ -74,6 +74,11 @@ func (s *taskScraper) scrapeContainers(now pcommon.Timestamp) {
 		return
 	}
 	hostNetNS := s.hostNetNamespace()
+	if hostNetNS == 0 {
+		// Without the node's namespace a host-network container cannot be told apart, and would
+		// be charged the node's traffic: no container gets network metrics this time.
+		s.readFailed("net_ns")
+	}
 	seen := make(map[string]bool, len(found))
 	for _, f := range found {
 		if s.scrapeContainer(now, f, hostNetNS) {
@@ -206,6 +211,9 @@ func (s *taskScraper) hostNetNamespace() uint32 {
 // A container in the node's network namespace is marked and gets no network metrics: they would
 // be the node's traffic charged to it.
 func (s *taskScraper) readNet(pids []int, hostNetNS uint32, st *containerState) *netCounters {
+	if hostNetNS == 0 {
+		return nil
+	}
 	for _, pid := range pids {
 		p, err := s.proc.Proc(pid)
 		if err != nil {

@@ -99,6 +99,7 @@ func TestDamagedHost(t *testing.T) {
 		{"malformed diskstats", write("proc/diskstats", "254 0 vda x y z\n"), "diskstats", "node_disk_read_bytes_total", true},
 		{"missing loadavg", remove("proc/loadavg"), "loadavg", "node_load1", true},
 		{"missing uname", remove("proc/sys/kernel/osrelease"), "uname", "node_uname_info", true},
+		{"unreadable host network namespace", remove("proc/1/ns"), "net_ns", "task_network_receive_bytes_total", true},
 		{"missing mountinfo", remove("proc/1/mountinfo"), "mountinfo", "node_filesystem_size_bytes", true},
 		{"malformed memory.stat", write(cgroupDir+"/memory.stat", "cache x\n"), "cgroup", "", false},
 		{"truncated process stat", write("proc/2001/stat", "2001 (torch"), "proc_stat", "", true},
