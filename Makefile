@@ -43,7 +43,7 @@ demo: $(BIN)
 
 ## test-gpu: compare the gpu receiver with nvidia-smi on this machine's GPUs (skips without NVML)
 test-gpu:
-	$(GO) test -count=1 -v -run TestAgainstNvidiaSMI ./receiver/gpureceiver/
+	$(GO) test -tags gpu -count=1 -v -run TestAgainstNvidiaSMI ./receiver/gpureceiver/
 
 ## generate: metric builders, docs and generated tests from each component's metadata.yaml
 generate: $(MDATAGEN)
@@ -70,6 +70,7 @@ bench: $(BIN)
 lint:
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./...
+	$(GO) vet -tags gpu ./receiver/gpureceiver/
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 ## deps: what the end-to-end tests run: Debian's prometheus, node_exporter and etcd (needs root),
