@@ -18,7 +18,7 @@ KUBE_APISERVER = $$(test/kube/build-apiserver.sh)
 COMPONENTS   := $(shell find receiver processor exporter -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
 SOURCES      := $(shell find receiver processor exporter internal -name '*.go' 2>/dev/null) go.mod go.sum builder-config.yaml
 
-.PHONY: all build run demo test test-gpu unit e2e bench lint generate tools deps clean
+.PHONY: all build run demo test test-gpu unit e2e bench lint generate tools deps clean render deploy undeploy secrets
 
 all: build
 
@@ -79,6 +79,22 @@ deps:
 	apt-get update
 	apt-get install -y --no-install-recommends prometheus prometheus-node-exporter etcd-server
 	test/kube/build-apiserver.sh
+
+## render, deploy, undeploy: the manifests of deploy/ (OVERLAY=edge: deploy/overlays/edge), with
+## kubectl's own kustomize, allowed to read distro/ (the ConfigMaps are those files, not copies)
+KUBECTL      ?= kubectl
+OVERLAY      ?= base
+DEPLOY_DIR   := $(if $(filter base,$(OVERLAY)),deploy/base,deploy/overlays/$(OVERLAY))
+render:
+	@$(KUBECTL) kustomize --load-restrictor LoadRestrictionsNone $(DEPLOY_DIR)
+deploy:
+	$(KUBECTL) kustomize --load-restrictor LoadRestrictionsNone $(DEPLOY_DIR) | $(KUBECTL) apply -f -
+undeploy:
+	$(KUBECTL) kustomize --load-restrictor LoadRestrictionsNone $(DEPLOY_DIR) | $(KUBECTL) delete --ignore-not-found -f -
+## secrets: the gateway's certificate and the token (deploy/secrets.sh, files kept in deploy/.secrets)
+secrets:
+	$(KUBECTL) create namespace otelcol-gpu --dry-run=client -o yaml | $(KUBECTL) apply -f -
+	deploy/secrets.sh | $(KUBECTL) apply -f -
 
 clean:
 	rm -rf bin $(BUILD_DIR) $(TOOLS_DIR)
