@@ -9,7 +9,10 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"maps"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +22,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -139,32 +143,38 @@ func TestAgentRefusesUntrustedGateway(t *testing.T) {
 }
 
 // TestGatewayKeepsNodeIdentity has two agents push to one gateway and a real Prometheus scrape
-// the gateway. The platform's dashboards select a node with instance=~"$node(:[0-9]*)?$": on
-// the gateway's endpoint that must return that node's series and no other's, with
-// instance="<node IP>:9102" as a direct scrape of the agent sets it. The node IPs are chosen so
-// that a careless regular expression would match both (10.0.0.1 is a prefix of 10.0.0.11).
+// them with the jobs deploy/prometheus/scrape-configs.yaml ships. The platform's dashboards
+// select a node with instance=~"$node(:[0-9]*)?$": on the gateway's endpoint that must return
+// that node's series and no other's, with instance="<node IP>:9102" as a direct scrape of the
+// agent sets it. The node IPs are chosen so that a careless regular expression would match both
+// (10.0.0.1 is a prefix of 10.0.0.11). The collectors' own telemetry must be there under the
+// job names alert rules select.
 //
-// Prometheus keeps the gateway's instance labels only with honor_labels: true; a second job
-// without it shows what happens otherwise (the node's instance becomes exported_instance and
-// the platform's queries find nothing).
+// Prometheus keeps the gateway's instance labels only with honor_labels: true; the same job
+// without it shows what happens otherwise (the node's instance becomes exported_instance and the
+// platform's queries find nothing).
 func TestGatewayKeepsNodeIdentity(t *testing.T) {
 	secrets := stack.NewSecrets(t)
 	gateway := stack.StartGateway(t, secrets)
 	waitHealthy(t, "the gateway", gateway.Health)
 	nodes := map[string]string{"10.0.0.1": "node-a", "10.0.0.11": "node-b"}
+	pods := []pod{{"gateway", "otelcol-gpu-gateway-0", "node-a", gateway.Endpoints}}
 	for ip, name := range nodes {
-		stack.StartAgent(t, secrets, agentOptions(t, gateway, name, ip))
+		agent := stack.StartAgent(t, secrets, agentOptions(t, gateway, name, ip))
+		pods = append(pods, pod{"agent", "otelcol-gpu-agent-" + name, name, agent.Endpoints})
 	}
-	target := hostPort(gateway.Metrics)
-	api := startPrometheusWith(t, fmt.Sprintf(`  - job_name: otelcol-gpu
-    honor_labels: true
-    static_configs: [{targets: [%q]}]
-  - job_name: without-honor-labels
-    static_configs: [{targets: [%q]}]
-`, target, target))
+	jobs := shippedScrapeConfigs(t, pods)
+	i := slices.IndexFunc(jobs, func(job map[string]any) bool { return job["job_name"] == "otelcol-gpu" })
+	require.GreaterOrEqual(t, i, 0, "a job named otelcol-gpu")
+	require.Equal(t, true, jobs[i]["honor_labels"])
+	withoutHonorLabels := maps.Clone(jobs[i])
+	withoutHonorLabels["job_name"] = "without-honor-labels"
+	delete(withoutHonorLabels, "honor_labels")
+	api := startPrometheusWith(t, scrapeConfigsYAML(t, append(jobs, withoutHonorLabels)))
 
-	eventually(t, "Prometheus to have both nodes' task series from the gateway", func() bool {
-		return series(t, api, `count by (instance) (task_cpu_percent{job="otelcol-gpu"})`) == 2
+	eventually(t, "Prometheus to have both nodes' task series from the gateway and the collectors' telemetry", func() bool {
+		return series(t, api, `count by (instance) (task_cpu_percent{job="otelcol-gpu"})`) == 2 &&
+			series(t, api, `count by (job, pod) (otelcol_process_uptime)`) == 3
 	})
 	for ip, name := range nodes {
 		t.Run(name, func(t *testing.T) {
@@ -177,7 +187,78 @@ func TestGatewayKeepsNodeIdentity(t *testing.T) {
 			}
 			assert.Zero(t, series(t, api, fmt.Sprintf(`{job="without-honor-labels", instance=~"%s(:[0-9]*)?$"}`, ip)),
 				"without honor_labels Prometheus replaces the node's instance by the gateway's")
+			// The agent's own telemetry, as alert rules on a node's queue and send failures read it.
+			// (The collector's own counters carry no _total suffix.)
+			for _, metric := range []string{`otelcol_exporter_queue_size{data_type="metrics",`, `otelcol_exporter_sent_metric_points{`} {
+				assert.Equal(t, 1, series(t, api, fmt.Sprintf(`%s job="otelcol-gpu-agent", node_name=%q, exporter="otlp_grpc/gateway"}`, metric, name)), metric)
+			}
 		})
 	}
 	assert.Zero(t, series(t, api, `{job="otelcol-gpu", service_instance_id!=""}`), "service.instance.id is instance, not a label of its own")
+	eventually(t, "the gateway's own telemetry", func() bool {
+		return series(t, api, `otelcol_receiver_accepted_metric_points{job="otelcol-gpu-gateway", receiver="otlp"} > 0`) == 1
+	})
+}
+
+// pod is what kubernetes_sd's pod role would discover: one target per named container port.
+type pod struct {
+	component, name, node string
+	endpoints             stack.Endpoints
+}
+
+// shippedScrapeConfigs returns deploy/prometheus/scrape-configs.yaml's jobs with their
+// kubernetes_sd_configs (Debian's Prometheus is built without Kubernetes discovery) replaced by
+// file_sd_configs that list what the pod role would find: each pod of the job's selected
+// component, a target per container port, with the same __meta_kubernetes_pod_* labels. The
+// shipped relabel rules then run unchanged.
+func shippedScrapeConfigs(t testing.TB, pods []pod) []map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "prometheus", "scrape-configs.yaml"))
+	require.NoError(t, err)
+	var cfg struct {
+		ScrapeConfigs []map[string]any `yaml:"scrape_configs"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &cfg))
+	require.NotEmpty(t, cfg.ScrapeConfigs)
+	dir := t.TempDir()
+	for _, job := range cfg.ScrapeConfigs {
+		sds, ok := job["kubernetes_sd_configs"].([]any)
+		require.True(t, ok, "job %v discovers pods", job["job_name"])
+		delete(job, "kubernetes_sd_configs")
+		var groups []map[string]any
+		for _, sd := range sds {
+			selector := fmt.Sprint(sd.(map[string]any)["selectors"].([]any)[0].(map[string]any)["label"])
+			for _, p := range pods {
+				if !strings.Contains(selector, "app.kubernetes.io/component="+p.component) {
+					continue
+				}
+				for port, url := range map[string]string{"metrics": p.endpoints.Metrics, "telemetry": p.endpoints.Telemetry} {
+					groups = append(groups, map[string]any{
+						"targets": []string{hostPort(url)},
+						"labels": map[string]string{
+							"__meta_kubernetes_pod_container_port_name": port,
+							"__meta_kubernetes_pod_node_name":           p.node,
+							"__meta_kubernetes_pod_name":                p.name,
+						},
+					})
+				}
+			}
+		}
+		require.NotEmpty(t, groups, "job %v selects no pod", job["job_name"])
+		file := filepath.Join(dir, fmt.Sprintf("%v.yaml", job["job_name"]))
+		out, err := yaml.Marshal(groups)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(file, out, 0o644))
+		job["file_sd_configs"] = []map[string]any{{"files": []string{file}}}
+	}
+	return cfg.ScrapeConfigs
+}
+
+// scrapeConfigsYAML writes jobs as list items under scrape_configs:, the form
+// startPrometheusWith takes.
+func scrapeConfigsYAML(t testing.TB, jobs []map[string]any) string {
+	t.Helper()
+	out, err := yaml.Marshal(jobs)
+	require.NoError(t, err)
+	return "  " + strings.ReplaceAll(strings.TrimRight(string(out), "\n"), "\n", "\n  ") + "\n"
 }
