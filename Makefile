@@ -8,6 +8,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 TOOLS_DIR    := $(CURDIR)/.tools
 BUILDER      := $(TOOLS_DIR)/builder
 MDATAGEN     := $(TOOLS_DIR)/mdatagen
+OCIIMAGE     := $(TOOLS_DIR)/ociimage
 BIN          := bin/otelcol-gpu
 BUILD_DIR    := distro/_build
 BENCH_DURATION ?= 2m
@@ -18,12 +19,12 @@ KUBE_APISERVER = $$(test/kube/build-apiserver.sh)
 COMPONENTS   := $(shell find receiver processor exporter -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
 SOURCES      := $(shell find receiver processor exporter internal -name '*.go' 2>/dev/null) go.mod go.sum builder-config.yaml
 
-.PHONY: all build run demo test test-gpu unit e2e bench lint generate tools deps clean render deploy undeploy secrets
+.PHONY: all build image run demo test test-gpu unit e2e bench lint generate tools deps clean render deploy undeploy secrets
 
 all: build
 
-tools: $(BUILDER) $(MDATAGEN)
-$(BUILDER) $(MDATAGEN): tools/go.mod tools/go.sum
+tools: $(BUILDER) $(MDATAGEN) $(OCIIMAGE)
+$(BUILDER) $(MDATAGEN) $(OCIIMAGE): tools/go.mod tools/go.sum $(wildcard tools/*/*.go)
 	$(GO) build -C tools -o $(TOOLS_DIR)/ tool
 
 ## build: the collector binary at bin/otelcol-gpu (OCB, cgo on)
@@ -32,6 +33,17 @@ $(BIN): $(BUILDER) $(SOURCES)
 	$(BUILDER) --config builder-config.yaml --skip-compilation
 	# OCB's own tidy trips on a test-only import of one contrib module; tidy leniently, then build.
 	cd $(BUILD_DIR) && $(GO) mod tidy -e && CGO_ENABLED=1 $(GO) build -trimpath -ldflags='-s -w' -o ../../$(BIN) .
+
+## image: bin/otelcol-gpu-image.tar, an OCI image archive (no container daemon: tools/ociimage)
+## of the binary and the C library files it loads; load it with e.g.
+## skopeo copy oci-archive:bin/otelcol-gpu-image.tar docker://REGISTRY/otelcol-gpu:VERSION
+IMAGE         := bin/otelcol-gpu-image.tar
+IMAGE_VERSION := $(shell sed -n 's/^  version: *//p' builder-config.yaml)
+image: $(IMAGE)
+$(IMAGE): $(BIN) $(OCIIMAGE)
+	$(OCIIMAGE) -binary $(BIN) -out $@ -version $(IMAGE_VERSION) \
+		-source https://github.com/otelcol-gpu/otelcol-gpu \
+		-revision "$$(git rev-parse HEAD 2>/dev/null)" -created "$$(git log -1 --format=%cI 2>/dev/null)"
 
 ## run: this machine's node and task metrics on http://127.0.0.1:9102/metrics
 run: $(BIN)
@@ -56,8 +68,8 @@ unit:
 	$(GO) test -race -count=1 ./...
 
 ## e2e: the built binary against fixture trees, a real node_exporter and a real Prometheus
-e2e: $(BIN)
-	OTELCOL_BIN=$(CURDIR)/$(BIN) KUBE_APISERVER_BIN=$(KUBE_APISERVER) \
+e2e: $(BIN) $(IMAGE)
+	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_IMAGE=$(CURDIR)/$(IMAGE) KUBE_APISERVER_BIN=$(KUBE_APISERVER) \
 		$(GO) test -count=1 -tags e2e $(E2E_PKGS) $(if $(E2E_FLAGS),-args $(E2E_FLAGS))
 
 ## bench: collection cost (Go benchmarks) and whole-process CPU/RSS next to node_exporter
