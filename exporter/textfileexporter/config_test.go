@@ -4,28 +4,19 @@
 package textfileexporter
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
-	"go.opentelemetry.io/collector/confmap/confmaptest"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/textfileexporter/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/configtest"
 )
 
 func loadConfig(t *testing.T, name string) *Config {
-	t.Helper()
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	require.NoError(t, err)
-	cfg := createDefaultConfig().(*Config)
-	sub, err := cm.Sub(component.NewIDWithName(metadata.Type, name).String())
-	require.NoError(t, err)
-	require.NoError(t, sub.Unmarshal(cfg))
-	return cfg
+	return configtest.Load[Config](t, NewFactory(), metadata.Type, name)
 }
 
 func TestLoadConfig(t *testing.T) {
