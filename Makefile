@@ -16,6 +16,8 @@ BENCH_DURATION ?= 2m
 E2E_PKGS     ?= ./test/... ./receiver/k8swatchdogreceiver/
 # kube-apiserver for the k8s_watchdog tests, built once per version from the module proxy.
 KUBE_APISERVER = $$(test/kube/build-apiserver.sh)
+# kubectl of the same version, for the tests of deploy/.
+KUBECTL_TEST   = $$(test/kube/build-apiserver.sh kubectl)
 COMPONENTS   := $(shell find receiver processor exporter -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
 SOURCES      := $(shell find receiver processor exporter internal -name '*.go' 2>/dev/null) go.mod go.sum builder-config.yaml
 
@@ -69,7 +71,7 @@ unit:
 
 ## e2e: the built binary against fixture trees, a real node_exporter and a real Prometheus
 e2e: $(BIN) $(IMAGE)
-	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_IMAGE=$(CURDIR)/$(IMAGE) KUBE_APISERVER_BIN=$(KUBE_APISERVER) \
+	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_IMAGE=$(CURDIR)/$(IMAGE) KUBE_APISERVER_BIN=$(KUBE_APISERVER) KUBECTL_BIN=$(KUBECTL_TEST) \
 		$(GO) test -count=1 -tags e2e $(E2E_PKGS) $(if $(E2E_FLAGS),-args $(E2E_FLAGS))
 
 ## bench: collection cost (Go benchmarks) and whole-process CPU/RSS next to node_exporter
@@ -86,11 +88,12 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 ## deps: what the end-to-end tests run: Debian's prometheus, node_exporter and etcd (needs root),
-## and kube-apiserver built from k8s.io/kubernetes (cached under ~/.cache/otelcol-gpu by version)
+## and kube-apiserver and kubectl built from k8s.io/kubernetes (cached under ~/.cache/otelcol-gpu by version)
 deps:
 	apt-get update
 	apt-get install -y --no-install-recommends prometheus prometheus-node-exporter etcd-server
 	test/kube/build-apiserver.sh
+	test/kube/build-apiserver.sh kubectl
 
 ## render, deploy, undeploy: the manifests of deploy/ (OVERLAY=edge: deploy/overlays/edge), with
 ## kubectl's own kustomize, allowed to read distro/ (the ConfigMaps are those files, not copies)

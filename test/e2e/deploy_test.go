@@ -29,6 +29,15 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/test/kube"
 )
 
+// kubectlBinary is KUBECTL_BIN (set by `make e2e`: kubectl of the API server's version, built by
+// test/kube/build-apiserver.sh kubectl), else the kubectl on PATH.
+func kubectlBinary(t testing.TB) string {
+	if bin := os.Getenv("KUBECTL_BIN"); bin != "" {
+		return bin
+	}
+	return requireTool(t, "kubectl")
+}
+
 // overlays are what `make deploy OVERLAY=...` renders.
 var overlays = map[string]string{"base": "deploy/base", "edge": "deploy/overlays/edge"}
 
@@ -36,7 +45,7 @@ var overlays = map[string]string{"base": "deploy/base", "edge": "deploy/overlays
 // are those files, not copies).
 func render(t testing.TB, dir string) []byte {
 	t.Helper()
-	cmd := exec.Command(requireTool(t, "kubectl"), "kustomize", "--load-restrictor", "LoadRestrictionsNone", dir)
+	cmd := exec.Command(kubectlBinary(t), "kustomize", "--load-restrictor", "LoadRestrictionsNone", dir)
 	cmd.Dir = repoRoot(t)
 	out, err := cmd.Output()
 	require.NoError(t, err, "kubectl kustomize %s: %s", dir, stderrOf(err))
@@ -89,7 +98,7 @@ func ofKind(objs []*unstructured.Unstructured, kind string) []*unstructured.Unst
 // kubectl runs kubectl against the test's API server.
 func kubectl(t testing.TB, kubeconfig string, stdin []byte, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(requireTool(t, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd := exec.Command(kubectlBinary(t), append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	return string(out), err

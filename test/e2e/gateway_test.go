@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -261,4 +262,22 @@ func scrapeConfigsYAML(t testing.TB, jobs []map[string]any) string {
 	out, err := yaml.Marshal(jobs)
 	require.NoError(t, err)
 	return "  " + strings.ReplaceAll(strings.TrimRight(string(out), "\n"), "\n", "\n  ") + "\n"
+}
+
+// TestAgentResumesAfterGatewayRestart: the gateway is killed and started again on the same
+// address; the agent's data reaches it again (the helper test/stack's Restart, which the edge
+// tests build on).
+func TestAgentResumesAfterGatewayRestart(t *testing.T) {
+	secrets := stack.NewSecrets(t)
+	gateway := stack.StartGateway(t, secrets)
+	waitHealthy(t, "the gateway", gateway.Health)
+	stack.StartAgent(t, secrets, agentOptions(t, gateway, "node-a", "10.0.0.1"))
+	onGateway := func() bool {
+		body, err := httpGet(gateway.Metrics)
+		return err == nil && strings.Contains(string(body), `node_name="node-a"`)
+	}
+	eventually(t, "the agent's series on the gateway", onGateway)
+	gateway.Process = gateway.Process.Restart(t, syscall.SIGKILL)
+	waitHealthy(t, "the restarted gateway", gateway.Health)
+	eventually(t, "the agent's series on the restarted gateway", onGateway)
 }

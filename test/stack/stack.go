@@ -158,9 +158,11 @@ func config(name string, sets []string) []string {
 
 // Process is a running collector or peer.
 type Process struct {
-	cmd    *exec.Cmd
-	out    output
-	exited chan struct{}
+	bin       string
+	args, env []string
+	cmd       *exec.Cmd
+	out       output
+	exited    chan struct{}
 }
 
 // Start runs bin with args, and env added to this process's environment, in its own process
@@ -169,7 +171,7 @@ type Process struct {
 func Start(tb testing.TB, bin string, args, env []string) *Process {
 	tb.Helper()
 	name := filepath.Base(bin)
-	p := &Process{exited: make(chan struct{})}
+	p := &Process{bin: bin, args: args, env: env, exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
@@ -201,6 +203,15 @@ func (p *Process) Stop(sig syscall.Signal) {
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		<-p.exited
 	}
+}
+
+// Restart stops the process with sig (SIGTERM for a clean stop, SIGKILL for a crash) and starts
+// it again with the same arguments and environment, so on the same ports and, for an agent, the
+// same queue directory. It returns the new process.
+func (p *Process) Restart(tb testing.TB, sig syscall.Signal) *Process {
+	tb.Helper()
+	p.Stop(sig)
+	return Start(tb, p.bin, p.args, p.env)
 }
 
 // Exited is closed when the process has exited.
