@@ -87,11 +87,11 @@ lint:
 	$(GO) vet -tags gpu ./receiver/gpureceiver/
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## deps: what the end-to-end tests run: Debian's prometheus, node_exporter and etcd (needs root),
+## deps: what the end-to-end tests run: Debian's prometheus, node_exporter, etcd and umoci (needs root),
 ## and kube-apiserver and kubectl built from k8s.io/kubernetes (cached under ~/.cache/otelcol-gpu by version)
 deps:
 	apt-get update
-	apt-get install -y --no-install-recommends prometheus prometheus-node-exporter etcd-server
+	apt-get install -y --no-install-recommends prometheus prometheus-node-exporter etcd-server umoci
 	test/kube/build-apiserver.sh
 	test/kube/build-apiserver.sh kubectl
 

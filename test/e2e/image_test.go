@@ -6,11 +6,7 @@
 package e2e
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"encoding/json"
-	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -35,89 +31,42 @@ func imageArchive(t testing.TB) string {
 	return path
 }
 
-// ociArchive is an OCI image layout in one tar file: its blobs by digest.
-type ociArchive map[string][]byte
-
-func readArchive(t testing.TB, path string) ociArchive {
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	blobs := ociArchive{}
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return blobs
-		}
-		require.NoError(t, err)
-		if h.Typeflag == tar.TypeReg {
-			data, err := io.ReadAll(tr)
-			require.NoError(t, err)
-			name := h.Name
-			if digest, ok := strings.CutPrefix(name, "blobs/sha256/"); ok {
-				name = "sha256:" + digest
-			}
-			blobs[name] = data
-		}
-	}
-}
-
-func (a ociArchive) json(t testing.TB, name string, v any) {
-	t.Helper()
-	data, ok := a[name]
-	require.True(t, ok, "%s is in the archive", name)
-	require.NoError(t, json.Unmarshal(data, v), name)
-}
-
-type descriptor struct {
-	MediaType   string            `json:"mediaType"`
-	Digest      string            `json:"digest"`
-	Annotations map[string]string `json:"annotations"`
-}
-
-// TestImage unpacks `make image`'s archive as a container runtime would (each layer in order
-// into one directory) and runs the binary from that root: `validate` on every configuration in
-// distro/, mounted where deploy/ mounts it, with the host's / at /hostfs (read-only, in a
-// mount namespace of its own) as the agent's DaemonSet has it, as the image's default user. The
-// root must hold nothing but the binary, the C library files it loads (as ldd lists them) and
-// the user database; the image runs as a non-root user and is labelled with version and source.
+// TestImage unpacks `make image`'s archive with umoci (a real OCI implementation: it checks every
+// digest and media type and applies each layer in order, as a container runtime does) and runs
+// the binary from that root: `validate` on every configuration in distro/, with the host's / at
+// /hostfs (read-only, in a mount namespace of its own) as the agent's DaemonSet has it, as the
+// image's default user. The root must hold nothing but the binary, the C library files it loads
+// (as ldd lists them) and the user database; the image runs as a non-root user and is labelled
+// with version, source and revision.
 func TestImage(t *testing.T) {
-	archive := readArchive(t, imageArchive(t))
-	var index struct{ Manifests []descriptor }
-	archive.json(t, "index.json", &index)
-	require.Len(t, index.Manifests, 1)
-	var manifest struct {
-		Config descriptor
-		Layers []descriptor
-	}
-	archive.json(t, index.Manifests[0].Digest, &manifest)
-	var config struct {
-		OS, Architecture string
-		Config           struct {
-			User       string
-			Entrypoint []string
-			Labels     map[string]string
-		}
-	}
-	archive.json(t, manifest.Config.Digest, &config)
-
 	version := regexp.MustCompile(`(?m)^  version: *(\S+)`).FindSubmatch(mustRead(t, filepath.Join(repoRoot(t), "builder-config.yaml")))
 	require.NotNil(t, version, "builder-config.yaml names the version")
-	assert.Equal(t, string(version[1]), config.Config.Labels["org.opencontainers.image.version"])
-	assert.Equal(t, string(version[1]), index.Manifests[0].Annotations["org.opencontainers.image.ref.name"])
-	assert.NotEmpty(t, config.Config.Labels["org.opencontainers.image.source"])
-	assert.Regexp(t, `^[0-9a-f]{40}$`, config.Config.Labels["org.opencontainers.image.revision"])
-	assert.Equal(t, "65532:65532", config.Config.User, "a non-root user by default")
-	assert.Equal(t, []string{"/otelcol-gpu"}, config.Config.Entrypoint)
-	assert.Equal(t, "linux", config.OS)
+	work := t.TempDir()
+	layout, bundle := filepath.Join(work, "layout"), filepath.Join(work, "bundle")
+	require.NoError(t, os.Mkdir(layout, 0o755))
+	run(t, "tar", "-xf", imageArchive(t), "-C", layout)
+	// The tag is the version: what `skopeo copy oci-archive:FILE:TAG` and a registry would see.
+	run(t, requireTool(t, "umoci"), "unpack", "--image", layout+":"+string(version[1]), bundle)
 
-	root := t.TempDir()
-	require.NoError(t, os.Chmod(root, 0o755)) // the image's user must be able to enter its /
-	for _, layer := range manifest.Layers {
-		require.Equal(t, "application/vnd.oci.image.layer.v1.tar+gzip", layer.MediaType)
-		unpackLayer(t, archive[layer.Digest], root)
+	var runtime struct {
+		Process struct {
+			User struct{ UID, GID int }
+			Args []string
+		}
+		Annotations map[string]string
 	}
+	require.NoError(t, json.Unmarshal(mustRead(t, filepath.Join(bundle, "config.json")), &runtime))
+	assert.Equal(t, 65532, runtime.Process.User.UID, "a non-root user by default")
+	assert.Equal(t, 65532, runtime.Process.User.GID)
+	assert.Equal(t, []string{"/otelcol-gpu"}, runtime.Process.Args)
+	labels := runtime.Annotations // umoci carries the image's labels over as annotations
+	assert.Equal(t, string(version[1]), labels["org.opencontainers.image.version"])
+	assert.NotEmpty(t, labels["org.opencontainers.image.source"])
+	assert.Regexp(t, `^[0-9a-f]{40}$`, labels["org.opencontainers.image.revision"])
+	assert.Equal(t, "linux", labels["org.opencontainers.image.os"])
 
+	root := filepath.Join(bundle, "rootfs")
+	require.NoError(t, os.Chmod(root, 0o755)) // the image's user must be able to enter its /
 	// Nothing but the binary, what it loads and the user database.
 	want := []string{"/otelcol-gpu", "/etc/passwd", "/etc/group"}
 	ldd, err := exec.Command("ldd", collectorBinary(t)).Output()
@@ -180,31 +129,9 @@ func mustRead(t testing.TB, path string) []byte {
 	return data
 }
 
-// unpackLayer extracts one gzip'd layer into root; entries may only be directories and regular
-// files inside root.
-func unpackLayer(t testing.TB, blob []byte, root string) {
+// run runs a command that must succeed.
+func run(t testing.TB, name string, args ...string) {
 	t.Helper()
-	require.NotNil(t, blob, "layer blob in the archive")
-	gz, err := gzip.NewReader(strings.NewReader(string(blob)))
-	require.NoError(t, err)
-	tr := tar.NewReader(gz)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		require.NoError(t, err)
-		target := filepath.Join(root, filepath.Clean("/"+h.Name))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			require.NoError(t, os.MkdirAll(target, fs.FileMode(h.Mode)&fs.ModePerm))
-		case tar.TypeReg:
-			require.NoError(t, os.MkdirAll(filepath.Dir(target), 0o755))
-			data, err := io.ReadAll(tr)
-			require.NoError(t, err)
-			require.NoError(t, os.WriteFile(target, data, fs.FileMode(h.Mode)&fs.ModePerm))
-		default:
-			t.Fatalf("layer entry %s of type %c: the image holds only directories and files", h.Name, h.Typeflag)
-		}
-	}
+	out, err := exec.Command(name, args...).CombinedOutput()
+	require.NoError(t, err, "%s %v: %s", name, args, out)
 }
