@@ -38,8 +38,9 @@ func kubectlBinary(t testing.TB) string {
 	return requireTool(t, "kubectl")
 }
 
-// overlays are what `make deploy OVERLAY=...` renders.
-var overlays = map[string]string{"base": "deploy/base", "edge": "deploy/overlays/edge"}
+// overlays are what `make deploy OVERLAY=...` renders, and the base with every optional
+// component.
+var overlays = map[string]string{"base": "deploy/base", "edge": "deploy/overlays/edge", "components": "test/e2e/testdata/deploy-components"}
 
 // render is `make render`: kubectl's own kustomize, allowed to read distro/ (the configurations
 // are those files, not copies).
@@ -248,11 +249,23 @@ func TestDeployedConfigsValidate(t *testing.T) {
 				}
 				path := filepath.Join(t.TempDir(), "config.yaml")
 				require.NoError(t, os.WriteFile(path, []byte(config), 0o600))
-				args := []string{"validate", "--config", path}
+				// The container's own arguments, its --config pointing at the ConfigMap's file.
+				args := []string{"validate"}
+				for _, arg := range container.Args {
+					if strings.HasPrefix(arg, "--config=") {
+						arg = "--config=" + path
+					}
+					args = append(args, arg)
+				}
+				require.Contains(t, args, "--config="+path)
+				// Validation checks that the directories on the node are there: the host's / (the
+				// DaemonSet's hostfs volume), node_exporter's textfile directory. Here: this
+				// machine's / and a temporary directory.
 				if strings.Contains(config, "root_path: /hostfs") {
-					// Validation checks that the host's / is there: on a node, the DaemonSet's
-					// hostfs volume; here, this machine's /.
 					args = append(args, "--set", "receivers::task::root_path=/", "--set", "receivers::gpu::root_path=/")
+				}
+				if slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, "exporters::textfile::directory=") }) {
+					args = append(args, "--set", "exporters::textfile::directory="+t.TempDir())
 				}
 				cmd := exec.Command(collectorBinary(t), args...)
 				cmd.Env = append(os.Environ(), env...)
