@@ -41,9 +41,9 @@ $(BIN): $(BUILDER) $(SOURCES)
 ## skopeo copy oci-archive:bin/otelcol-gpu-image.tar docker://REGISTRY/otelcol-gpu:VERSION
 IMAGE         := bin/otelcol-gpu-image.tar
 IMAGE_VERSION := $(shell sed -n 's/^  version: *//p' builder-config.yaml)
-image: $(IMAGE)
-$(IMAGE): $(BIN) $(OCIIMAGE)
-	$(OCIIMAGE) -binary $(BIN) -out $@ -version $(IMAGE_VERSION) \
+# Always rebuilt (a few seconds), so that its revision label names the commit checked out.
+image: $(BIN) $(OCIIMAGE)
+	$(OCIIMAGE) -binary $(BIN) -out $(IMAGE) -version $(IMAGE_VERSION) \
 		-source https://github.com/otelcol-gpu/otelcol-gpu \
 		-revision "$$(git rev-parse HEAD 2>/dev/null)" -created "$$(git log -1 --format=%cI 2>/dev/null)"
 
@@ -70,7 +70,7 @@ unit:
 	$(GO) test -race -count=1 ./...
 
 ## e2e: the built binary against fixture trees, a real node_exporter and a real Prometheus
-e2e: $(BIN) $(IMAGE)
+e2e: $(BIN) image
 	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_IMAGE=$(CURDIR)/$(IMAGE) KUBE_APISERVER_BIN=$(KUBE_APISERVER) KUBECTL_BIN=$(KUBECTL_TEST) \
 		$(GO) test -count=1 -tags e2e $(E2E_PKGS) $(if $(E2E_FLAGS),-args $(E2E_FLAGS))
 
