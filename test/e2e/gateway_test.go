@@ -160,8 +160,10 @@ func TestGatewayKeepsNodeIdentity(t *testing.T) {
 	waitHealthy(t, "the gateway", gateway.Health)
 	nodes := map[string]string{"10.0.0.1": "node-a", "10.0.0.11": "node-b"}
 	pods := []pod{{"gateway", "otelcol-gpu-gateway-0", "node-a", gateway.Endpoints}}
+	var agents []*stack.Agent
 	for ip, name := range nodes {
 		agent := stack.StartAgent(t, secrets, agentOptions(t, gateway, name, ip))
+		agents = append(agents, agent)
 		pods = append(pods, pod{"agent", "otelcol-gpu-agent-" + name, name, agent.Endpoints})
 	}
 	jobs := shippedScrapeConfigs(t, pods)
@@ -196,6 +198,19 @@ func TestGatewayKeepsNodeIdentity(t *testing.T) {
 		})
 	}
 	assert.Zero(t, series(t, api, `{job="otelcol-gpu", service_instance_id!=""}`), "service.instance.id is instance, not a label of its own")
+	// A direct scrape of an agent sets instance itself: its own page must not carry one.
+	for _, agent := range agents {
+		families, _, err := scrape(agent.Metrics)
+		require.NoError(t, err)
+		require.Contains(t, families, "task_cpu_percent")
+		for name, family := range families {
+			for _, m := range family.GetMetric() {
+				for _, l := range m.GetLabel() {
+					assert.NotContains(t, []string{"instance", "service_instance_id"}, l.GetName(), "%s on the agent's own page", name)
+				}
+			}
+		}
+	}
 	eventually(t, "the gateway's own telemetry", func() bool {
 		return series(t, api, `otelcol_receiver_accepted_metric_points{job="otelcol-gpu-gateway", receiver="otlp"} > 0`) == 1
 	})
