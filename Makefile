@@ -12,7 +12,7 @@ BIN          := bin/otelcol-gpu
 BUILD_DIR    := distro/_build
 BENCH_DURATION ?= 2m
 # Packages with end-to-end tests (build tag e2e); E2E_FLAGS=-update rewrites expected pages.
-E2E_PKGS     ?= ./test/... ./receiver/k8swatchdogreceiver/
+E2E_PKGS     ?= ./test/... ./receiver/k8swatchdogreceiver/ ./cmd/gpureport/...
 # kube-apiserver for the k8s_watchdog tests, built once per version from the module proxy.
 KUBE_APISERVER = $$(test/kube/build-apiserver.sh)
 COMPONENTS   := $(shell find receiver processor exporter -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)

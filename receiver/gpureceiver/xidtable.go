@@ -117,3 +117,10 @@ func (t xidTable) lookup(code uint64) xidInfo {
 	}
 	return unknownXID
 }
+
+// LookupXID is the shipped table's entry for an XID code (the fallback entry for a code it does
+// not list), for tools that read gpu_xid_errors_total without the collector's configuration.
+func LookupXID(code uint64) XIDInfo {
+	info := xidTable(defaultXIDTable).lookup(code)
+	return XIDInfo{Meaning: info.meaning, Severity: info.severity, Action: info.action}
+}

@@ -1,0 +1,534 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package report
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"time"
+
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver"
+)
+
+// Metric and label names of the contract (shared/spec/metrics.md) that the report reads.
+const (
+	metricTaskGPU       = "task_gpu_percent"
+	metricTaskGPUMemory = "task_gpu_mem_percent"
+	metricGPUUtil       = "gpu_utilization"
+	metricGPUUp         = "gpu_up"
+	metricXID           = "gpu_xid_errors_total"
+	metricECC           = "nvidiasmi_ecc_error_count"
+	metricRetiredPages  = "nvidiasmi_retired_page_count"
+	metricRemappedRows  = "gpu_remapped_rows"
+	metricRemapPending  = "gpu_remapped_rows_pending"
+	metricRemapFailed   = "gpu_remapped_rows_failed"
+
+	labelJob            = "job_name"
+	labelUser           = "username"
+	labelVirtualCluster = "virtual_cluster"
+	labelNode           = "node_name"
+	labelMinor          = "minor_number"
+	labelUUID           = "uuid"
+	labelXID            = "xid"
+	// labelXIDClass is the XID's class from the receiver's table, carried by
+	// gpu_xid_errors_total; older agents lack it and the report looks the code up itself.
+	labelXIDClass = "xid_severity"
+	labelType     = "type"
+	labelErrType  = "error_type"
+)
+
+// Options are the report's period and thresholds.
+type Options struct {
+	Start, End time.Time
+	// MaxGap is the longest interval between two samples that still counts as known time;
+	// longer gaps are unknown time.
+	MaxGap time.Duration
+	// IdleBelow is the utilization (percent) below which a held GPU counts as idle.
+	IdleBelow float64
+	// IdleHeldUtilBelow and IdleHeldMemoryAtLeast define idle-held: utilization near zero while
+	// the job keeps framebuffer memory allocated.
+	IdleHeldUtilBelow     float64
+	IdleHeldMemoryAtLeast float64
+	// Bucket is the resolution of the charts' time axes.
+	Bucket time.Duration
+	// Chunk bounds the time range of one query.
+	Chunk time.Duration
+}
+
+// Validate names the option at fault.
+func (o Options) Validate() error {
+	var errs []error
+	if !o.Start.Before(o.End) {
+		errs = append(errs, fmt.Errorf("start (%s) must be before end (%s)", o.Start.Format(time.RFC3339), o.End.Format(time.RFC3339)))
+	}
+	if o.MaxGap <= 0 {
+		errs = append(errs, errors.New("max-gap must be positive"))
+	}
+	if o.Bucket <= 0 || o.Chunk <= 0 {
+		errs = append(errs, errors.New("bucket and chunk must be positive"))
+	}
+	if o.IdleBelow < 0 || o.IdleBelow > 100 || o.IdleHeldUtilBelow < 0 || o.IdleHeldUtilBelow > 100 || o.IdleHeldMemoryAtLeast < 0 || o.IdleHeldMemoryAtLeast > 100 {
+		errs = append(errs, errors.New("idle thresholds are percentages between 0 and 100"))
+	}
+	return errors.Join(errs...)
+}
+
+// Report is everything the report says, in hours and percent.
+type Report struct {
+	Start           time.Time  `json:"start"`
+	End             time.Time  `json:"end"`
+	Options         ReportOpts `json:"options"`
+	Summary         Summary    `json:"summary"`
+	Jobs            []Usage    `json:"jobs"`
+	Users           []Usage    `json:"users"`
+	VirtualClusters []Usage    `json:"virtual_clusters"`
+	GPUs            []GPU      `json:"gpus"`
+	// Charts' data: utilization per job and per node over time, in buckets from Start.
+	BucketSeconds float64        `json:"bucket_seconds"`
+	JobUtil       []BucketSeries `json:"job_utilization"`
+	NodeUtil      []BucketSeries `json:"node_utilization"`
+}
+
+// ReportOpts records the thresholds a report was computed with.
+type ReportOpts struct {
+	MaxGapSeconds         float64 `json:"max_gap_seconds"`
+	IdleBelow             float64 `json:"idle_below_percent"`
+	IdleHeldUtilBelow     float64 `json:"idle_held_utilization_below_percent"`
+	IdleHeldMemoryAtLeast float64 `json:"idle_held_memory_at_least_percent"`
+}
+
+// Summary is the cluster's week in a few numbers.
+type Summary struct {
+	HeldHours       float64 `json:"gpu_hours_held"`
+	UsedHours       float64 `json:"gpu_hours_used"`
+	Efficiency      float64 `json:"efficiency"`
+	IdleHours       float64 `json:"gpu_hours_idle"`
+	IdleHeldHours   float64 `json:"gpu_hours_idle_held"`
+	UnknownHours    float64 `json:"gpu_hours_unknown"`
+	GPUUtilization  float64 `json:"gpu_utilization_percent"`
+	GPUs            int     `json:"gpus"`
+	UnavailableHrs  float64 `json:"gpu_hours_unavailable"`
+	XIDs            float64 `json:"xids"`
+	GPUsWithErrors  int     `json:"gpus_with_errors"`
+	TaskSeriesCount int     `json:"task_gpu_series"`
+}
+
+// Usage is what one job, user or virtual cluster held and used.
+type Usage struct {
+	Name string `json:"name"`
+	// Username and VirtualCluster are set on jobs.
+	Username       string  `json:"username,omitempty"`
+	VirtualCluster string  `json:"virtual_cluster,omitempty"`
+	GPUs           int     `json:"gpus"`
+	HeldHours      float64 `json:"gpu_hours_held"`
+	UsedHours      float64 `json:"gpu_hours_used"`
+	Efficiency     float64 `json:"efficiency"`
+	IdleHours      float64 `json:"gpu_hours_idle"`
+	IdleHeldHours  float64 `json:"gpu_hours_idle_held"`
+	UnknownHours   float64 `json:"gpu_hours_unknown"`
+	PeakUtil       float64 `json:"peak_utilization_percent"`
+	MedianUtil     float64 `json:"median_utilization_percent"`
+}
+
+// GPU is one GPU's availability and errors in the period.
+type GPU struct {
+	Node             string     `json:"node_name"`
+	MinorNumber      string     `json:"minor_number"`
+	UUID             string     `json:"uuid"`
+	AvailableHours   float64    `json:"hours_available"`
+	UnavailableHours float64    `json:"hours_unavailable"`
+	UnknownHours     float64    `json:"hours_unknown"`
+	XIDs             []XIDCount `json:"xids"`
+	ECCSingle        float64    `json:"ecc_single_bit"`
+	ECCDouble        float64    `json:"ecc_double_bit"`
+	RetiredPages     float64    `json:"retired_pages"`
+	RemappedRows     float64    `json:"remapped_rows"`
+	RemapPending     bool       `json:"remap_pending"`
+	RemapFailed      bool       `json:"remap_failed"`
+}
+
+// XIDCount is how often one XID code occurred on a GPU in the period, and what to do about it.
+type XIDCount struct {
+	Code    string  `json:"xid"`
+	Count   float64 `json:"count"`
+	Class   string  `json:"class"`
+	Meaning string  `json:"meaning"`
+	Action  string  `json:"action"`
+}
+
+// BucketSeries is a mean utilization per time bucket; NaN (null in JSON) where nothing is known.
+type BucketSeries struct {
+	Name   string    `json:"name"`
+	Values []JSONNum `json:"values"`
+}
+
+// JSONNum is a float that encodes NaN as null.
+type JSONNum float64
+
+func (n JSONNum) MarshalJSON() ([]byte, error) {
+	if math.IsNaN(float64(n)) {
+		return []byte("null"), nil
+	}
+	return strconv.AppendFloat(nil, float64(n), 'g', -1, 64), nil
+}
+
+const msPerHour = float64(time.Hour / time.Millisecond)
+
+// Build queries the API and computes the report.
+func Build(ctx context.Context, api v1.API, o Options) (*Report, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	f := fetcher{api: api, chunk: o.Chunk}
+	from, to := o.Start.Add(-o.MaxGap), o.End.Add(o.MaxGap)
+	get := func(selector string) ([]series, error) { return f.raw(ctx, selector, from, to) }
+	in := inputs{}
+	for _, q := range []struct {
+		dst      *[]series
+		selector string
+	}{
+		{&in.taskUtil, metricTaskGPU}, {&in.taskMem, metricTaskGPUMemory},
+		{&in.gpuUtil, metricGPUUtil}, {&in.gpuUp, metricGPUUp}, {&in.xid, metricXID},
+		{&in.ecc, metricECC}, {&in.retired, metricRetiredPages}, {&in.remapped, metricRemappedRows},
+		{&in.remapPending, metricRemapPending}, {&in.remapFailed, metricRemapFailed},
+	} {
+		s, err := get(q.selector)
+		if err != nil {
+			return nil, err
+		}
+		*q.dst = s
+	}
+	return compute(in, o), nil
+}
+
+// inputs are the raw series a report is computed from.
+type inputs struct {
+	taskUtil, taskMem, gpuUtil, gpuUp, xid, ecc, retired, remapped, remapPending, remapFailed []series
+}
+
+// usageAcc sums one group's task series.
+type usageAcc struct {
+	first          model.Metric
+	gpus           map[string]bool
+	heldMs, unkMs  int64
+	usedMsPct      float64 // Σ duration × utilization
+	idleMs, ihMs   int64
+	peak           float64
+	segments       []segment
+	usernames, vcs map[string]bool
+}
+
+func (a *usageAcc) usage(name string) Usage {
+	return Usage{
+		Name:          name,
+		GPUs:          len(a.gpus),
+		HeldHours:     float64(a.heldMs) / msPerHour,
+		UsedHours:     a.usedMsPct / 100 / msPerHour,
+		Efficiency:    a.usedMsPct / 100 / float64(a.heldMs),
+		IdleHours:     float64(a.idleMs) / msPerHour,
+		IdleHeldHours: float64(a.ihMs) / msPerHour,
+		UnknownHours:  float64(a.unkMs) / msPerHour,
+		PeakUtil:      a.peak,
+		MedianUtil:    timeMedian(a.segments),
+	}
+}
+
+func gpuKey(l model.Metric) string {
+	return string(l[labelNode]) + "\x00" + string(l[labelMinor]) + "\x00" + string(l[labelUUID])
+}
+
+func compute(in inputs, o Options) *Report {
+	w := window{o.Start.UnixMilli(), o.End.UnixMilli()}
+	maxGap := o.MaxGap.Milliseconds()
+	r := &Report{
+		Start: o.Start.UTC(), End: o.End.UTC(),
+		Options: ReportOpts{
+			MaxGapSeconds: o.MaxGap.Seconds(), IdleBelow: o.IdleBelow,
+			IdleHeldUtilBelow: o.IdleHeldUtilBelow, IdleHeldMemoryAtLeast: o.IdleHeldMemoryAtLeast,
+		},
+		BucketSeconds: o.Bucket.Seconds(),
+	}
+
+	memBySeries := map[model.Fingerprint][]segment{}
+	for _, s := range in.taskMem {
+		memBySeries[s.labels.Fingerprint()] = stepTimeline(s.samples, w, maxGap).segments
+	}
+	groups := map[string]map[string]*usageAcc{labelJob: {}, labelUser: {}, labelVirtualCluster: {}}
+	bucketWidth := o.Bucket.Milliseconds()
+	buckets := int((w.end - w.start + bucketWidth - 1) / bucketWidth)
+	jobBuckets := map[string][2][]float64{}
+	var total usageAcc
+	for _, s := range in.taskUtil {
+		tl := stepTimeline(s.samples, w, maxGap)
+		if len(tl.segments) == 0 && tl.unknownMs == 0 {
+			continue
+		}
+		r.Summary.TaskSeriesCount++
+		var one usageAcc
+		one.unkMs = tl.unknownMs
+		one.segments = tl.segments
+		for _, seg := range tl.segments {
+			d := seg.duration()
+			one.heldMs += d
+			one.usedMsPct += float64(d) * seg.v
+			if seg.v < o.IdleBelow {
+				one.idleMs += d
+			}
+			one.peak = max(one.peak, seg.v)
+		}
+		intersect(tl.segments, memBySeries[s.labels.Fingerprint()], func(start, end int64, util, mem float64) {
+			if util < o.IdleHeldUtilBelow && mem >= o.IdleHeldMemoryAtLeast {
+				one.ihMs += end - start
+			}
+		})
+		for _, acc := range append(groupAccs(groups, s.labels), &total) {
+			acc.add(&one, s.labels)
+		}
+		job := string(s.labels[labelJob])
+		jb, ok := jobBuckets[job]
+		if !ok {
+			jb = [2][]float64{make([]float64, buckets), make([]float64, buckets)}
+			jobBuckets[job] = jb
+		}
+		bucketAverages(tl.segments, w.start, bucketWidth, buckets, jb[0], jb[1])
+	}
+	r.Jobs = usages(groups[labelJob], true)
+	r.Users = usages(groups[labelUser], false)
+	r.VirtualClusters = usages(groups[labelVirtualCluster], false)
+	if total.heldMs > 0 {
+		t := total.usage("")
+		r.Summary.HeldHours, r.Summary.UsedHours, r.Summary.Efficiency = t.HeldHours, t.UsedHours, t.Efficiency
+		r.Summary.IdleHours, r.Summary.IdleHeldHours, r.Summary.UnknownHours = t.IdleHours, t.IdleHeldHours, t.UnknownHours
+	}
+	for _, j := range r.Jobs {
+		jb := jobBuckets[j.Name]
+		r.JobUtil = append(r.JobUtil, BucketSeries{Name: j.Name, Values: ratios(jb[0], jb[1])})
+	}
+
+	nodeBuckets := map[string][2][]float64{}
+	var utilMsPct float64
+	var utilMs int64
+	for _, s := range in.gpuUtil {
+		tl := stepTimeline(s.samples, w, maxGap)
+		node := string(s.labels[labelNode])
+		nb, ok := nodeBuckets[node]
+		if !ok {
+			nb = [2][]float64{make([]float64, buckets), make([]float64, buckets)}
+			nodeBuckets[node] = nb
+		}
+		bucketAverages(tl.segments, w.start, bucketWidth, buckets, nb[0], nb[1])
+		for _, seg := range tl.segments {
+			utilMsPct += float64(seg.duration()) * seg.v
+			utilMs += seg.duration()
+		}
+	}
+	if utilMs > 0 {
+		r.Summary.GPUUtilization = utilMsPct / float64(utilMs)
+	}
+	for _, node := range sortedKeys(nodeBuckets) {
+		nb := nodeBuckets[node]
+		r.NodeUtil = append(r.NodeUtil, BucketSeries{Name: node, Values: ratios(nb[0], nb[1])})
+	}
+
+	r.GPUs = gpus(in, w, maxGap)
+	r.Summary.GPUs = len(r.GPUs)
+	for _, g := range r.GPUs {
+		r.Summary.UnavailableHrs += g.UnavailableHours
+		errs := g.ECCDouble + g.RemappedRows + g.RetiredPages
+		for _, x := range g.XIDs {
+			r.Summary.XIDs += x.Count
+			errs += x.Count
+		}
+		if errs > 0 || g.RemapFailed || g.RemapPending {
+			r.Summary.GPUsWithErrors++
+		}
+	}
+	return r
+}
+
+func groupAccs(groups map[string]map[string]*usageAcc, labels model.Metric) []*usageAcc {
+	out := make([]*usageAcc, 0, len(groups)+1)
+	for label, byName := range groups {
+		name := string(labels[model.LabelName(label)])
+		acc := byName[name]
+		if acc == nil {
+			acc = &usageAcc{gpus: map[string]bool{}, usernames: map[string]bool{}, vcs: map[string]bool{}}
+			byName[name] = acc
+		}
+		out = append(out, acc)
+	}
+	return out
+}
+
+func (a *usageAcc) add(one *usageAcc, labels model.Metric) {
+	if a.gpus == nil {
+		a.gpus, a.usernames, a.vcs = map[string]bool{}, map[string]bool{}, map[string]bool{}
+	}
+	a.gpus[gpuKey(labels)] = true
+	a.usernames[string(labels[labelUser])] = true
+	a.vcs[string(labels[labelVirtualCluster])] = true
+	a.heldMs += one.heldMs
+	a.unkMs += one.unkMs
+	a.usedMsPct += one.usedMsPct
+	a.idleMs += one.idleMs
+	a.ihMs += one.ihMs
+	a.peak = max(a.peak, one.peak)
+	a.segments = append(a.segments, one.segments...)
+}
+
+// usages lists groups by GPU-hours held, most first; groups with no known time are left out.
+func usages(byName map[string]*usageAcc, job bool) []Usage {
+	var out []Usage
+	for name, acc := range byName {
+		if acc.heldMs == 0 {
+			continue
+		}
+		u := acc.usage(name)
+		if job {
+			u.Username, u.VirtualCluster = joinKeys(acc.usernames), joinKeys(acc.vcs)
+		}
+		out = append(out, u)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].HeldHours != out[j].HeldHours {
+			return out[i].HeldHours > out[j].HeldHours
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+func gpus(in inputs, w window, maxGap int64) []GPU {
+	byKey := map[string]*GPU{}
+	get := func(l model.Metric) *GPU {
+		k := gpuKey(l)
+		g := byKey[k]
+		if g == nil {
+			g = &GPU{Node: string(l[labelNode]), MinorNumber: string(l[labelMinor]), UUID: string(l[labelUUID]), XIDs: []XIDCount{}}
+			byKey[k] = g
+		}
+		return g
+	}
+	for _, s := range in.gpuUp {
+		var upMs, downMs int64
+		tl := stepTimeline(s.samples, w, maxGap)
+		for _, seg := range tl.segments {
+			if seg.v == 0 {
+				downMs += seg.duration()
+			} else {
+				upMs += seg.duration()
+			}
+		}
+		g := get(s.labels)
+		g.AvailableHours += float64(upMs) / msPerHour
+		g.UnavailableHours += float64(downMs) / msPerHour
+		g.UnknownHours += float64(tl.unknownMs) / msPerHour
+	}
+	for _, s := range in.xid {
+		n := counterIncrease(s.samples, w)
+		if n == 0 {
+			continue
+		}
+		g := get(s.labels)
+		code := string(s.labels[labelXID])
+		c, _ := strconv.ParseUint(code, 10, 32)
+		info := gpureceiver.LookupXID(c)
+		if class := string(s.labels[labelXIDClass]); class != "" {
+			info.Severity = class
+		}
+		g.XIDs = append(g.XIDs, XIDCount{Code: code, Count: n, Class: info.Severity, Meaning: info.Meaning, Action: info.Action})
+	}
+	for _, s := range in.ecc {
+		n := counterIncrease(s.samples, w)
+		switch s.labels[labelType] {
+		case "single":
+			get(s.labels).ECCSingle += n
+		case "double":
+			get(s.labels).ECCDouble += n
+		}
+	}
+	for _, s := range in.retired {
+		get(s.labels).RetiredPages += counterIncrease(s.samples, w)
+	}
+	for _, s := range in.remapped {
+		get(s.labels).RemappedRows += counterIncrease(s.samples, w)
+	}
+	for _, flag := range []struct {
+		in  []series
+		set func(*GPU)
+	}{
+		{in.remapPending, func(g *GPU) { g.RemapPending = true }},
+		{in.remapFailed, func(g *GPU) { g.RemapFailed = true }},
+	} {
+		for _, s := range flag.in {
+			for _, seg := range stepTimeline(s.samples, w, maxGap).segments {
+				if seg.v > 0 {
+					flag.set(get(s.labels))
+					break
+				}
+			}
+		}
+	}
+	out := make([]GPU, 0, len(byKey))
+	for _, g := range byKey {
+		sort.Slice(g.XIDs, func(i, j int) bool { return xidLess(g.XIDs[i].Code, g.XIDs[j].Code) })
+		out = append(out, *g)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Node != out[j].Node {
+			return out[i].Node < out[j].Node
+		}
+		return xidLess(out[i].MinorNumber, out[j].MinorNumber)
+	})
+	return out
+}
+
+// xidLess orders numeric strings by number, others after them by text.
+func xidLess(a, b string) bool {
+	na, ea := strconv.Atoi(a)
+	nb, eb := strconv.Atoi(b)
+	if ea == nil && eb == nil {
+		return na < nb
+	}
+	return a < b
+}
+
+func ratios(sum, known []float64) []JSONNum {
+	out := make([]JSONNum, len(sum))
+	for i := range sum {
+		out[i] = JSONNum(math.NaN())
+		if known[i] > 0 {
+			out[i] = JSONNum(sum[i] / known[i])
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func joinKeys(set map[string]bool) string {
+	keys := sortedKeys(set)
+	out := ""
+	for i, k := range keys {
+		if i > 0 {
+			out += ","
+		}
+		out += k
+	}
+	return out
+}
