@@ -180,6 +180,16 @@ func (n JSONNum) MarshalJSON() ([]byte, error) {
 	return strconv.AppendFloat(nil, float64(n), 'g', -1, 64), nil
 }
 
+func (n *JSONNum) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*n = JSONNum(math.NaN())
+		return nil
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	*n = JSONNum(f)
+	return err
+}
+
 const msPerHour = float64(time.Hour / time.Millisecond)
 
 // Build queries the API and computes the report.
@@ -397,13 +407,18 @@ func usages(byName map[string]*usageAcc, job bool) []Usage {
 		}
 		out = append(out, u)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].HeldHours != out[j].HeldHours {
-			return out[i].HeldHours > out[j].HeldHours
-		}
-		return out[i].Name < out[j].Name
-	})
+	sortUsages(out, func(u Usage) float64 { return u.HeldHours })
 	return out
+}
+
+// sortUsages orders rows by key, largest first, then by name.
+func sortUsages(rows []Usage, key func(Usage) float64) {
+	sort.Slice(rows, func(i, j int) bool {
+		if ki, kj := key(rows[i]), key(rows[j]); ki != kj {
+			return ki > kj
+		}
+		return rows[i].Name < rows[j].Name
+	})
 }
 
 func gpus(in inputs, w window, maxGap int64) []GPU {

@@ -270,9 +270,17 @@ func knownOptions() Options {
 // bob~infer, b0: known 30 (t0+30m..1h) + 40 (1h20m..2h) at 20, 60 at 0; 20 unknown (the gap);
 // framebuffer 10 % all along, so its 60 idle minutes are idle-held.
 // alice~eval, b0: 60 at 90.
-func TestReportAgainstHandComputation(t *testing.T) {
+func TestReport(t *testing.T) {
 	r, err := Build(context.Background(), startKnownPrometheus(t), knownOptions())
 	require.NoError(t, err)
+	t.Run("equals the hand computation", func(t *testing.T) { assertHandComputation(t, r) })
+	dir := t.TempDir()
+	require.NoError(t, Write(dir, r))
+	t.Run("json and csv carry the same numbers", func(t *testing.T) { assertFiles(t, dir, r) })
+	t.Run("page renders in chromium", func(t *testing.T) { assertPageRenders(t, dir, r) })
+}
+
+func assertHandComputation(t *testing.T, r *Report) {
 	h := func(minutes float64) float64 { return minutes / 60 }
 
 	train := Usage{Name: "alice~train", Username: "alice", VirtualCluster: "prod", GPUs: 2,
