@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/palette/moreland"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 )
 
@@ -42,8 +44,47 @@ func pngDataURL(p *plot.Plot, w, h vg.Length) (string, error) {
 	return "data:image/png;base64," + base64.StdEncoding.EncodeToString(buf.Bytes()), nil
 }
 
+// newPlot is a plot in the page's sans-serif type (gonum's default is serif).
+func newPlot(title string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	sans := font.Font{Typeface: "Liberation", Variant: "Sans"}
+	for _, st := range []*text.Style{&p.Title.TextStyle, &p.X.Label.TextStyle, &p.Y.Label.TextStyle,
+		&p.X.Tick.Label, &p.Y.Tick.Label, &p.Legend.TextStyle} {
+		st.Font.Typeface, st.Font.Variant = sans.Typeface, sans.Variant
+	}
+	p.Legend.TextStyle.Font.Size = vg.Points(9)
+	return p
+}
+
 func timeAxis(p *plot.Plot) {
-	p.X.Tick.Marker = plot.TimeTicks{Format: "Mon Jan 2\n15:04 UTC"}
+	p.X.Tick.Marker = calendarTicks{}
+	p.X.Label.Text = "UTC"
+}
+
+// calendarTicks marks days (or hours, for short periods) at round UTC times.
+type calendarTicks struct{}
+
+func (calendarTicks) Ticks(lo, hi float64) []plot.Tick {
+	major, minor, format := 24*time.Hour, 6*time.Hour, "Mon 2 Jan"
+	switch span := time.Duration(hi-lo) * time.Second; {
+	case span < 12*time.Hour:
+		major, minor, format = time.Hour, 15*time.Minute, "15:04"
+	case span < 48*time.Hour:
+		major, minor, format = 6*time.Hour, time.Hour, "Jan 2 15:04"
+	}
+	var ticks []plot.Tick
+	for t := time.Unix(int64(lo), 0).UTC().Truncate(minor); float64(t.Unix()) <= hi; t = t.Add(minor) {
+		if float64(t.Unix()) < lo {
+			continue
+		}
+		tick := plot.Tick{Value: float64(t.Unix())}
+		if t.Truncate(major).Equal(t) {
+			tick.Label = t.Format(format)
+		}
+		ticks = append(ticks, tick)
+	}
+	return ticks
 }
 
 // bucketTime is the middle of bucket i, in Unix seconds.
@@ -57,11 +98,10 @@ func jobUtilChart(r *Report) (*Chart, error) {
 	if len(r.JobUtil) == 0 {
 		return nil, nil
 	}
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("GPU utilization per job (mean per %s, the %d jobs holding most GPU-hours)", bucketName(r), min(topJobs, len(r.JobUtil)))
+	p := newPlot(fmt.Sprintf("GPU utilization per job (mean per %s, the %d jobs holding most GPU-hours)", bucketName(r), min(topJobs, len(r.JobUtil))))
 	p.Y.Label.Text = "utilization %"
 	// Room above 100 % for the legend.
-	p.Y.Min, p.Y.Max = 0, 100+12*float64(min(topJobs, len(r.JobUtil)))/2
+	p.Y.Min, p.Y.Max = 0, 100+3*float64(min(topJobs, len(r.JobUtil)))
 	p.Y.Tick.Marker = plot.ConstantTicks([]plot.Tick{{Value: 0, Label: "0"}, {Value: 25, Label: "25"}, {Value: 50, Label: "50"}, {Value: 75, Label: "75"}, {Value: 100, Label: "100"}})
 	p.Legend.Top = true
 	timeAxis(p)
@@ -84,7 +124,7 @@ func jobUtilChart(r *Report) (*Chart, error) {
 			p.Legend.Add(s.Name, legendLine)
 		}
 	}
-	url, err := pngDataURL(p, chartWidth, 4.5*vg.Inch)
+	url, err := pngDataURL(p, chartWidth, 5.5*vg.Inch)
 	if err != nil {
 		return nil, err
 	}
@@ -131,8 +171,7 @@ func idleByUserChart(r *Report) (*Chart, error) {
 		j := len(users) - 1 - i
 		idle[j], idleHeld[j], names[j] = u.IdleHours, u.IdleHeldHours, u.Name
 	}
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Idle GPU-hours by user (utilization below %g %%)", r.Options.IdleBelow)
+	p := newPlot(fmt.Sprintf("Idle GPU-hours by user (utilization below %g %%)", r.Options.IdleBelow))
 	p.X.Label.Text = "GPU-hours"
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
@@ -184,8 +223,7 @@ func nodeHeatMap(r *Report) ([]*Chart, error) {
 	h := plotter.NewHeatMap(nodeGrid{r}, cm.Palette(101))
 	h.Min, h.Max = 0, 100
 	h.NaN = color.RGBA{R: 0xdd, G: 0xdd, B: 0xdd, A: 0xff}
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("GPU utilization per node (mean of its GPUs per %s; grey: unknown)", bucketName(r))
+	p := newPlot(fmt.Sprintf("GPU utilization per node (mean of its GPUs per %s; grey: unknown)", bucketName(r)))
 	timeAxis(p)
 	p.Add(h)
 	names := make([]string, len(r.NodeUtil))
@@ -197,7 +235,7 @@ func nodeHeatMap(r *Report) ([]*Chart, error) {
 	if err != nil {
 		return nil, err
 	}
-	scale := plot.New()
+	scale := newPlot("")
 	scale.HideY()
 	scale.X.Label.Text = "utilization %"
 	scale.Add(&plotter.ColorBar{ColorMap: cm})
