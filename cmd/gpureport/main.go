@@ -121,6 +121,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, now time.Time) er
 	if err != nil {
 		return err
 	}
+	for _, w := range r.Warnings {
+		fmt.Fprintln(stderr, "gpureport: warning from the server:", w)
+	}
 	if err := report.Write(c.out, r); err != nil {
 		return err
 	}

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"time"
 
-	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver"
@@ -95,6 +94,8 @@ type Report struct {
 	BucketSeconds float64        `json:"bucket_seconds"`
 	JobUtil       []BucketSeries `json:"job_utilization"`
 	NodeUtil      []BucketSeries `json:"node_utilization"`
+	// Warnings are the server's, such as a partial answer: the numbers may miss data.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ReportOpts records the thresholds a report was computed with.
@@ -107,18 +108,14 @@ type ReportOpts struct {
 
 // Summary is the cluster's week in a few numbers.
 type Summary struct {
-	HeldHours       float64 `json:"gpu_hours_held"`
-	UsedHours       float64 `json:"gpu_hours_used"`
-	Efficiency      float64 `json:"efficiency"`
-	IdleHours       float64 `json:"gpu_hours_idle"`
-	IdleHeldHours   float64 `json:"gpu_hours_idle_held"`
-	UnknownHours    float64 `json:"gpu_hours_unknown"`
-	GPUUtilization  float64 `json:"gpu_utilization_percent"`
-	GPUs            int     `json:"gpus"`
-	UnavailableHrs  float64 `json:"gpu_hours_unavailable"`
-	XIDs            float64 `json:"xids"`
-	GPUsWithErrors  int     `json:"gpus_with_errors"`
-	TaskSeriesCount int     `json:"task_gpu_series"`
+	// Jobs is every job together, named "all jobs".
+	Jobs             Usage   `json:"jobs"`
+	TaskSeries       int     `json:"task_gpu_series"`
+	GPUs             int     `json:"gpus"`
+	GPUUtilization   float64 `json:"gpu_utilization_percent"`
+	UnavailableHours float64 `json:"gpu_hours_unavailable"`
+	XIDs             float64 `json:"xids"`
+	GPUsWithErrors   int     `json:"gpus_with_errors"`
 }
 
 // Usage is what one job, user or virtual cluster held and used.
@@ -192,15 +189,15 @@ func (n *JSONNum) UnmarshalJSON(b []byte) error {
 
 const msPerHour = float64(time.Hour / time.Millisecond)
 
-// Build queries the API and computes the report.
-func Build(ctx context.Context, api v1.API, o Options) (*Report, error) {
+// Build queries the API (a v1.API) and computes the report.
+func Build(ctx context.Context, api querier, o Options) (*Report, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	f := fetcher{api: api, chunk: o.Chunk}
 	from, to := o.Start.Add(-o.MaxGap), o.End.Add(o.MaxGap)
-	get := func(selector string) ([]series, error) { return f.raw(ctx, selector, from, to) }
 	in := inputs{}
+	var warnings []string
 	for _, q := range []struct {
 		dst      *[]series
 		selector string
@@ -210,13 +207,16 @@ func Build(ctx context.Context, api v1.API, o Options) (*Report, error) {
 		{&in.ecc, metricECC}, {&in.retired, metricRetiredPages}, {&in.remapped, metricRemappedRows},
 		{&in.remapPending, metricRemapPending}, {&in.remapFailed, metricRemapFailed},
 	} {
-		s, err := get(q.selector)
+		s, warns, err := f.raw(ctx, q.selector, from, to)
 		if err != nil {
 			return nil, err
 		}
 		*q.dst = s
+		warnings = append(warnings, warns...)
 	}
-	return compute(in, o), nil
+	r := compute(in, o)
+	r.Warnings = warnings
+	return r, nil
 }
 
 // inputs are the raw series a report is computed from.
@@ -226,7 +226,6 @@ type inputs struct {
 
 // usageAcc sums one group's task series.
 type usageAcc struct {
-	first          model.Metric
 	gpus           map[string]bool
 	heldMs, unkMs  int64
 	usedMsPct      float64 // Σ duration × utilization
@@ -272,16 +271,14 @@ func compute(in inputs, o Options) *Report {
 		memBySeries[s.labels.Fingerprint()] = stepTimeline(s.samples, w, maxGap).segments
 	}
 	groups := map[string]map[string]*usageAcc{labelJob: {}, labelUser: {}, labelVirtualCluster: {}}
-	bucketWidth := o.Bucket.Milliseconds()
-	buckets := int((w.end - w.start + bucketWidth - 1) / bucketWidth)
-	jobBuckets := map[string][2][]float64{}
-	var total usageAcc
+	total := newUsageAcc()
+	jobBuckets, nodeBuckets := newBucketed(w, o.Bucket), newBucketed(w, o.Bucket)
 	for _, s := range in.taskUtil {
 		tl := stepTimeline(s.samples, w, maxGap)
 		if len(tl.segments) == 0 && tl.unknownMs == 0 {
 			continue
 		}
-		r.Summary.TaskSeriesCount++
+		r.Summary.TaskSeries++
 		var one usageAcc
 		one.unkMs = tl.unknownMs
 		one.segments = tl.segments
@@ -299,42 +296,27 @@ func compute(in inputs, o Options) *Report {
 				one.ihMs += end - start
 			}
 		})
-		for _, acc := range append(groupAccs(groups, s.labels), &total) {
+		for _, acc := range append(groupAccs(groups, s.labels), total) {
 			acc.add(&one, s.labels)
 		}
-		job := string(s.labels[labelJob])
-		jb, ok := jobBuckets[job]
-		if !ok {
-			jb = [2][]float64{make([]float64, buckets), make([]float64, buckets)}
-			jobBuckets[job] = jb
-		}
-		bucketAverages(tl.segments, w.start, bucketWidth, buckets, jb[0], jb[1])
+		jobBuckets.add(string(s.labels[labelJob]), tl.segments)
 	}
 	r.Jobs = usages(groups[labelJob], true)
 	r.Users = usages(groups[labelUser], false)
 	r.VirtualClusters = usages(groups[labelVirtualCluster], false)
+	r.Summary.Jobs = Usage{Name: "all jobs"}
 	if total.heldMs > 0 {
-		t := total.usage("")
-		r.Summary.HeldHours, r.Summary.UsedHours, r.Summary.Efficiency = t.HeldHours, t.UsedHours, t.Efficiency
-		r.Summary.IdleHours, r.Summary.IdleHeldHours, r.Summary.UnknownHours = t.IdleHours, t.IdleHeldHours, t.UnknownHours
+		r.Summary.Jobs = total.usage("all jobs")
 	}
 	for _, j := range r.Jobs {
-		jb := jobBuckets[j.Name]
-		r.JobUtil = append(r.JobUtil, BucketSeries{Name: j.Name, Values: ratios(jb[0], jb[1])})
+		r.JobUtil = append(r.JobUtil, jobBuckets.series(j.Name))
 	}
 
-	nodeBuckets := map[string][2][]float64{}
 	var utilMsPct float64
 	var utilMs int64
 	for _, s := range in.gpuUtil {
 		tl := stepTimeline(s.samples, w, maxGap)
-		node := string(s.labels[labelNode])
-		nb, ok := nodeBuckets[node]
-		if !ok {
-			nb = [2][]float64{make([]float64, buckets), make([]float64, buckets)}
-			nodeBuckets[node] = nb
-		}
-		bucketAverages(tl.segments, w.start, bucketWidth, buckets, nb[0], nb[1])
+		nodeBuckets.add(string(s.labels[labelNode]), tl.segments)
 		for _, seg := range tl.segments {
 			utilMsPct += float64(seg.duration()) * seg.v
 			utilMs += seg.duration()
@@ -343,15 +325,14 @@ func compute(in inputs, o Options) *Report {
 	if utilMs > 0 {
 		r.Summary.GPUUtilization = utilMsPct / float64(utilMs)
 	}
-	for _, node := range sortedKeys(nodeBuckets) {
-		nb := nodeBuckets[node]
-		r.NodeUtil = append(r.NodeUtil, BucketSeries{Name: node, Values: ratios(nb[0], nb[1])})
+	for _, node := range sortedKeys(nodeBuckets.sum) {
+		r.NodeUtil = append(r.NodeUtil, nodeBuckets.series(node))
 	}
 
 	r.GPUs = gpus(in, w, maxGap)
 	r.Summary.GPUs = len(r.GPUs)
 	for _, g := range r.GPUs {
-		r.Summary.UnavailableHrs += g.UnavailableHours
+		r.Summary.UnavailableHours += g.UnavailableHours
 		errs := g.ECCDouble + g.RemappedRows + g.RetiredPages
 		for _, x := range g.XIDs {
 			r.Summary.XIDs += x.Count
@@ -370,7 +351,7 @@ func groupAccs(groups map[string]map[string]*usageAcc, labels model.Metric) []*u
 		name := string(labels[model.LabelName(label)])
 		acc := byName[name]
 		if acc == nil {
-			acc = &usageAcc{gpus: map[string]bool{}, usernames: map[string]bool{}, vcs: map[string]bool{}}
+			acc = newUsageAcc()
 			byName[name] = acc
 		}
 		out = append(out, acc)
@@ -378,10 +359,11 @@ func groupAccs(groups map[string]map[string]*usageAcc, labels model.Metric) []*u
 	return out
 }
 
+func newUsageAcc() *usageAcc {
+	return &usageAcc{gpus: map[string]bool{}, usernames: map[string]bool{}, vcs: map[string]bool{}}
+}
+
 func (a *usageAcc) add(one *usageAcc, labels model.Metric) {
-	if a.gpus == nil {
-		a.gpus, a.usernames, a.vcs = map[string]bool{}, map[string]bool{}, map[string]bool{}
-	}
 	a.gpus[gpuKey(labels)] = true
 	a.usernames[string(labels[labelUser])] = true
 	a.vcs[string(labels[labelVirtualCluster])] = true
@@ -516,12 +498,36 @@ func xidLess(a, b string) bool {
 	return a < b
 }
 
-func ratios(sum, known []float64) []JSONNum {
-	out := make([]JSONNum, len(sum))
+// bucketed sums segments per name (a job, a node) into the charts' time buckets.
+type bucketed struct {
+	start, width int64
+	n            int
+	sum, known   map[string][]float64
+}
+
+func newBucketed(w window, bucket time.Duration) *bucketed {
+	width := bucket.Milliseconds()
+	return &bucketed{
+		start: w.start, width: width, n: int((w.end - w.start + width - 1) / width),
+		sum: map[string][]float64{}, known: map[string][]float64{},
+	}
+}
+
+func (b *bucketed) add(name string, segments []segment) {
+	if b.sum[name] == nil {
+		b.sum[name], b.known[name] = make([]float64, b.n), make([]float64, b.n)
+	}
+	bucketAverages(segments, b.start, b.width, b.n, b.sum[name], b.known[name])
+}
+
+// series is the name's time-weighted mean per bucket, NaN where nothing is known.
+func (b *bucketed) series(name string) BucketSeries {
+	sum, known := b.sum[name], b.known[name]
+	out := BucketSeries{Name: name, Values: make([]JSONNum, len(sum))}
 	for i := range sum {
-		out[i] = JSONNum(math.NaN())
+		out.Values[i] = JSONNum(math.NaN())
 		if known[i] > 0 {
-			out[i] = JSONNum(sum[i] / known[i])
+			out.Values[i] = JSONNum(sum[i] / known[i])
 		}
 	}
 	return out

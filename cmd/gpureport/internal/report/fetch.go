@@ -23,28 +23,40 @@ type series struct {
 // (`selector[chunk]`), which return every stored sample rather than values resampled at a step,
 // in chunks so that no answer grows past the server's sample limit.
 type fetcher struct {
-	api   v1.API
+	api   querier
 	chunk time.Duration
 }
 
+// querier is the part of the Prometheus API client that the report uses.
+type querier interface {
+	Query(ctx context.Context, query string, ts time.Time, opts ...v1.Option) (model.Value, v1.Warnings, error)
+}
+
 // raw returns every series matching selector with its samples in [from, to], joined across
-// chunks and without duplicates (Prometheus 2 includes both ends of a range, 3 only the last).
-func (f fetcher) raw(ctx context.Context, selector string, from, to time.Time) ([]series, error) {
+// chunks and without duplicates (Prometheus 2 includes both ends of a range, 3 only the last),
+// and the server's warnings (a partial answer, for one).
+func (f fetcher) raw(ctx context.Context, selector string, from, to time.Time) ([]series, []string, error) {
+	var warnings []string
 	bySeries := map[model.Fingerprint]*series{}
-	rangeSel := fmt.Sprintf("%s[%s]", selector, model.Duration(f.chunk))
-	// The first range starts a millisecond early so that a left-open range still holds `from`.
-	for at := from.Add(f.chunk - time.Millisecond); ; at = at.Add(f.chunk) {
+	// Each range reaches a millisecond into the one before, so that a left-open range (Prometheus
+	// 3) still holds the sample at its start; the overlap is dropped below.
+	rangeSel := fmt.Sprintf("%s[%s]", selector, model.Duration(f.chunk+time.Millisecond))
+	for at := from.Add(f.chunk); ; at = at.Add(f.chunk) {
 		evalAt := at
 		if evalAt.After(to) {
 			evalAt = to
 		}
-		val, _, err := f.api.Query(ctx, rangeSel, evalAt)
+		val, warns, err := f.api.Query(ctx, rangeSel, evalAt)
+		at := evalAt.UTC().Format(time.RFC3339)
 		if err != nil {
-			return nil, fmt.Errorf("query %s at %s: %w", rangeSel, evalAt.UTC().Format(time.RFC3339), err)
+			return nil, nil, fmt.Errorf("query %s at %s: %w", rangeSel, at, err)
+		}
+		for _, w := range warns {
+			warnings = append(warnings, fmt.Sprintf("query %s at %s: %s", rangeSel, at, w))
 		}
 		matrix, ok := val.(model.Matrix)
 		if !ok {
-			return nil, fmt.Errorf("query %s: want a range vector, got %s", rangeSel, val.Type())
+			return nil, nil, fmt.Errorf("query %s: want a range vector, got %s", rangeSel, val.Type())
 		}
 		for _, ss := range matrix {
 			labels := ss.Metric.Clone()
@@ -75,5 +87,5 @@ func (f fetcher) raw(ctx context.Context, selector string, from, to time.Time) (
 		out = append(out, *s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].labels.String() < out[j].labels.String() })
-	return out, nil
+	return out, warnings, nil
 }

@@ -318,18 +318,17 @@ func assertHandComputation(t *testing.T, r *Report) {
 	assertUsages(t, []Usage{prod, dev}, r.VirtualClusters)
 
 	s := r.Summary
-	assert.InDelta(t, h(655), s.HeldHours, 1e-12)
-	assert.InDelta(t, h(231+14+54), s.UsedHours, 1e-12)
-	assert.InDelta(t, 299.0/655, s.Efficiency, 1e-12)
-	assert.InDelta(t, h(225), s.IdleHours, 1e-12)
-	assert.InDelta(t, h(120), s.IdleHeldHours, 1e-12)
-	assert.InDelta(t, h(35), s.UnknownHours, 1e-12)
-	assert.Equal(t, 4, s.TaskSeriesCount)
+	assertUsages(t, []Usage{{Name: "all jobs", GPUs: 3,
+		HeldHours: h(655), UsedHours: h(231 + 14 + 54), Efficiency: 299.0 / 655,
+		IdleHours: h(225), IdleHeldHours: h(120), UnknownHours: h(35), PeakUtil: 100,
+		// 0 % for 105 + 60, 5 % for 60 (225), 20 % for 70 (295), 50 % for 120 (415 ≥ 327.5).
+		MedianUtil: 50}}, []Usage{s.Jobs})
+	assert.Equal(t, 4, s.TaskSeries)
 	// gpu_utilization over the known time of every GPU: a0 240 min, a1 225, b0 220 (the gap
 	// is unknown); b0 idles at 0 % for its first 30 minutes.
 	assert.InDelta(t, (60*80+60*5+120*50+120*100+70*20+60*90.0)/(240+225+220), s.GPUUtilization, 1e-12)
 	assert.Equal(t, 3, s.GPUs)
-	assert.InDelta(t, 0.25, s.UnavailableHrs, 1e-12)
+	assert.InDelta(t, 0.25, s.UnavailableHours, 1e-12)
 	assert.Equal(t, 3.0+1+2, s.XIDs)
 	assert.Equal(t, 3, s.GPUsWithErrors)
 
