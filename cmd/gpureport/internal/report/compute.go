@@ -231,7 +231,7 @@ type usageAcc struct {
 	usedMsPct      float64 // Σ duration × utilization
 	idleMs, ihMs   int64
 	peak           float64
-	segments       []segment
+	timeAt         timeAtValue
 	usernames, vcs map[string]bool
 }
 
@@ -246,7 +246,7 @@ func (a *usageAcc) usage(name string) Usage {
 		IdleHeldHours: float64(a.ihMs) / msPerHour,
 		UnknownHours:  float64(a.unkMs) / msPerHour,
 		PeakUtil:      a.peak,
-		MedianUtil:    timeMedian(a.segments),
+		MedianUtil:    a.timeAt.median(),
 	}
 }
 
@@ -281,7 +281,8 @@ func compute(in inputs, o Options) *Report {
 		r.Summary.TaskSeries++
 		var one usageAcc
 		one.unkMs = tl.unknownMs
-		one.segments = tl.segments
+		one.timeAt = timeAtValue{}
+		one.timeAt.add(tl.segments)
 		for _, seg := range tl.segments {
 			d := seg.duration()
 			one.heldMs += d
@@ -360,7 +361,7 @@ func groupAccs(groups map[string]map[string]*usageAcc, labels model.Metric) []*u
 }
 
 func newUsageAcc() *usageAcc {
-	return &usageAcc{gpus: map[string]bool{}, usernames: map[string]bool{}, vcs: map[string]bool{}}
+	return &usageAcc{gpus: map[string]bool{}, usernames: map[string]bool{}, vcs: map[string]bool{}, timeAt: timeAtValue{}}
 }
 
 func (a *usageAcc) add(one *usageAcc, labels model.Metric) {
@@ -373,7 +374,9 @@ func (a *usageAcc) add(one *usageAcc, labels model.Metric) {
 	a.idleMs += one.idleMs
 	a.ihMs += one.ihMs
 	a.peak = max(a.peak, one.peak)
-	a.segments = append(a.segments, one.segments...)
+	for v, ms := range one.timeAt {
+		a.timeAt[v] += ms
+	}
 }
 
 // usages lists groups by GPU-hours held, most first; groups with no known time are left out.

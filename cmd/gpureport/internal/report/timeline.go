@@ -3,10 +3,7 @@
 
 package report // import "github.com/otelcol-gpu/otelcol-gpu/cmd/gpureport/internal/report"
 
-import (
-	"slices"
-	"sort"
-)
+import "slices"
 
 // sample is one raw sample of a series: a time in Unix milliseconds (Prometheus's resolution)
 // and its value.
@@ -55,7 +52,7 @@ func (w window) clip(start, end int64) (int64, int64, bool) {
 //
 // samples must be sorted by time without duplicates.
 func stepTimeline(samples []sample, w window, maxGap int64) timeline {
-	var tl timeline
+	tl := timeline{segments: make([]segment, 0, len(samples))}
 	for i, s := range samples {
 		var end int64
 		if i+1 < len(samples) && samples[i+1].t-s.t <= maxGap {
@@ -124,25 +121,35 @@ func intersect(a, b []segment, f func(start, end int64, va, vb float64)) {
 	}
 }
 
-// timeMedian is the time-weighted median of the segments' values: the smallest value v such that
-// the series spent at least half of its known time at or below v. Zero for no segments.
-func timeMedian(segments []segment) float64 {
-	if len(segments) == 0 {
-		return 0
+// timeAtValue is how long a series (or a group of them) held each value, in milliseconds:
+// enough for a time-weighted median without keeping the series, and small, since utilization
+// takes few distinct values.
+type timeAtValue map[float64]int64
+
+func (tv timeAtValue) add(segments []segment) {
+	for _, s := range segments {
+		tv[s.v] += s.duration()
 	}
-	sorted := slices.Clone(segments)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].v < sorted[j].v })
-	var total, cum int64
-	for _, s := range sorted {
-		total += s.duration()
+}
+
+// median is the smallest value v such that at least half of the time was spent at or below v;
+// zero for no time.
+func (tv timeAtValue) median() float64 {
+	values := make([]float64, 0, len(tv))
+	var total int64
+	for v, ms := range tv {
+		values = append(values, v)
+		total += ms
 	}
-	for _, s := range sorted {
-		cum += s.duration()
+	slices.Sort(values)
+	var cum int64
+	for _, v := range values {
+		cum += tv[v]
 		if 2*cum >= total {
-			return s.v
+			return v
 		}
 	}
-	return sorted[len(sorted)-1].v
+	return 0
 }
 
 // bucketAverages is the time-weighted mean value of the segments in each of n buckets of width

@@ -47,7 +47,7 @@ func TestStepTimeline(t *testing.T) {
 			name:    "a lone sample covers nothing",
 			samples: ms(0, 7),
 			w:       window{0, 1000},
-			want:    timeline{},
+			want:    timeline{segments: []segment{}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,10 +66,17 @@ func TestCounterIncrease(t *testing.T) {
 }
 
 func TestTimeMedian(t *testing.T) {
-	assert.Equal(t, 0.0, timeMedian(nil))
-	assert.Equal(t, 5.0, timeMedian([]segment{{0, 10, 9}, {10, 30, 5}, {30, 31, 0}}))
+	median := func(segments ...segment) float64 {
+		tv := timeAtValue{}
+		tv.add(segments)
+		return tv.median()
+	}
+	assert.Equal(t, 0.0, median())
+	assert.Equal(t, 5.0, median(segment{0, 10, 9}, segment{10, 30, 5}, segment{30, 31, 0}))
 	// Exactly half the time at or below 1: the median is 1.
-	assert.Equal(t, 1.0, timeMedian([]segment{{0, 10, 1}, {10, 20, 3}}))
+	assert.Equal(t, 1.0, median(segment{0, 10, 1}, segment{10, 20, 3}))
+	// Time at one value adds up across segments.
+	assert.Equal(t, 2.0, median(segment{0, 4, 2}, segment{4, 10, 7}, segment{10, 14, 2}))
 }
 
 func TestIntersect(t *testing.T) {
