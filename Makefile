@@ -71,7 +71,7 @@ e2e: $(BIN)
 
 ## bench: collection cost (Go benchmarks) and whole-process CPU/RSS next to node_exporter
 bench: $(BIN)
-	$(GO) test -run '^$$' -bench . -benchmem ./receiver/...
+	$(GO) test -run '^$$' -bench . -benchmem ./receiver/... ./cmd/...
 	KUBE_APISERVER_BIN=$(KUBE_APISERVER) $(GO) test -tags e2e -run '^$$' -bench BenchmarkLargeCluster -benchtime 20x ./receiver/k8swatchdogreceiver/
 	$(GO) run ./bench/procload -otelcol $(BIN) -duration $(BENCH_DURATION)
 

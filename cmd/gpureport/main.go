@@ -65,6 +65,7 @@ func parseFlags(args []string, stderr io.Writer, now time.Time) (config, error) 
 	fs.Float64Var(&c.opts.IdleHeldMemoryAtLeast, "idle-held-memory-at-least", 1, "framebuffer use (%) from which an idle GPU counts as idle-held")
 	fs.DurationVar(&c.opts.Bucket, "bucket", time.Hour, "time resolution of the charts")
 	fs.DurationVar(&c.opts.Chunk, "chunk", 6*time.Hour, "time range of one query for raw samples (bounds the size of an answer)")
+	fs.IntVar(&c.opts.NodesPerQuery, "nodes-per-query", 16, "nodes whose raw samples are read and held at a time (bounds memory)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

@@ -52,6 +52,7 @@ func TestFlagsErrors(t *testing.T) {
 		{[]string{"-demo", "-max-gap", "0s"}, "max-gap must be positive"},
 		{[]string{"-demo", "-idle-below", "120"}, "idle thresholds are percentages between 0 and 100"},
 		{[]string{"-demo", "-bucket", "0s"}, "bucket and chunk must be positive"},
+		{[]string{"-demo", "-nodes-per-query", "0"}, "nodes-per-query must be positive"},
 		{[]string{"-demo", "stray"}, `unexpected arguments ["stray"]`},
 	} {
 		_, err := parseFlags(tc.args, io.Discard, now)

@@ -8,8 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -58,8 +61,10 @@ type Options struct {
 	IdleHeldMemoryAtLeast float64
 	// Bucket is the resolution of the charts' time axes.
 	Bucket time.Duration
-	// Chunk bounds the time range of one query.
-	Chunk time.Duration
+	// Chunk bounds the time range of one query, NodesPerQuery the nodes it reads; together they
+	// bound the memory a report needs.
+	Chunk         time.Duration
+	NodesPerQuery int
 }
 
 // Validate names the option at fault.
@@ -73,6 +78,9 @@ func (o Options) Validate() error {
 	}
 	if o.Bucket <= 0 || o.Chunk <= 0 {
 		errs = append(errs, errors.New("bucket and chunk must be positive"))
+	}
+	if o.NodesPerQuery <= 0 {
+		errs = append(errs, errors.New("nodes-per-query must be positive"))
 	}
 	if o.IdleBelow < 0 || o.IdleBelow > 100 || o.IdleHeldUtilBelow < 0 || o.IdleHeldUtilBelow > 100 || o.IdleHeldMemoryAtLeast < 0 || o.IdleHeldMemoryAtLeast > 100 {
 		errs = append(errs, errors.New("idle thresholds are percentages between 0 and 100"))
@@ -196,25 +204,43 @@ func Build(ctx context.Context, api querier, o Options) (*Report, error) {
 	}
 	f := fetcher{api: api, chunk: o.Chunk}
 	from, to := o.Start.Add(-o.MaxGap), o.End.Add(o.MaxGap)
-	in := inputs{}
-	var warnings []string
-	for _, q := range []struct {
-		dst      *[]series
-		selector string
-	}{
-		{&in.taskUtil, metricTaskGPU}, {&in.taskMem, metricTaskGPUMemory},
-		{&in.gpuUtil, metricGPUUtil}, {&in.gpuUp, metricGPUUp}, {&in.xid, metricXID},
-		{&in.ecc, metricECC}, {&in.retired, metricRetiredPages}, {&in.remapped, metricRemappedRows},
-		{&in.remapPending, metricRemapPending}, {&in.remapFailed, metricRemapFailed},
-	} {
-		s, warns, err := f.raw(ctx, q.selector, from, to)
-		if err != nil {
-			return nil, err
-		}
-		*q.dst = s
-		warnings = append(warnings, warns...)
+	nodes, warns, err := api.LabelValues(ctx, labelNode, []string{metricGPUUp, metricGPUUtil, metricTaskGPU}, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
 	}
-	r := compute(in, o)
+	warnings := slices.Clone(warns)
+	acc := newAccumulator(o)
+	// A few nodes at a time, so that memory holds one batch's raw samples, not the cluster's;
+	// the first batch also takes series without a node name.
+	batches := [][]string{{""}}
+	for _, node := range nodes {
+		if len(batches[len(batches)-1]) >= o.NodesPerQuery {
+			batches = append(batches, nil)
+		}
+		batches[len(batches)-1] = append(batches[len(batches)-1], regexp.QuoteMeta(string(node)))
+	}
+	for _, batch := range batches {
+		matcher := fmt.Sprintf("{%s=~%s}", labelNode, strconv.Quote(strings.Join(batch, "|")))
+		var in inputs
+		for _, q := range []struct {
+			dst    *[]series
+			metric string
+		}{
+			{&in.taskUtil, metricTaskGPU}, {&in.taskMem, metricTaskGPUMemory},
+			{&in.gpuUtil, metricGPUUtil}, {&in.gpuUp, metricGPUUp}, {&in.xid, metricXID},
+			{&in.ecc, metricECC}, {&in.retired, metricRetiredPages}, {&in.remapped, metricRemappedRows},
+			{&in.remapPending, metricRemapPending}, {&in.remapFailed, metricRemapFailed},
+		} {
+			s, warns, err := f.raw(ctx, q.metric+matcher, from, to)
+			if err != nil {
+				return nil, err
+			}
+			*q.dst = s
+			warnings = append(warnings, warns...)
+		}
+		acc.add(in)
+	}
+	r := acc.report()
 	r.Warnings = warnings
 	return r, nil
 }
@@ -254,34 +280,50 @@ func gpuKey(l model.Metric) string {
 	return string(l[labelNode]) + "\x00" + string(l[labelMinor]) + "\x00" + string(l[labelUUID])
 }
 
-func compute(in inputs, o Options) *Report {
-	w := window{o.Start.UnixMilli(), o.End.UnixMilli()}
-	maxGap := o.MaxGap.Milliseconds()
-	r := &Report{
-		Start: o.Start.UTC(), End: o.End.UTC(),
-		Options: ReportOpts{
-			MaxGapSeconds: o.MaxGap.Seconds(), IdleBelow: o.IdleBelow,
-			IdleHeldUtilBelow: o.IdleHeldUtilBelow, IdleHeldMemoryAtLeast: o.IdleHeldMemoryAtLeast,
-		},
-		BucketSeconds: o.Bucket.Seconds(),
-	}
+// accumulator sums batches of inputs into one report.
+type accumulator struct {
+	o                       Options
+	w                       window
+	maxGap                  int64
+	groups                  map[string]map[string]*usageAcc // by grouping label, then its value
+	total                   *usageAcc
+	taskSeries              int
+	jobBuckets, nodeBuckets *bucketed
+	utilMsPct               float64 // Σ duration × gpu_utilization
+	utilMs                  int64
+	gpus                    []GPU
+}
 
+func newAccumulator(o Options) *accumulator {
+	w := window{o.Start.UnixMilli(), o.End.UnixMilli()}
+	return &accumulator{
+		o: o, w: w, maxGap: o.MaxGap.Milliseconds(),
+		groups: map[string]map[string]*usageAcc{labelJob: {}, labelUser: {}, labelVirtualCluster: {}},
+		total:  newUsageAcc(), jobBuckets: newBucketed(w, o.Bucket), nodeBuckets: newBucketed(w, o.Bucket),
+	}
+}
+
+// compute is the report of one set of inputs.
+func compute(in inputs, o Options) *Report {
+	a := newAccumulator(o)
+	a.add(in)
+	return a.report()
+}
+
+// add takes in the series of some nodes: each GPU, and each task series, is in one batch only.
+func (a *accumulator) add(in inputs) {
+	o, w, maxGap := a.o, a.w, a.maxGap
 	memBySeries := map[model.Fingerprint][]segment{}
 	for _, s := range in.taskMem {
 		memBySeries[s.labels.Fingerprint()] = stepTimeline(s.samples, w, maxGap).segments
 	}
-	groups := map[string]map[string]*usageAcc{labelJob: {}, labelUser: {}, labelVirtualCluster: {}}
-	total := newUsageAcc()
-	jobBuckets, nodeBuckets := newBucketed(w, o.Bucket), newBucketed(w, o.Bucket)
 	for _, s := range in.taskUtil {
 		tl := stepTimeline(s.samples, w, maxGap)
 		if len(tl.segments) == 0 && tl.unknownMs == 0 {
 			continue
 		}
-		r.Summary.TaskSeries++
-		var one usageAcc
-		one.unkMs = tl.unknownMs
-		one.timeAt = timeAtValue{}
+		a.taskSeries++
+		one := usageAcc{unkMs: tl.unknownMs, timeAt: timeAtValue{}}
 		one.timeAt.add(tl.segments)
 		for _, seg := range tl.segments {
 			d := seg.duration()
@@ -297,40 +339,51 @@ func compute(in inputs, o Options) *Report {
 				one.ihMs += end - start
 			}
 		})
-		for _, acc := range append(groupAccs(groups, s.labels), total) {
+		for _, acc := range append(groupAccs(a.groups, s.labels), a.total) {
 			acc.add(&one, s.labels)
 		}
-		jobBuckets.add(string(s.labels[labelJob]), tl.segments)
+		a.jobBuckets.add(string(s.labels[labelJob]), tl.segments)
 	}
-	r.Jobs = usages(groups[labelJob], true)
-	r.Users = usages(groups[labelUser], false)
-	r.VirtualClusters = usages(groups[labelVirtualCluster], false)
-	r.Summary.Jobs = Usage{Name: "all jobs"}
-	if total.heldMs > 0 {
-		r.Summary.Jobs = total.usage("all jobs")
-	}
-	for _, j := range r.Jobs {
-		r.JobUtil = append(r.JobUtil, jobBuckets.series(j.Name))
-	}
-
-	var utilMsPct float64
-	var utilMs int64
 	for _, s := range in.gpuUtil {
 		tl := stepTimeline(s.samples, w, maxGap)
-		nodeBuckets.add(string(s.labels[labelNode]), tl.segments)
+		a.nodeBuckets.add(string(s.labels[labelNode]), tl.segments)
 		for _, seg := range tl.segments {
-			utilMsPct += float64(seg.duration()) * seg.v
-			utilMs += seg.duration()
+			a.utilMsPct += float64(seg.duration()) * seg.v
+			a.utilMs += seg.duration()
 		}
 	}
-	if utilMs > 0 {
-		r.Summary.GPUUtilization = utilMsPct / float64(utilMs)
-	}
-	for _, node := range sortedKeys(nodeBuckets.sum) {
-		r.NodeUtil = append(r.NodeUtil, nodeBuckets.series(node))
-	}
+	a.gpus = append(a.gpus, gpus(in, w, maxGap)...)
+}
 
-	r.GPUs = gpus(in, w, maxGap)
+func (a *accumulator) report() *Report {
+	o := a.o
+	r := &Report{
+		Start: o.Start.UTC(), End: o.End.UTC(),
+		Options: ReportOpts{
+			MaxGapSeconds: o.MaxGap.Seconds(), IdleBelow: o.IdleBelow,
+			IdleHeldUtilBelow: o.IdleHeldUtilBelow, IdleHeldMemoryAtLeast: o.IdleHeldMemoryAtLeast,
+		},
+		BucketSeconds:   o.Bucket.Seconds(),
+		Jobs:            usages(a.groups[labelJob], true),
+		Users:           usages(a.groups[labelUser], false),
+		VirtualClusters: usages(a.groups[labelVirtualCluster], false),
+		GPUs:            a.gpus,
+	}
+	r.Summary.TaskSeries = a.taskSeries
+	r.Summary.Jobs = Usage{Name: "all jobs"}
+	if a.total.heldMs > 0 {
+		r.Summary.Jobs = a.total.usage("all jobs")
+	}
+	for _, j := range r.Jobs {
+		r.JobUtil = append(r.JobUtil, a.jobBuckets.series(j.Name))
+	}
+	if a.utilMs > 0 {
+		r.Summary.GPUUtilization = a.utilMsPct / float64(a.utilMs)
+	}
+	for _, node := range sortedKeys(a.nodeBuckets.sum) {
+		r.NodeUtil = append(r.NodeUtil, a.nodeBuckets.series(node))
+	}
+	sort.SliceStable(r.GPUs, func(i, j int) bool { return gpuLess(r.GPUs[i], r.GPUs[j]) })
 	r.Summary.GPUs = len(r.GPUs)
 	for _, g := range r.GPUs {
 		r.Summary.UnavailableHours += g.UnavailableHours
@@ -482,13 +535,15 @@ func gpus(in inputs, w window, maxGap int64) []GPU {
 		sort.Slice(g.XIDs, func(i, j int) bool { return xidLess(g.XIDs[i].Code, g.XIDs[j].Code) })
 		out = append(out, *g)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Node != out[j].Node {
-			return out[i].Node < out[j].Node
-		}
-		return xidLess(out[i].MinorNumber, out[j].MinorNumber)
-	})
 	return out
+}
+
+// gpuLess orders GPUs by node, then by index.
+func gpuLess(a, b GPU) bool {
+	if a.Node != b.Node {
+		return a.Node < b.Node
+	}
+	return xidLess(a.MinorNumber, b.MinorNumber)
 }
 
 // xidLess orders numeric strings by number, others after them by text.

@@ -30,6 +30,7 @@ type fetcher struct {
 // querier is the part of the Prometheus API client that the report uses.
 type querier interface {
 	Query(ctx context.Context, query string, ts time.Time, opts ...v1.Option) (model.Value, v1.Warnings, error)
+	LabelValues(ctx context.Context, label string, matches []string, startTime, endTime time.Time, opts ...v1.Option) (model.LabelValues, v1.Warnings, error)
 }
 
 // raw returns every series matching selector with its samples in [from, to], joined across

@@ -55,6 +55,10 @@ func (f *fakeQuerier) Query(_ context.Context, query string, ts time.Time, _ ...
 	return m, f.warnings, nil
 }
 
+func (f *fakeQuerier) LabelValues(context.Context, string, []string, time.Time, time.Time, ...v1.Option) (model.LabelValues, v1.Warnings, error) {
+	return nil, nil, errors.New("not used by the fetcher")
+}
+
 func everyMinute(from, to time.Time) []model.SamplePair {
 	var out []model.SamplePair
 	for t := from; !t.After(to); t = t.Add(time.Minute) {

@@ -26,6 +26,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// sameNum compares numbers of the charts' series, where NaN (nothing known) equals NaN.
+var sameNum = cmp.Comparer(func(a, b JSONNum) bool { return a == b || math.IsNaN(float64(a)) && math.IsNaN(float64(b)) })
+
 // assertFiles reads report.json and the CSV files back: they must hold exactly the report's
 // numbers (which the hand computation has checked).
 func assertFiles(t *testing.T, dir string, r *Report) {
@@ -33,7 +36,6 @@ func assertFiles(t *testing.T, dir string, r *Report) {
 	require.NoError(t, err)
 	var back Report
 	require.NoError(t, json.Unmarshal(js, &back))
-	sameNum := cmp.Comparer(func(a, b JSONNum) bool { return a == b || math.IsNaN(float64(a)) && math.IsNaN(float64(b)) })
 	if d := cmp.Diff(*r, back, sameNum); d != "" {
 		t.Errorf("report.json differs from the report (-want +got):\n%s", d)
 	}

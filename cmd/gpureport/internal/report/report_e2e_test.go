@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/stretchr/testify/assert"
@@ -258,7 +259,7 @@ func knownOptions() Options {
 	return Options{
 		Start: t0, End: t0.Add(4 * time.Hour), MaxGap: 5 * time.Minute,
 		IdleBelow: 10, IdleHeldUtilBelow: 1, IdleHeldMemoryAtLeast: 1,
-		Bucket: time.Hour, Chunk: 90 * time.Minute,
+		Bucket: time.Hour, Chunk: 90 * time.Minute, NodesPerQuery: 16,
 	}
 }
 
@@ -271,9 +272,19 @@ func knownOptions() Options {
 // framebuffer 10 % all along, so its 60 idle minutes are idle-held.
 // alice~eval, b0: 60 at 90.
 func TestReport(t *testing.T) {
-	r, err := Build(context.Background(), startKnownPrometheus(t), knownOptions())
+	prom := startKnownPrometheus(t)
+	r, err := Build(context.Background(), prom, knownOptions())
 	require.NoError(t, err)
 	t.Run("equals the hand computation", func(t *testing.T) { assertHandComputation(t, r) })
+	t.Run("is the same node by node", func(t *testing.T) {
+		o := knownOptions()
+		o.NodesPerQuery = 1
+		byNode, err := Build(context.Background(), prom, o)
+		require.NoError(t, err)
+		if d := cmp.Diff(r, byNode, sameNum); d != "" {
+			t.Errorf("one node per query (-all at once +by node):\n%s", d)
+		}
+	})
 	dir := t.TempDir()
 	require.NoError(t, Write(dir, r))
 	t.Run("json and csv carry the same numbers", func(t *testing.T) { assertFiles(t, dir, r) })
