@@ -36,6 +36,7 @@ func TestDemoReport(t *testing.T) {
 	var r report.Report
 	require.NoError(t, json.Unmarshal(js, &r))
 	assert.Equal(t, 7*24*time.Hour, r.End.Sub(r.Start))
+	assert.True(t, r.Simulated, "the demo's series are marked simulated")
 	require.Len(t, r.GPUs, 20)
 	assert.Len(t, r.Users, 6)
 	assert.Len(t, r.VirtualClusters, 3)

@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package demo generates a week of a small GPU cluster as Prometheus would have scraped it
-// from otelcol-gpu's agents: jobs that train, serve, sweep and sit idle in notebooks, and the
+// from otelcol-gpu's agents with simulated GPUs (every series simulated="true"): jobs that train, serve, sweep and sit idle in notebooks, and the
 // faults an operator has to act on (a GPU off the bus, XIDs, ECC errors, an agent down).
 package demo // import "github.com/otelcol-gpu/otelcol-gpu/cmd/gpureport/internal/demo"
 
@@ -131,7 +131,8 @@ func Write(w io.Writer, end time.Time) error {
 		for g := range count {
 			gpu := fixture.GPU{
 				Node: nd.name, Instance: nd.instance, Minor: g,
-				UUID: fmt.Sprintf("GPU-%08x-%04x-4%03x-8%03x-%012x", 0x5eed0000+n, g, n, g, n*16+g),
+				UUID:      fmt.Sprintf("GPU-%08x-%04x-4%03x-8%03x-%012x", 0x5eed0000+n, g, n, g, n*16+g),
+				Simulated: true,
 			}
 			gpus = append(gpus, gpuRef{n, g, gpu})
 			gpuOf[[2]int{n, g}] = gpu

@@ -42,9 +42,10 @@ const (
 	labelXID            = "xid"
 	// labelXIDClass is the XID's class from the receiver's table, carried by
 	// gpu_xid_errors_total; older agents lack it and the report looks the code up itself.
-	labelXIDClass = "xid_severity"
-	labelType     = "type"
-	labelErrType  = "error_type"
+	labelXIDClass  = "xid_severity"
+	labelType      = "type"
+	labelSimulated = "simulated"
+	labelErrType   = "error_type"
 )
 
 // Options are the report's period and thresholds.
@@ -104,6 +105,8 @@ type Report struct {
 	NodeUtil      []BucketSeries `json:"node_utilization"`
 	// Warnings are the server's, such as a partial answer: the numbers may miss data.
 	Warnings []string `json:"warnings,omitempty"`
+	// Simulated is set when any series came from simulated GPUs (simulated="true").
+	Simulated bool `json:"simulated"`
 }
 
 // ReportOpts records the thresholds a report was computed with.
@@ -292,6 +295,7 @@ type accumulator struct {
 	utilMsPct               float64 // Σ duration × gpu_utilization
 	utilMs                  int64
 	gpus                    []GPU
+	simulated               bool
 }
 
 func newAccumulator(o Options) *accumulator {
@@ -353,6 +357,9 @@ func (a *accumulator) add(in inputs) {
 		}
 	}
 	a.gpus = append(a.gpus, gpus(in, w, maxGap)...)
+	for _, s := range slices.Concat(in.gpuUp, in.taskUtil) {
+		a.simulated = a.simulated || s.labels[labelSimulated] == "true"
+	}
 }
 
 func (a *accumulator) report() *Report {
@@ -368,6 +375,7 @@ func (a *accumulator) report() *Report {
 		Users:           usages(a.groups[labelUser], false),
 		VirtualClusters: usages(a.groups[labelVirtualCluster], false),
 		GPUs:            a.gpus,
+		Simulated:       a.simulated,
 	}
 	r.Summary.TaskSeries = a.taskSeries
 	r.Summary.Jobs = Usage{Name: "all jobs"}

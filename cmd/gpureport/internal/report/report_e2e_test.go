@@ -328,6 +328,7 @@ func assertHandComputation(t *testing.T, r *Report) {
 		MedianUtil: 20}
 	assertUsages(t, []Usage{prod, dev}, r.VirtualClusters)
 
+	assert.False(t, r.Simulated, "no series is marked simulated")
 	s := r.Summary
 	assertUsages(t, []Usage{{Name: "all jobs", GPUs: 3,
 		HeldHours: h(655), UsedHours: h(231 + 14 + 54), Efficiency: 299.0 / 655,
