@@ -47,7 +47,7 @@ func TestDemoReport(t *testing.T) {
 			assert.Equal(t, 3.0, g.UnavailableHours, "off the bus for 3 h")
 			assert.Equal(t, 165.0, g.AvailableHours)
 			require.Len(t, g.XIDs, 1)
-			assert.Equal(t, report.XIDCount{Code: "79", Count: 1, Class: "fatal", Meaning: "GPU has fallen off the bus",
+			assert.Equal(t, report.XIDCount{Code: "79", Count: 1, Resolution: "reboot", Severity: "fatal", Meaning: "GPU has fallen off the bus",
 				Action: "drain the node, reboot it, and inspect the hardware if the XID comes back"}, g.XIDs[0])
 			assert.True(t, g.RemapPending)
 		case g.Node == "gpu-node-04":

@@ -146,5 +146,11 @@ func (t xidTable) lookup(code uint64) xidInfo {
 // not list), for tools that read gpu_xid_errors_total without the collector's configuration.
 func LookupXID(code uint64) XIDInfo {
 	info := xidTable(defaultXIDTable).lookup(code)
-	return XIDInfo{Meaning: info.meaning, Severity: info.severity, Action: info.action}
+	return XIDInfo{Meaning: info.meaning, Severity: info.severity, Resolution: info.resolution.String(), Action: info.actionText()}
+}
+
+// ResolutionAction is the standard wording of what to do for a resolution class (the resolution
+// label of gpu_xid_errors_total); empty for a class the receiver does not know.
+func ResolutionAction(resolution string) string {
+	return resolutionActions[metadata.MapAttributeXidResolution[resolution]]
 }

@@ -205,8 +205,8 @@ func Write(w io.Writer, end time.Time) error {
 		{0, 1, "94", []time.Duration{140 * time.Hour}},
 	} {
 		code, _ := strconv.ParseUint(x.xid, 10, 32)
-		class := gpureceiver.LookupXID(code).Severity
-		om.Series(gpuOf[[2]int{x.n, x.g}].Labels().With("xid", x.xid, "xid_severity", class), gauge(x.n, x.g, func(t time.Time) (float64, bool) {
+		resolution := gpureceiver.LookupXID(code).Resolution
+		om.Series(gpuOf[[2]int{x.n, x.g}].Labels().With("xid", x.xid, "resolution", resolution), gauge(x.n, x.g, func(t time.Time) (float64, bool) {
 			count := 0
 			for _, at := range x.times {
 				if !t.Before(start.Add(at)) {

@@ -40,12 +40,13 @@ const (
 	labelMinor          = "minor_number"
 	labelUUID           = "uuid"
 	labelXID            = "xid"
-	// labelXIDClass is the XID's class from the receiver's table, carried by
-	// gpu_xid_errors_total; older agents lack it and the report looks the code up itself.
-	labelXIDClass  = "xid_severity"
-	labelType      = "type"
-	labelSimulated = "simulated"
-	labelErrType   = "error_type"
+	// labelXIDResolution is the XID's resolution class from the receiver's table as the site
+	// configured it, carried by gpu_xid_errors_total; older agents lack it, and the report
+	// looks the code up in the shipped table.
+	labelXIDResolution = "resolution"
+	labelType          = "type"
+	labelSimulated     = "simulated"
+	labelErrType       = "error_type"
 )
 
 // Options are the report's period and thresholds.
@@ -165,11 +166,14 @@ type GPU struct {
 
 // XIDCount is how often one XID code occurred on a GPU in the period, and what to do about it.
 type XIDCount struct {
-	Code    string  `json:"xid"`
-	Count   float64 `json:"count"`
-	Class   string  `json:"class"`
-	Meaning string  `json:"meaning"`
-	Action  string  `json:"action"`
+	Code  string  `json:"xid"`
+	Count float64 `json:"count"`
+	// Resolution is the class of what resolves it (none, restart_app, reset_gpu, reboot,
+	// check_nvlink, unknown), Severity how bad it is (info, warning, fatal).
+	Resolution string `json:"resolution"`
+	Severity   string `json:"severity"`
+	Meaning    string `json:"meaning"`
+	Action     string `json:"action"`
 }
 
 // BucketSeries is a mean utilization per time bucket; NaN (null in JSON) where nothing is known.
@@ -502,10 +506,14 @@ func gpus(in inputs, w window, maxGap int64) []GPU {
 		code := string(s.labels[labelXID])
 		c, _ := strconv.ParseUint(code, 10, 32)
 		info := gpureceiver.LookupXID(c)
-		if class := string(s.labels[labelXIDClass]); class != "" {
-			info.Severity = class
+		if class := string(s.labels[labelXIDResolution]); class != "" && class != info.Resolution {
+			// The site reclassified the code: say what its class calls for.
+			info.Resolution = class
+			if action := gpureceiver.ResolutionAction(class); action != "" {
+				info.Action = action
+			}
 		}
-		g.XIDs = append(g.XIDs, XIDCount{Code: code, Count: n, Class: info.Severity, Meaning: info.Meaning, Action: info.Action})
+		g.XIDs = append(g.XIDs, XIDCount{Code: code, Count: n, Resolution: info.Resolution, Severity: info.Severity, Meaning: info.Meaning, Action: info.Action})
 	}
 	for _, s := range in.ecc {
 		n := counterIncrease(s.samples, w)

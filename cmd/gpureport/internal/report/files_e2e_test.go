@@ -69,7 +69,7 @@ func assertFiles(t *testing.T, dir string, r *Report) {
 		var n float64
 		for _, x := range g.XIDs {
 			n += x.Count
-			xids = append(xids, []string{g.Node, g.MinorNumber, g.UUID, x.Code, strconv.FormatFloat(x.Count, 'f', -1, 64), x.Class, x.Meaning, x.Action})
+			xids = append(xids, []string{g.Node, g.MinorNumber, g.UUID, x.Code, strconv.FormatFloat(x.Count, 'f', -1, 64), x.Resolution, x.Severity, x.Meaning, x.Action})
 		}
 		assert.Equal(t, []float64{g.AvailableHours, g.UnavailableHours, g.UnknownHours, n, g.ECCSingle, g.ECCDouble,
 			g.RetiredPages, g.RemappedRows}, floats(t, rec[3:11]), g.UUID)

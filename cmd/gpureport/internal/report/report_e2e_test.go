@@ -28,12 +28,12 @@ import (
 //
 //   - node-a scrapes every 30 s until t0+2h, then every 60 s (a scrape-interval change).
 //     GPU a0: alice~train, utilization 80 % for the first hour, 5 % the second, 50 % after;
-//     framebuffer 40 %. XID 13 (counter 2 → 3 at t0+30m → 5 at t0+2h30m) with xid_severity
-//     "fatal", which overrides the table's "warning".
+//     framebuffer 40 %. XID 13 (counter 2 → 3 at t0+30m → 5 at t0+2h30m) with resolution
+//     "reboot", a site's override of the table's "restart_app".
 //     GPU a1: alice~train, 100 % until t0+2h, then 0 %; framebuffer 60 % until t0+3h, then 0 %
 //     (idle-held for one hour). It falls off the bus at t0+3h30m: gpu_up 0 for 15 minutes,
 //     during which none of its other series exists; XID 79 (first seen at t0+3h30m with 1,
-//     no class label: the table says fatal), a double-bit ECC error and an uncorrectable
+//     no resolution label: the table says reboot), a double-bit ECC error and an uncorrectable
 //     remapped row at t0+3h, remap pending from then on.
 //   - node-b scrapes every 30 s; its agent is down from t0+1h to t0+1h20m (a gap) and comes back
 //     with its counters restarted.
@@ -181,7 +181,7 @@ func writeKnownData(t *testing.T, path string) {
 		}))
 	}
 	w.Counter("gpu_xid_errors_total", "XID errors per GPU and code.")
-	w.Series(gpuA0.Labels().With("xid", "13", "xid_severity", "fatal"), always(gpuA0, func(d time.Duration) float64 {
+	w.Series(gpuA0.Labels().With("xid", "13", "resolution", "reboot"), always(gpuA0, func(d time.Duration) float64 {
 		return step(d, 30*time.Minute, 2, step(d, 2*time.Hour+30*time.Minute, 3, 5))
 	}))
 	w.Series(gpuA1.Labels().With("xid", "79"), samples(gpuA1, func(d time.Duration) (float64, bool) {
@@ -347,18 +347,18 @@ func assertHandComputation(t *testing.T, r *Report) {
 	require.Len(t, r.GPUs, 3)
 	a0, a1, b0 := r.GPUs[0], r.GPUs[1], r.GPUs[2]
 	assert.Equal(t, GPU{Node: "node-a", MinorNumber: "0", UUID: "GPU-a0", AvailableHours: 4,
-		XIDs: []XIDCount{{Code: "13", Count: 3, Class: "fatal", Meaning: "Graphics engine exception",
-			Action: "restart the application; if it repeats with other applications, run GPU diagnostics"}},
+		XIDs: []XIDCount{{Code: "13", Count: 3, Resolution: "reboot", Severity: "warning", Meaning: "Graphics engine exception",
+			Action: "drain the node, reboot it, and inspect the hardware if the XID comes back"}},
 	}, a0)
 	assert.Equal(t, GPU{Node: "node-a", MinorNumber: "1", UUID: "GPU-a1",
 		AvailableHours: 3.75, UnavailableHours: 0.25,
-		XIDs: []XIDCount{{Code: "79", Count: 1, Class: "fatal", Meaning: "GPU has fallen off the bus",
+		XIDs: []XIDCount{{Code: "79", Count: 1, Resolution: "reboot", Severity: "fatal", Meaning: "GPU has fallen off the bus",
 			Action: "drain the node, reboot it, and inspect the hardware if the XID comes back"}},
 		ECCDouble: 1, RemappedRows: 1, RemapPending: true,
 	}, a1)
 	assert.Equal(t, GPU{Node: "node-b", MinorNumber: "0", UUID: "GPU-b0",
 		AvailableHours: h(220), UnknownHours: h(20),
-		XIDs: []XIDCount{{Code: "31", Count: 2, Class: "warning", Meaning: "GPU memory page fault",
+		XIDs: []XIDCount{{Code: "31", Count: 2, Resolution: "restart_app", Severity: "warning", Meaning: "GPU memory page fault",
 			Action: "restart the application; if it repeats with other applications, run GPU diagnostics"}},
 		ECCSingle: 2,
 	}, b0)

@@ -73,12 +73,12 @@ func gpuCSV(gpus []GPU) (gpuRows, xidRows [][]string) {
 	gpuRows = [][]string{{"node_name", "minor_number", "uuid", "hours_available", "hours_unavailable",
 		"hours_unknown", "xids", "ecc_single_bit", "ecc_double_bit", "retired_pages", "remapped_rows",
 		"remap_pending", "remap_failed"}}
-	xidRows = [][]string{{"node_name", "minor_number", "uuid", "xid", "count", "class", "meaning", "action"}}
+	xidRows = [][]string{{"node_name", "minor_number", "uuid", "xid", "count", "resolution", "severity", "meaning", "action"}}
 	for _, g := range gpus {
 		var xids float64
 		for _, x := range g.XIDs {
 			xids += x.Count
-			xidRows = append(xidRows, []string{g.Node, g.MinorNumber, g.UUID, x.Code, num(x.Count), x.Class, x.Meaning, x.Action})
+			xidRows = append(xidRows, []string{g.Node, g.MinorNumber, g.UUID, x.Code, num(x.Count), x.Resolution, x.Severity, x.Meaning, x.Action})
 		}
 		gpuRows = append(gpuRows, []string{g.Node, g.MinorNumber, g.UUID, num(g.AvailableHours),
 			num(g.UnavailableHours), num(g.UnknownHours), num(xids), num(g.ECCSingle), num(g.ECCDouble),
