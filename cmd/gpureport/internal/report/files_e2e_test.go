@@ -141,7 +141,8 @@ func assertPageRenders(t *testing.T, dir string, r *Report) {
 	for _, g := range r.GPUs {
 		xidRows += len(g.XIDs)
 	}
-	// A header per table (jobs, users, virtual clusters, GPUs, XIDs) and a row per entry.
+	// A header per table (jobs, users, virtual clusters, GPUs, XIDs) and a row per entry; every
+	// GPU of the known data has something to look at.
 	assert.Equal(t, 5+len(r.Jobs)+len(r.Users)+len(r.VirtualClusters)+len(r.GPUs)+xidRows, rows)
 
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))

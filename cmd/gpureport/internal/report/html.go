@@ -34,11 +34,27 @@ type usageTable struct {
 type pageData struct {
 	*Report
 	Charts []*Chart
+	// NotableGPUs are the GPUs with anything to look at; the others are only counted.
+	NotableGPUs []GPU
+	QuietGPUs   int
+}
+
+// notable is a GPU that was unavailable or unknown for a while, or had errors.
+func notable(g GPU) bool {
+	return g.UnavailableHours > 0 || g.UnknownHours > 0 || len(g.XIDs) > 0 || g.ECCSingle > 0 ||
+		g.ECCDouble > 0 || g.RetiredPages > 0 || g.RemappedRows > 0 || g.RemapPending || g.RemapFailed
 }
 
 // renderHTML writes the page: one file, charts inline, no script and no request to any server.
 func renderHTML(r *Report) ([]byte, error) {
 	d := pageData{Report: r}
+	for _, g := range r.GPUs {
+		if notable(g) {
+			d.NotableGPUs = append(d.NotableGPUs, g)
+		} else {
+			d.QuietGPUs++
+		}
+	}
 	for _, draw := range []func(*Report) ([]*Chart, error){
 		one(jobUtilChart), one(idleByUserChart), nodeHeatMap,
 	} {

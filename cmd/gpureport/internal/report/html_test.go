@@ -1,0 +1,34 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package report
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestPageListsNotableGPUsAndEscapes(t *testing.T) {
+	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	r := &Report{
+		Start: start, End: start.Add(time.Hour), BucketSeconds: 3600,
+		Jobs: []Usage{{Name: `<script>alert("x")</script>`, HeldHours: 1}},
+		GPUs: []GPU{
+			{Node: "n1", MinorNumber: "0", UUID: "GPU-quiet", AvailableHours: 1},
+			{Node: "n1", MinorNumber: "1", UUID: "GPU-lost", UnavailableHours: 0.5, AvailableHours: 0.5},
+		},
+	}
+	page, err := renderHTML(r)
+	require.NoError(t, err)
+	html := string(page)
+	assert.Contains(t, html, "GPU-lost")
+	assert.NotContains(t, html, "GPU-quiet")
+	assert.Contains(t, html, "The 1 other GPUs had none of these")
+	assert.NotContains(t, html, "<script>", "label values are escaped")
+	assert.Contains(t, html, "&lt;script&gt;")
+	assert.False(t, strings.Contains(html, "http://") || strings.Contains(html, "https://"), "the page requests nothing")
+}
