@@ -513,6 +513,11 @@ func gpus(in inputs, w window, maxGap int64) []GPU {
 				info.Action = action
 			}
 		}
+		// One row per code and class, also when several series carry them (an agent that moved).
+		if i := slices.IndexFunc(g.XIDs, func(x XIDCount) bool { return x.Code == code && x.Resolution == info.Resolution }); i >= 0 {
+			g.XIDs[i].Count += n
+			continue
+		}
 		g.XIDs = append(g.XIDs, XIDCount{Code: code, Count: n, Resolution: info.Resolution, Severity: info.Severity, Meaning: info.Meaning, Action: info.Action})
 	}
 	for _, s := range in.ecc {
