@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -276,6 +277,21 @@ func TestReport(t *testing.T) {
 	r, err := Build(context.Background(), prom, knownOptions())
 	require.NoError(t, err)
 	t.Run("equals the hand computation", func(t *testing.T) { assertHandComputation(t, r) })
+	t.Run("counting samples is right only at a constant interval", func(t *testing.T) {
+		// OpenPAI's weekly mail: count_over_time(task_gpu_percent[...]) × 30 s as GPU time.
+		counted := func(job, uuid string) time.Duration {
+			v, _, err := prom.Query(context.Background(),
+				`count_over_time(task_gpu_percent{job_name="`+job+`",uuid="`+uuid+`"}[4h])`, t0.Add(4*time.Hour-time.Millisecond))
+			require.NoError(t, err)
+			vec, ok := v.(model.Vector)
+			require.True(t, ok && len(vec) == 1, "%v", v)
+			return time.Duration(vec[0].Value) * 30 * time.Second
+		}
+		// alice~eval on b0 is scraped every 30 s: the count agrees with the time (1 h).
+		assert.Equal(t, time.Hour, counted("alice~eval", "GPU-b0"))
+		// alice~train held a0 for all 4 h, but node-a's scrape interval doubled after 2 h.
+		assert.Equal(t, 3*time.Hour, counted("alice~train", "GPU-a0"), "what counting says")
+	})
 	t.Run("is the same node by node", func(t *testing.T) {
 		o := knownOptions()
 		o.NodesPerQuery = 1
