@@ -68,6 +68,7 @@ func startMonitoredCluster(t *testing.T) monitoredCluster {
 		"receivers::gpu::collection_interval=1s",
 		"receivers::task::collection_interval=1s",
 		"receivers::task::root_path="+filepath.Join(root, "receiver", "taskreceiver", "testdata", "hosts", "v1-systemd-containerd"),
+		"receivers::task::service_namespaces=[pai]",
 	)
 	gateway := startCollector(t, filepath.Join(root, "test", "e2e", "testdata", "watchdog.yaml"),
 		"receivers::k8s_watchdog::kubeconfig_path="+cluster.Kubeconfig("watchdog"))
