@@ -344,3 +344,84 @@ func TestDashboards(t *testing.T) {
 		assert.Positive(t, n, "recording rule %s has no data", record)
 	}
 }
+
+// TestAlertsOnTheDemo evaluates the shipped rules on the monitored cluster: each fault of the
+// compressed scenario and of the test's Kubernetes objects raises its alert (pending or
+// firing, as its `for` allows), on the GPU or object it is about, and no other GPU-hardware or
+// Kubernetes alert is raised.
+func TestAlertsOnTheDemo(t *testing.T) {
+	mc := startMonitoredCluster(t)
+	want := []string{
+		// gpu-hardware: the scenario's faults, GPU by GPU.
+		"GpuXidApplicationError 1", "GpuXidRebootRequired 3", "GpuLost 3",
+		"NvidiaSmiDoubleEccError 2", "GpuRowRemapPending 2", "GpuRowRemapFailed 4",
+		"GpuPcieLinkDegraded 5", "GpuThermalSlowdown 0", "GpuNvmlCallTimeouts 6", "NvidiaMemoryLeak 7",
+		// the fixture host has two nvidia-smi processes in state D.
+		"NvidiaZombieProcess ",
+		// kubernetes: the test's nodes and pods.
+		"NodeNotReady dgx-08", "NodeDiskPressure dgx-08", "PaiServicePodNotRunning grafana-0",
+		"PaiServicePodNotReady alertmanager-0", "PaiJobPending bert-worker-0", "PaiJobPodUnschedulable bert-worker-1",
+	}
+	exact := map[string]bool{}
+	for _, file := range []string{"gpu-hardware.yaml", "kubernetes.yaml"} {
+		for _, name := range alertNames(t, filepath.Join(repoRoot(t), "deploy", "prometheus", "rules", file)) {
+			exact[name] = true
+		}
+	}
+	var got []string
+	eventually(t, "the demo's alerts", func() bool {
+		got = nil
+		for _, a := range mc.alerts(t) {
+			name, subject := a["alertname"], a["minor_number"]+a["node_name"]
+			switch {
+			case a["minor_number"] == "6" && name == "GpuLost":
+				continue // GPU 6 is down only while its NVML call hangs (8 s of the scenario)
+			case strings.HasPrefix(name, "Gpu") || strings.HasPrefix(name, "Nvidia") || name == "NodeGpuCountChanged" || name == "NodeGpuLowPerfState":
+				subject = a["minor_number"]
+			case strings.HasPrefix(name, "Pai") && a["name"] != "":
+				subject = a["name"]
+			}
+			if name == "NvidiaZombieProcess" {
+				subject = ""
+			}
+			if exact[name] {
+				got = append(got, name+" "+subject)
+			}
+		}
+		slices.Sort(got)
+		got = slices.Compact(got)
+		return slices.Equal(got, slices.Sorted(slices.Values(want)))
+	})
+	assert.ElementsMatch(t, want, got)
+}
+
+// alerts lists the pending and firing alerts, by their labels.
+func (mc monitoredCluster) alerts(t *testing.T) []map[string]string {
+	body, err := httpGet(mc.api + url.QueryEscape(`ALERTS{alertstate=~"pending|firing"}`))
+	require.NoError(t, err)
+	var resp struct {
+		Data struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal(body, &resp))
+	var out []map[string]string
+	for _, r := range resp.Data.Result {
+		out = append(out, r.Metric)
+	}
+	return out
+}
+
+// alertNames reads the alert names of a rule file.
+func alertNames(t *testing.T, file string) []string {
+	raw, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var names []string
+	for _, m := range regexp.MustCompile(`(?m)^\s*- alert: (\S+)$`).FindAllStringSubmatch(string(raw), -1) {
+		names = append(names, m[1])
+	}
+	require.NotEmpty(t, names, file)
+	return names
+}
