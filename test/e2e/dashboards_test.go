@@ -20,7 +20,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -61,7 +60,8 @@ func startMonitoredCluster(t *testing.T) monitoredCluster {
 	t.Helper()
 	root := repoRoot(t)
 	cluster := kube.Start(t, "watchdog")
-	populateCluster(t, cluster.Admin, "watchdog")
+	cluster.GrantWatchdog("watchdog")
+	populateCluster(t, cluster.Admin)
 
 	agent := startCollector(t, filepath.Join(root, "distro", "demo.yaml"),
 		"receivers::gpu::scenario="+filepath.Join(root, "test", "e2e", "testdata", "demo-compressed.yaml"),
@@ -102,21 +102,9 @@ func startMonitoredCluster(t *testing.T) monitoredCluster {
 // populateCluster creates what a kubelet and the platform would: two GPU nodes, one of them
 // not ready and under disk pressure, platform service pods running, pending and not ready, and
 // job pods bound and unschedulable.
-func populateCluster(t *testing.T, admin kubernetes.Interface, user string) {
+func populateCluster(t *testing.T, admin kubernetes.Interface) {
 	t.Helper()
 	ctx := context.Background()
-	_, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "k8s-watchdog"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods", "nodes"}, Verbs: []string{"get", "list", "watch"}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "k8s-watchdog"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "k8s-watchdog"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-
 	gpus := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
 	for _, n := range []struct {
 		name, ip      string
