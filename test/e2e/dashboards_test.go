@@ -69,6 +69,9 @@ func startMonitoredCluster(t *testing.T) monitoredCluster {
 		"receivers::task::collection_interval=1s",
 		"receivers::task::root_path="+filepath.Join(root, "receiver", "taskreceiver", "testdata", "hosts", "v1-systemd-containerd"),
 		"receivers::task::service_namespaces=[pai]",
+		// The agent runs on the test cluster's node dgx-07 (dgx-08 has none).
+		"receivers::gpu::node_name=dgx-07",
+		"receivers::task::node_name=dgx-07",
 	)
 	gateway := startCollector(t, filepath.Join(root, "test", "e2e", "testdata", "watchdog.yaml"),
 		"receivers::k8s_watchdog::kubeconfig_path="+cluster.Kubeconfig("watchdog"))
@@ -346,6 +349,8 @@ func TestAlertsOnTheDemo(t *testing.T) {
 		"GpuPcieLinkDegraded 5", "GpuThermalSlowdown 0", "GpuNvmlCallTimeouts 6", "NvidiaMemoryLeak 7",
 		// the fixture host has two nvidia-smi processes in state D.
 		"NvidiaZombieProcess ",
+		// dgx-08 is a GPU node in Kubernetes without an agent.
+		"NodeGpusNotMonitored dgx-08",
 		// kubernetes: the test's nodes and pods.
 		"NodeNotReady dgx-08", "NodeDiskPressure dgx-08", "PaiServicePodNotRunning grafana-0",
 		"PaiServicePodNotReady alertmanager-0", "PaiJobPending bert-worker-0", "PaiJobPodUnschedulable bert-worker-1",
