@@ -77,24 +77,28 @@ func TestPrometheusScrapes(t *testing.T) {
 	assert.Equal(t, 1, series(t, api, `zombie_process_count{job="fixture",command="nvidia-smi"} == 2`))
 }
 
-// startPrometheus runs a real Prometheus that scrapes each job's metrics URL every second, and
-// returns the prefix of its instant-query API.
-func startPrometheus(t testing.TB, jobs map[string]string) string {
+// startPrometheus runs a real Prometheus that scrapes each job's metrics URL every second and
+// evaluates ruleFiles every second, and returns the prefix of its instant-query API.
+func startPrometheus(t testing.TB, jobs map[string]string, ruleFiles ...string) string {
 	t.Helper()
 	var scrapeConfigs string
 	for job, metrics := range jobs {
 		scrapeConfigs += fmt.Sprintf("  - job_name: %s\n    static_configs: [{targets: [%q]}]\n", job, hostPort(metrics))
 	}
-	return startPrometheusWith(t, scrapeConfigs)
+	return startPrometheusWith(t, scrapeConfigs, ruleFiles...)
 }
 
 // startPrometheusWith runs a real Prometheus with these scrape_configs (YAML list items,
-// indented by two spaces) and a 1 s scrape interval, and returns the prefix of its
-// instant-query API.
-func startPrometheusWith(t testing.TB, scrapeConfigs string) string {
+// indented by two spaces), a 1 s scrape and evaluation interval and ruleFiles, and returns the
+// prefix of its instant-query API.
+func startPrometheusWith(t testing.TB, scrapeConfigs string, ruleFiles ...string) string {
 	t.Helper()
 	prometheus := requireTool(t, "prometheus")
-	cfg := "global: {scrape_interval: 1s, scrape_timeout: 1s}\nscrape_configs:\n" + scrapeConfigs
+	cfg := "global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}\n"
+	if len(ruleFiles) > 0 {
+		cfg += fmt.Sprintf("rule_files: [%s]\n", strings.Join(ruleFiles, ", "))
+	}
+	cfg += "scrape_configs:\n" + scrapeConfigs
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644))
 	port := freePort(t)
