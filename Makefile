@@ -8,6 +8,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 TOOLS_DIR    := $(CURDIR)/.tools
 BUILDER      := $(TOOLS_DIR)/builder
 MDATAGEN     := $(TOOLS_DIR)/mdatagen
+OCIIMAGE     := $(TOOLS_DIR)/ociimage
 BIN          := bin/otelcol-gpu
 GPUREPORT    := bin/gpureport
 BUILD_DIR    := distro/_build
@@ -16,15 +17,17 @@ BENCH_DURATION ?= 2m
 E2E_PKGS     ?= ./test/... ./receiver/k8swatchdogreceiver/ ./cmd/gpureport/...
 # kube-apiserver for the k8s_watchdog tests, built once per version from the module proxy.
 KUBE_APISERVER = $$(test/kube/build-apiserver.sh)
+# kubectl of the same version, for the tests of deploy/.
+KUBECTL_TEST   = $$(test/kube/build-apiserver.sh kubectl)
 COMPONENTS   := $(shell find receiver processor exporter -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
 SOURCES      := $(shell find receiver processor exporter internal -name '*.go' 2>/dev/null) go.mod go.sum builder-config.yaml
 
-.PHONY: all build run demo report test test-gpu unit e2e bench lint generate tools deps clean
+.PHONY: all build image run demo report test test-gpu unit e2e bench lint generate tools deps clean render deploy undeploy secrets
 
 all: build
 
-tools: $(BUILDER) $(MDATAGEN)
-$(BUILDER) $(MDATAGEN): tools/go.mod tools/go.sum
+tools: $(BUILDER) $(MDATAGEN) $(OCIIMAGE)
+$(BUILDER) $(MDATAGEN) $(OCIIMAGE): tools/go.mod tools/go.sum $(wildcard tools/*/*.go)
 	$(GO) build -C tools -o $(TOOLS_DIR)/ tool
 
 ## build: the collector binary at bin/otelcol-gpu (OCB, cgo on), and bin/gpureport
@@ -36,6 +39,17 @@ $(BIN): $(BUILDER) $(SOURCES)
 
 $(GPUREPORT): $(shell find cmd/gpureport -type f 2>/dev/null) $(SOURCES)
 	$(GO) build -trimpath -o $@ ./cmd/gpureport
+
+## image: bin/otelcol-gpu-image.tar, an OCI image archive (no container daemon: tools/ociimage)
+## of the binary and the C library files it loads; load it with e.g.
+## skopeo copy oci-archive:bin/otelcol-gpu-image.tar docker://REGISTRY/otelcol-gpu:VERSION
+IMAGE         := bin/otelcol-gpu-image.tar
+IMAGE_VERSION := $(shell sed -n 's/^  version: *//p' builder-config.yaml)
+# Always rebuilt (a few seconds), so that its revision label names the commit checked out.
+image: $(BIN) $(OCIIMAGE)
+	$(OCIIMAGE) -binary $(BIN) -out $(IMAGE) -version $(IMAGE_VERSION) \
+		-source https://github.com/otelcol-gpu/otelcol-gpu \
+		-revision "$$(git rev-parse HEAD 2>/dev/null)" -created "$$(git log -1 --format=%cI 2>/dev/null)"
 
 ## run: this machine's node and task metrics on http://127.0.0.1:9102/metrics
 run: $(BIN)
@@ -65,8 +79,8 @@ unit:
 	$(GO) test -race -count=1 ./...
 
 ## e2e: the built binary against fixture trees, a real node_exporter and a real Prometheus
-e2e: $(BIN)
-	OTELCOL_BIN=$(CURDIR)/$(BIN) KUBE_APISERVER_BIN=$(KUBE_APISERVER) \
+e2e: $(BIN) image
+	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_IMAGE=$(CURDIR)/$(IMAGE) KUBE_APISERVER_BIN=$(KUBE_APISERVER) KUBECTL_BIN=$(KUBECTL_TEST) \
 		$(GO) test -count=1 -tags e2e $(E2E_PKGS) $(if $(E2E_FLAGS),-args $(E2E_FLAGS))
 
 ## bench: collection cost (Go benchmarks) and whole-process CPU/RSS next to node_exporter
@@ -82,12 +96,30 @@ lint:
 	$(GO) vet -tags gpu ./receiver/gpureceiver/
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## deps: what the end-to-end tests run: Debian's prometheus, node_exporter, etcd and chromium (needs root),
-## and kube-apiserver built from k8s.io/kubernetes (cached under ~/.cache/otelcol-gpu by version)
+## deps: what the end-to-end tests run: Debian's prometheus, node_exporter, etcd, chromium and umoci
+## (needs root), and kube-apiserver and kubectl built from k8s.io/kubernetes (cached under
+## ~/.cache/otelcol-gpu by version)
 deps:
 	apt-get update
-	apt-get install -y --no-install-recommends prometheus prometheus-node-exporter etcd-server chromium
+	apt-get install -y --no-install-recommends prometheus prometheus-node-exporter etcd-server chromium umoci
 	test/kube/build-apiserver.sh
+	test/kube/build-apiserver.sh kubectl
+
+## render, deploy, undeploy: the manifests of deploy/ (OVERLAY=edge: deploy/overlays/edge), with
+## kubectl's own kustomize, allowed to read distro/ (the ConfigMaps are those files, not copies)
+KUBECTL      ?= kubectl
+OVERLAY      ?= base
+DEPLOY_DIR   := $(if $(filter base,$(OVERLAY)),deploy/base,deploy/overlays/$(OVERLAY))
+render:
+	@$(KUBECTL) kustomize --load-restrictor LoadRestrictionsNone $(DEPLOY_DIR)
+deploy:
+	$(KUBECTL) kustomize --load-restrictor LoadRestrictionsNone $(DEPLOY_DIR) | $(KUBECTL) apply -f -
+undeploy:
+	$(KUBECTL) kustomize --load-restrictor LoadRestrictionsNone $(DEPLOY_DIR) | $(KUBECTL) delete --ignore-not-found -f -
+## secrets: the gateway's certificate and the token (deploy/secrets.sh, files kept in deploy/.secrets)
+secrets:
+	$(KUBECTL) create namespace otelcol-gpu --dry-run=client -o yaml | $(KUBECTL) apply -f -
+	deploy/secrets.sh | $(KUBECTL) apply -f -
 
 clean:
 	rm -rf bin $(BUILD_DIR) $(TOOLS_DIR)

@@ -18,7 +18,7 @@ import (
 // are pointed at this machine.
 func TestShippedConfigsValidate(t *testing.T) {
 	root := repoRoot(t)
-	env := []string{"MY_POD_IP=127.0.0.1", "K8S_NODE_NAME=node-1", "OTELCOL_GPU_GATEWAY=127.0.0.1"}
+	env := []string{"MY_POD_IP=127.0.0.1", "K8S_NODE_NAME=node-1", "K8S_NODE_IP=10.0.0.1", "OTELCOL_GPU_GATEWAY=127.0.0.1"}
 	for name, sets := range map[string][]string{
 		"local.yaml":   nil,
 		"demo.yaml":    nil,

@@ -44,7 +44,7 @@ func TestDemoXID79(t *testing.T) {
 
 	// The debug exporter prints each log record's body; the occurrence is logged once.
 	eventually(t, "the XID log record on the console", func() bool {
-		return strings.Contains(console.String(), "XID 79 on GPU 3 ")
+		return strings.Contains(console.Output(), "XID 79 on GPU 3 ")
 	})
-	assert.Equal(t, 1, strings.Count(console.String(), "XID 79 on GPU 3 "), "one log record for one occurrence")
+	assert.Equal(t, 1, strings.Count(console.Output(), "XID 79 on GPU 3 "), "one log record for one occurrence")
 }

@@ -13,15 +13,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,23 +23,13 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
-// repoRoot is two levels above this package.
-func repoRoot(t testing.TB) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
+func repoRoot(testing.TB) string { return stack.RepoRoot() }
 
-func collectorBinary(t testing.TB) string {
-	bin := os.Getenv("OTELCOL_BIN")
-	if bin == "" {
-		bin = filepath.Join(repoRoot(t), "bin", "otelcol-gpu")
-	}
-	_, err := os.Stat(bin)
-	require.NoError(t, err, "the collector binary is needed: run `make build`, or set OTELCOL_BIN")
-	return bin
-}
+func collectorBinary(t testing.TB) string { return stack.Binary(t) }
 
 // requireTool finds a real peer's binary; its absence fails the test, it is not a skip.
 func requireTool(t testing.TB, name string) string {
@@ -54,56 +38,13 @@ func requireTool(t testing.TB, name string) string {
 	return path
 }
 
-// freePort asks the kernel for a free loopback port.
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// output collects a process's stdout and stderr; tests read it while the process writes.
-type output struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *output) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-func (o *output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
+func freePort(t testing.TB) int { return stack.FreePort(t) }
 
 // startProcess runs a peer; it is killed by PID when the test ends, and its output is shown
 // if the test failed.
-func startProcess(t testing.TB, bin string, args ...string) *output {
+func startProcess(t testing.TB, bin string, args ...string) *stack.Process {
 	t.Helper()
-	out := &output{}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, cmd.Start(), "start %s", bin)
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("output of %s:\n%s", filepath.Base(bin), out.String())
-		}
-	})
-	return out
+	return stack.Start(t, bin, args, nil)
 }
 
 // startCollector runs the collector on config with --set overrides, and returns its metrics URL.
@@ -113,7 +54,7 @@ func startCollector(t testing.TB, config string, sets ...string) string {
 }
 
 // startCollectorWithOutput also returns the collector's console output.
-func startCollectorWithOutput(t testing.TB, config string, sets ...string) (string, *output) {
+func startCollectorWithOutput(t testing.TB, config string, sets ...string) (string, *stack.Process) {
 	t.Helper()
 	port := freePort(t)
 	args := []string{"--config", config,

@@ -81,15 +81,24 @@ func TestPrometheusScrapes(t *testing.T) {
 // evaluates ruleFiles every second, and returns the prefix of its instant-query API.
 func startPrometheus(t testing.TB, jobs map[string]string, ruleFiles ...string) string {
 	t.Helper()
+	var scrapeConfigs string
+	for job, metrics := range jobs {
+		scrapeConfigs += fmt.Sprintf("  - job_name: %s\n    static_configs: [{targets: [%q]}]\n", job, hostPort(metrics))
+	}
+	return startPrometheusWith(t, scrapeConfigs, ruleFiles...)
+}
+
+// startPrometheusWith runs a real Prometheus with these scrape_configs (YAML list items,
+// indented by two spaces), a 1 s scrape and evaluation interval and ruleFiles, and returns the
+// prefix of its instant-query API.
+func startPrometheusWith(t testing.TB, scrapeConfigs string, ruleFiles ...string) string {
+	t.Helper()
 	prometheus := requireTool(t, "prometheus")
 	cfg := "global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}\n"
 	if len(ruleFiles) > 0 {
 		cfg += fmt.Sprintf("rule_files: [%s]\n", strings.Join(ruleFiles, ", "))
 	}
-	cfg += "scrape_configs:\n"
-	for job, metrics := range jobs {
-		cfg += fmt.Sprintf("  - job_name: %s\n    static_configs: [{targets: [%q]}]\n", job, hostPort(metrics))
-	}
+	cfg += "scrape_configs:\n" + scrapeConfigs
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644))
 	port := freePort(t)
@@ -107,17 +116,29 @@ func hostPort(metricsURL string) string {
 }
 
 // series runs an instant query and returns how many series it matched.
-func series(t testing.TB, api, query string) int {
-	body, err := httpGet(api + url.QueryEscape(query))
+func series(t testing.TB, api, q string) int {
+	return len(query(t, api, q))
+}
+
+// query runs an instant query and returns each result's labels; none if Prometheus did not
+// answer (callers poll).
+func query(t testing.TB, api, q string) []map[string]string {
+	body, err := httpGet(api + url.QueryEscape(q))
 	if err != nil {
-		return 0
+		return nil
 	}
 	var resp struct {
 		Status string `json:"status"`
 		Data   struct {
-			Result []json.RawMessage `json:"result"`
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+			} `json:"result"`
 		} `json:"data"`
 	}
 	require.NoError(t, json.Unmarshal(body, &resp))
-	return len(resp.Data.Result)
+	labels := make([]map[string]string, len(resp.Data.Result))
+	for i, r := range resp.Data.Result {
+		labels[i] = r.Metric
+	}
+	return labels
 }

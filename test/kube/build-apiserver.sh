@@ -2,6 +2,8 @@
 # Builds kube-apiserver from k8s.io/kubernetes through the Go module proxy, once per version,
 # and prints the binary's path. The end-to-end tests of the k8s_watchdog receiver run it
 # (KUBE_APISERVER_BIN=$(test/kube/build-apiserver.sh) go test -tags e2e ./...).
+# `build-apiserver.sh kubectl` builds kubectl of the same version the same way, for the tests of
+# deploy/ (Debian's kubernetes-client is far older than the API server).
 #
 # k8s.io/kubernetes is not meant to be required as a module: its go.mod points every staging
 # repository (k8s.io/api, k8s.io/client-go, ...) at ./staging/src/..., which does not exist in
@@ -11,8 +13,16 @@
 set -euo pipefail
 
 KUBE_VERSION="${KUBE_VERSION:-v1.34.4}"
-cache_dir="${KUBE_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/otelcol-gpu}/kube-apiserver-${KUBE_VERSION}"
-bin="${cache_dir}/kube-apiserver"
+command="${1:-kube-apiserver}"
+case "$command" in
+kube-apiserver | kubectl) ;;
+*)
+	echo "build-apiserver.sh: builds kube-apiserver or kubectl, not $command" >&2
+	exit 2
+	;;
+esac
+cache_dir="${KUBE_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/otelcol-gpu}/${command}-${KUBE_VERSION}"
+bin="${cache_dir}/${command}"
 
 if [[ -x "$bin" ]]; then
 	echo "$bin"
@@ -42,7 +52,7 @@ if [[ ${#replaces[@]} -eq 0 ]]; then
 	exit 1
 fi
 go mod edit "-require=k8s.io/kubernetes@${KUBE_VERSION}" "${replaces[@]}"
-go get "k8s.io/kubernetes/cmd/kube-apiserver@${KUBE_VERSION}" >&2
+go get "k8s.io/kubernetes/cmd/${command}@${KUBE_VERSION}" >&2
 
 # The version variables are what kubernetes' own build (hack/lib/version.sh) sets; without them
 # the binary reports v0.0.0 and clients that check the server version get confused.
@@ -51,6 +61,6 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 	ldflags+=" -X ${pkg}.gitVersion=${KUBE_VERSION} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=$(cut -d. -f2 <<<"$KUBE_VERSION")"
 done
 mkdir -p "$cache_dir"
-CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "${bin}.tmp" k8s.io/kubernetes/cmd/kube-apiserver >&2
+CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "${bin}.tmp" "k8s.io/kubernetes/cmd/${command}" >&2
 mv "${bin}.tmp" "$bin"
 echo "$bin"

@@ -17,7 +17,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,6 +31,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
 // KubeVersion is the kube-apiserver version build-apiserver.sh builds by default.
@@ -250,18 +251,7 @@ func binary(tb testing.TB, env, def, hint string) string {
 	return path
 }
 
-// freePort asks the kernel for a free loopback port. It is released before the server binds it,
-// which leaves a small window for another process to take it; the servers' logs say so if it
-// happens.
-func freePort(tb testing.TB) string {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("no free port: %v", err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
+func freePort(tb testing.TB) string { return strconv.Itoa(stack.FreePort(tb)) }
 
 func writeFile(tb testing.TB, path string, data []byte) {
 	tb.Helper()

@@ -211,7 +211,7 @@ func Build(ctx context.Context, api querier, o Options) (*Report, error) {
 	}
 	f := fetcher{api: api, chunk: o.Chunk}
 	from, to := o.Start.Add(-o.MaxGap), o.End.Add(o.MaxGap)
-	nodes, warns, err := api.LabelValues(ctx, labelNode, []string{metricGPUUp, metricGPUUtil, metricTaskGPU}, from, to)
+	nodes, warns, _, err := api.LabelValues(ctx, labelNode, []string{metricGPUUp, metricGPUUtil, metricTaskGPU}, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}

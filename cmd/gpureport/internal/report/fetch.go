@@ -29,8 +29,8 @@ type fetcher struct {
 
 // querier is the part of the Prometheus API client that the report uses.
 type querier interface {
-	Query(ctx context.Context, query string, ts time.Time, opts ...v1.Option) (model.Value, v1.Warnings, error)
-	LabelValues(ctx context.Context, label string, matches []string, startTime, endTime time.Time, opts ...v1.Option) (model.LabelValues, v1.Warnings, error)
+	Query(ctx context.Context, query string, ts time.Time, opts ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error)
+	LabelValues(ctx context.Context, label string, matches []string, startTime, endTime time.Time, opts ...v1.Option) (model.LabelValues, v1.Warnings, v1.Infos, error)
 }
 
 // raw returns every series matching selector with its samples in [from, to], joined across
@@ -47,7 +47,7 @@ func (f fetcher) raw(ctx context.Context, selector string, from, to time.Time) (
 		if evalAt.After(to) {
 			evalAt = to
 		}
-		val, warns, err := f.api.Query(ctx, rangeSel, evalAt)
+		val, warns, _, err := f.api.Query(ctx, rangeSel, evalAt)
 		at := evalAt.UTC().Format(time.RFC3339)
 		if err != nil {
 			return nil, nil, fmt.Errorf("query %s at %s: %w", rangeSel, at, err)

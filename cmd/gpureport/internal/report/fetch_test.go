@@ -27,18 +27,18 @@ type fakeQuerier struct {
 	wrongType bool
 }
 
-func (f *fakeQuerier) Query(_ context.Context, query string, ts time.Time, _ ...v1.Option) (model.Value, v1.Warnings, error) {
+func (f *fakeQuerier) Query(_ context.Context, query string, ts time.Time, _ ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error) {
 	f.queries++
 	if f.err != nil {
-		return nil, nil, f.err
+		return nil, nil, nil, f.err
 	}
 	if f.wrongType {
-		return model.Vector{}, nil, nil
+		return model.Vector{}, nil, nil, nil
 	}
 	name, rng, _ := strings.Cut(strings.TrimSuffix(query, "]"), "[")
 	d, err := model.ParseDuration(rng)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	end := model.TimeFromUnixNano(ts.UnixNano())
 	start := end.Add(-time.Duration(d))
@@ -52,11 +52,11 @@ func (f *fakeQuerier) Query(_ context.Context, query string, ts time.Time, _ ...
 	if len(values) > 0 {
 		m = append(m, &model.SampleStream{Metric: model.Metric{"__name__": model.LabelValue(name), "uuid": "GPU-1"}, Values: values})
 	}
-	return m, f.warnings, nil
+	return m, f.warnings, nil, nil
 }
 
-func (f *fakeQuerier) LabelValues(context.Context, string, []string, time.Time, time.Time, ...v1.Option) (model.LabelValues, v1.Warnings, error) {
-	return nil, nil, errors.New("not used by the fetcher")
+func (f *fakeQuerier) LabelValues(context.Context, string, []string, time.Time, time.Time, ...v1.Option) (model.LabelValues, v1.Warnings, v1.Infos, error) {
+	return nil, nil, nil, errors.New("not used by the fetcher")
 }
 
 func everyMinute(from, to time.Time) []model.SamplePair {

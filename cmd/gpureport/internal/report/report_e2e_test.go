@@ -280,7 +280,7 @@ func TestReport(t *testing.T) {
 	t.Run("counting samples is right only at a constant interval", func(t *testing.T) {
 		// OpenPAI's weekly mail: count_over_time(task_gpu_percent[...]) × 30 s as GPU time.
 		counted := func(job, uuid string) time.Duration {
-			v, _, err := prom.Query(context.Background(),
+			v, _, _, err := prom.Query(context.Background(),
 				`count_over_time(task_gpu_percent{job_name="`+job+`",uuid="`+uuid+`"}[4h])`, t0.Add(4*time.Hour-time.Millisecond))
 			require.NoError(t, err)
 			vec, ok := v.(model.Vector)

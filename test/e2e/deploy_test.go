@@ -1,0 +1,297 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/otelcol-gpu/otelcol-gpu/test/kube"
+)
+
+// kubectlBinary is KUBECTL_BIN (set by `make e2e`: kubectl of the API server's version, built by
+// test/kube/build-apiserver.sh kubectl), else the kubectl on PATH.
+func kubectlBinary(t testing.TB) string {
+	if bin := os.Getenv("KUBECTL_BIN"); bin != "" {
+		return bin
+	}
+	return requireTool(t, "kubectl")
+}
+
+// overlays are what `make deploy OVERLAY=...` renders, and the base with every optional
+// component.
+var overlays = map[string]string{"base": "deploy/base", "edge": "deploy/overlays/edge", "components": "test/e2e/testdata/deploy-components"}
+
+// render is `make render`: kubectl's own kustomize, allowed to read distro/ (the configurations
+// are those files, not copies).
+func render(t testing.TB, dir string) []byte {
+	t.Helper()
+	cmd := exec.Command(kubectlBinary(t), "kustomize", "--load-restrictor", "LoadRestrictionsNone", dir)
+	cmd.Dir = repoRoot(t)
+	out, err := cmd.Output()
+	require.NoError(t, err, "kubectl kustomize %s: %s", dir, stderrOf(err))
+	return out
+}
+
+func stderrOf(err error) string {
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return string(exit.Stderr)
+	}
+	return ""
+}
+
+// objects splits rendered manifests into objects.
+func objects(t testing.TB, manifests []byte) []*unstructured.Unstructured {
+	t.Helper()
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifests), 4096)
+	for {
+		var obj map[string]any
+		err := dec.Decode(&obj)
+		if errors.Is(err, io.EOF) {
+			return objs
+		}
+		require.NoError(t, err)
+		if obj != nil {
+			objs = append(objs, &unstructured.Unstructured{Object: obj})
+		}
+	}
+}
+
+func convert[T any](t testing.TB, obj *unstructured.Unstructured) *T {
+	t.Helper()
+	out := new(T)
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, out), "%s %s", obj.GetKind(), obj.GetName())
+	return out
+}
+
+func ofKind(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// kubectl runs kubectl against the test's API server.
+func kubectl(t testing.TB, kubeconfig string, stdin []byte, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(kubectlBinary(t), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestDeployManifests applies every overlay's rendered manifests, and the Secrets that
+// deploy/secrets.sh makes, with `kubectl apply --dry-run=server` to a real kube-apiserver:
+// schema (strict field validation), admission and RBAC errors fail it. The namespace is created
+// for real first, since admission checks that it exists. A manifest with a mistake is rejected,
+// so the check can fail.
+func TestDeployManifests(t *testing.T) {
+	cluster := kube.Start(t)
+	admin := cluster.Kubeconfig("admin")
+	secrets := deploySecrets(t)
+
+	for name, dir := range overlays {
+		t.Run(name, func(t *testing.T) {
+			manifests := render(t, dir)
+			namespaces := ofKind(objects(t, manifests), "Namespace")
+			require.Len(t, namespaces, 1)
+			ns, err := namespaces[0].MarshalJSON()
+			require.NoError(t, err)
+			out, err := kubectl(t, admin, ns, "apply", "-f", "-")
+			require.NoError(t, err, out)
+
+			out, err = kubectl(t, admin, manifests, "apply", "--dry-run=server", "-f", "-")
+			require.NoError(t, err, out)
+			for _, kind := range []string{"daemonset.apps/otelcol-gpu-agent", "serviceaccount/otelcol-gpu-agent"} {
+				assert.Contains(t, out, kind+" created (server dry run)")
+			}
+			out, err = kubectl(t, admin, secrets, "apply", "--dry-run=server", "-f", "-")
+			require.NoError(t, err, out)
+			assert.Contains(t, out, "secret/otelcol-gpu-agent created (server dry run)")
+
+			broken := bytes.Replace(manifests, []byte("hostPID: true"), []byte("hostPID: true\n      hostPIDs: true"), 1)
+			require.NotEqual(t, manifests, broken)
+			out, err = kubectl(t, admin, broken, "apply", "--dry-run=server", "-f", "-")
+			assert.Error(t, err, "an unknown field must be rejected")
+			assert.Contains(t, out, "hostPIDs")
+		})
+	}
+}
+
+// deploySecrets runs deploy/secrets.sh into a temporary directory.
+func deploySecrets(t testing.TB) []byte {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(repoRoot(t), "deploy", "secrets.sh"))
+	cmd.Env = append(os.Environ(), "SECRETS_DIR="+t.TempDir())
+	out, err := cmd.Output()
+	require.NoError(t, err, "deploy/secrets.sh: %s", stderrOf(err))
+	return out
+}
+
+// TestDeployRBAC applies the base's RBAC for real and asks the API server what the gateway's
+// and the agent's service accounts may do: the gateway reads pods and nodes, nothing else, and
+// writes nothing; the agent may do nothing at all.
+func TestDeployRBAC(t *testing.T) {
+	cluster := kube.Start(t)
+	admin := cluster.Kubeconfig("admin")
+	var rbac []byte
+	for _, o := range objects(t, render(t, overlays["base"])) {
+		switch o.GetKind() {
+		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding":
+			j, err := o.MarshalJSON()
+			require.NoError(t, err)
+			rbac = append(append(rbac, j...), '\n')
+		}
+	}
+	out, err := kubectl(t, admin, rbac, "apply", "-f", "-")
+	require.NoError(t, err, out)
+
+	can := func(sa, verb, resource string) bool {
+		args := []string{"auth", "can-i", verb, "--as=system:serviceaccount:otelcol-gpu:" + sa, "--all-namespaces"}
+		if r, sub, ok := strings.Cut(resource, "/"); ok {
+			args = append(args, r, "--subresource="+sub)
+		} else {
+			args = append(args, resource)
+		}
+		out, _ := kubectl(t, admin, nil, args...)
+		return strings.TrimSpace(out) == "yes"
+	}
+	readers := []string{"get", "list", "watch"}
+	writers := []string{"create", "update", "patch", "delete", "deletecollection"}
+	for _, resource := range []string{"pods", "nodes"} {
+		for _, verb := range readers {
+			assert.True(t, can("otelcol-gpu-gateway", verb, resource), "gateway %s %s", verb, resource)
+		}
+	}
+	for _, resource := range []string{"pods", "nodes", "namespaces", "secrets", "configmaps", "pods/exec", "pods/log", "nodes/proxy", "events", "deployments.apps", "clusterroles.rbac.authorization.k8s.io"} {
+		for _, verb := range writers {
+			assert.False(t, can("otelcol-gpu-gateway", verb, resource), "gateway %s %s", verb, resource)
+			assert.False(t, can("otelcol-gpu-agent", verb, resource), "agent %s %s", verb, resource)
+		}
+		if resource != "pods" && resource != "nodes" {
+			assert.False(t, can("otelcol-gpu-gateway", "get", resource), "gateway get %s", resource)
+		}
+		assert.False(t, can("otelcol-gpu-agent", "get", resource), "agent get %s", resource)
+	}
+
+	// The same, read from the manifests: no rule grants more than reading, and none a wildcard.
+	for _, o := range ofKind(objects(t, render(t, overlays["base"])), "ClusterRole") {
+		role := convert[rbacv1.ClusterRole](t, o)
+		for _, rule := range role.Rules {
+			assert.Empty(t, rule.NonResourceURLs, role.Name)
+			for _, verb := range rule.Verbs {
+				assert.Contains(t, readers, verb, "%s may only read", role.Name)
+			}
+			assert.NotContains(t, rule.Resources, "*", role.Name)
+			assert.NotContains(t, rule.APIGroups, "*", role.Name)
+		}
+	}
+}
+
+// TestDeployedConfigsValidate checks the collector configurations inside each overlay's
+// ConfigMaps with `otelcol-gpu validate`, in the environment the manifests give the container:
+// every ${env:...} a configuration reads must be set by its container.
+func TestDeployedConfigsValidate(t *testing.T) {
+	envRef := regexp.MustCompile(`\$\{env:([A-Za-z_][A-Za-z0-9_]*)`)
+	for name, dir := range overlays {
+		t.Run(name, func(t *testing.T) {
+			objs := objects(t, render(t, dir))
+			configs := map[string]string{}
+			for _, o := range ofKind(objs, "ConfigMap") {
+				cm := convert[corev1.ConfigMap](t, o)
+				configs[cm.Name] = cm.Data["config.yaml"]
+			}
+			var pods []corev1.PodSpec
+			for _, o := range ofKind(objs, "DaemonSet") {
+				pods = append(pods, convert[appsv1.DaemonSet](t, o).Spec.Template.Spec)
+			}
+			for _, o := range ofKind(objs, "Deployment") {
+				pods = append(pods, convert[appsv1.Deployment](t, o).Spec.Template.Spec)
+			}
+			require.Len(t, configs, len(pods), "one configuration per workload")
+			for _, pod := range pods {
+				config := configs[configMapOf(t, pod)]
+				require.NotEmpty(t, config, "the ConfigMap of %s", pod.Containers[0].Name)
+				container := pod.Containers[0]
+				env := []string{}
+				var names []string
+				for _, e := range container.Env {
+					names = append(names, e.Name)
+					env = append(env, e.Name+"="+placeholder(e))
+				}
+				for _, ref := range envRef.FindAllStringSubmatch(config, -1) {
+					assert.Contains(t, names, ref[1], "%s reads ${env:%s}, which its container does not set", container.Name, ref[1])
+				}
+				path := filepath.Join(t.TempDir(), "config.yaml")
+				require.NoError(t, os.WriteFile(path, []byte(config), 0o600))
+				// The container's own arguments, its --config pointing at the ConfigMap's file.
+				args := []string{"validate"}
+				for _, arg := range container.Args {
+					if strings.HasPrefix(arg, "--config=") {
+						arg = "--config=" + path
+					}
+					args = append(args, arg)
+				}
+				require.Contains(t, args, "--config="+path)
+				// Validation checks that the directories on the node are there: the host's / (the
+				// DaemonSet's hostfs volume), node_exporter's textfile directory. Here: this
+				// machine's / and a temporary directory.
+				if strings.Contains(config, "root_path: /hostfs") {
+					args = append(args, "--set", "receivers::task::root_path=/", "--set", "receivers::gpu::root_path=/")
+				}
+				if slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, "exporters::textfile::directory=") }) {
+					args = append(args, "--set", "exporters::textfile::directory="+t.TempDir())
+				}
+				cmd := exec.Command(collectorBinary(t), args...)
+				cmd.Env = append(os.Environ(), env...)
+				out, err := cmd.CombinedOutput()
+				assert.NoError(t, err, "%s: %s", container.Name, out)
+			}
+		})
+	}
+}
+
+func configMapOf(t testing.TB, pod corev1.PodSpec) string {
+	i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == "config" })
+	require.GreaterOrEqual(t, i, 0, "a volume named config")
+	return pod.Volumes[i].ConfigMap.Name
+}
+
+// placeholder is what the downward API would give an environment variable.
+func placeholder(e corev1.EnvVar) string {
+	switch {
+	case e.ValueFrom == nil:
+		return e.Value
+	case e.ValueFrom.ResourceFieldRef != nil:
+		return "536870912"
+	case e.ValueFrom.FieldRef != nil && strings.HasSuffix(e.ValueFrom.FieldRef.FieldPath, "IP"):
+		return "10.0.0.1"
+	default:
+		return "node-1"
+	}
+}
