@@ -1,0 +1,61 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package sharedcomponent gives every component of a collector that asks for the same thing
+// (one kubelet socket, one host root) one instance of it, for as long as any of them holds it.
+// The collector creates a processor per pipeline and a receiver per signal; without this, two
+// metrics pipelines would call the kubelet twice as often. (contrib has the same idea in its
+// internal/sharedcomponent, which cannot be imported from outside contrib.)
+package sharedcomponent // import "github.com/otelcol-gpu/otelcol-gpu/internal/sharedcomponent"
+
+import "sync"
+
+// Registry holds one value per key, counted by its holders.
+type Registry[K comparable, V any] struct {
+	mu sync.Mutex
+	m  map[K]*entry[V]
+}
+
+type entry[V any] struct {
+	value V
+	refs  int
+}
+
+// Acquire returns key's value, made by create when nobody holds one, and the function that gives
+// it back. Each holder calls release once; the last one gets last == true and must close the
+// value, which the registry has already forgotten (a later Acquire makes a new one).
+func (r *Registry[K, V]) Acquire(key K, create func() V) (value V, release func() (last bool)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[K]*entry[V]{}
+	}
+	e, ok := r.m[key]
+	if !ok {
+		e = &entry[V]{value: create()}
+		r.m[key] = e
+	}
+	e.refs++
+	var once sync.Once
+	return e.value, func() (last bool) {
+		once.Do(func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			e.refs--
+			if e.refs == 0 {
+				if r.m[key] == e {
+					delete(r.m, key)
+				}
+				last = true
+			}
+		})
+		return last
+	}
+}
+
+// Len is how many keys are held, for tests.
+func (r *Registry[K, V]) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.m)
+}

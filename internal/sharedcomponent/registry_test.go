@@ -1,0 +1,33 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package sharedcomponent
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestRegistrySharesUntilLastRelease(t *testing.T) {
+	var r Registry[string, *int]
+	made := 0
+	create := func() *int { made++; v := made; return &v }
+
+	a, releaseA := r.Acquire("/sock", create)
+	b, releaseB := r.Acquire("/sock", create)
+	c, releaseC := r.Acquire("/other", create)
+	assert.Same(t, a, b, "one value per key")
+	assert.NotSame(t, a, c)
+	assert.Equal(t, 2, made)
+
+	assert.False(t, releaseA())
+	assert.False(t, releaseA(), "a second release of the same holder does not count")
+	assert.True(t, releaseB(), "the last holder closes")
+	assert.True(t, releaseC())
+	assert.Equal(t, 0, r.Len())
+
+	d, releaseD := r.Acquire("/sock", create)
+	assert.NotSame(t, a, d, "after the last release a new value is made")
+	assert.True(t, releaseD())
+}
