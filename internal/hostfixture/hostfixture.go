@@ -54,8 +54,8 @@ type Container struct {
 	CgroupPath string
 	// Pod, if set, names the container's pod in the kubelet's log layout (the pod UID and the
 	// container id are the cgroup path's).
-	Pod *PodLogs
-	Processes  []Process
+	Pod       *PodLogs
+	Processes []Process
 	// ExitedPIDs are listed in cgroup.procs but have no /proc entry: they exited in between.
 	ExitedPIDs []int
 	CPUUsec    uint64

@@ -38,6 +38,8 @@ type Container struct {
 
 // Index is one reading of the layout.
 type Index struct {
+	// present tells whether the node has the layout at all (a kubelet node with /var/log mounted).
+	present    bool
 	pods       map[string]Pod       // by pod UID
 	containers map[string]Container // by container id
 	byName     map[containerName]string
@@ -47,6 +49,10 @@ type Index struct {
 }
 
 type containerName struct{ namespace, pod, container string }
+
+// Present tells whether the node has the kubelet's log layout: without it, a pod missing from
+// the index says nothing about the pod.
+func (ix *Index) Present() bool { return ix.present }
 
 // PodByUID names the pod with this UID.
 func (ix *Index) PodByUID(uid string) (Pod, bool) {
@@ -70,6 +76,9 @@ func (ix *Index) ContainerID(namespace, pod, container string) string {
 	return ix.byName[containerName{namespace, pod, container}]
 }
 
+// Empty is the index of a node without the layout.
+func Empty() *Index { return newIndex() }
+
 func newIndex() *Index {
 	return &Index{pods: map[string]Pod{}, containers: map[string]Container{}, byName: map[containerName]string{}, single: map[string]string{}}
 }
@@ -83,6 +92,7 @@ func Read(root string) (*Index, error) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
+	ix.present = err == nil
 	for _, e := range entries {
 		p, ok := ParsePodDir(e.Name())
 		if !ok || !e.IsDir() {
@@ -151,7 +161,7 @@ func ParseContainerLink(name, target string) (Container, string, bool) {
 	}
 	podName, namespace, container, id := parts[0], parts[1], parts[2][:dash], parts[2][dash+1:]
 	target = filepath.ToSlash(target)
-	dir := filepath.ToSlash(filepath.Dir(target))           // .../pods/<ns>_<pod>_<uid>/<container>
+	dir := filepath.ToSlash(filepath.Dir(target))            // .../pods/<ns>_<pod>_<uid>/<container>
 	pod, ok := ParsePodDir(filepath.Base(filepath.Dir(dir))) // <ns>_<pod>_<uid>
 	if !ok || pod.Namespace != namespace || pod.Name != podName || filepath.Base(dir) != container {
 		return Container{}, "", false

@@ -44,6 +44,7 @@ func TestRead(t *testing.T) {
 	ix, err := Read(layout(t))
 	require.NoError(t, err)
 
+	assert.True(t, ix.Present())
 	p, ok := ix.PodByUID(uidA)
 	require.True(t, ok)
 	assert.Equal(t, Pod{Namespace: "team-a", Name: "train-0", UID: uidA}, p)
@@ -60,6 +61,7 @@ func TestRead(t *testing.T) {
 func TestReadWithoutKubelet(t *testing.T) {
 	ix, err := Read(t.TempDir())
 	require.NoError(t, err, "a node without the layout is not an error")
+	assert.False(t, ix.Present())
 	_, ok := ix.PodByUID(uidA)
 	assert.False(t, ok)
 }
