@@ -54,8 +54,9 @@ type target struct{ gpu, mig int }
 // time-slicing plugin's replica ids "<id>::<n>".
 type deviceIndex map[string]target
 
-func newDeviceIndex(gpus []gpuReading) deviceIndex {
-	ix := make(deviceIndex, 3*len(gpus))
+// fill replaces ix's content with the batch's GPUs.
+func (ix deviceIndex) fill(gpus []gpuReading) {
+	clear(ix)
 	for i, g := range gpus {
 		whole := target{gpu: i, mig: -1}
 		if g.uuid != "" {
@@ -67,7 +68,6 @@ func newDeviceIndex(gpus []gpuReading) deviceIndex {
 			ix[m.uuid] = target{gpu: i, mig: j}
 		}
 	}
-	return ix
 }
 
 func (ix deviceIndex) resolve(id string) (target, bool) {

@@ -5,7 +5,6 @@ package gpuattributionprocessor // import "github.com/otelcol-gpu/otelcol-gpu/pr
 
 import (
 	"context"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor"
+	"golang.org/x/sys/unix"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/staleness"
@@ -82,6 +82,29 @@ type gpuAttribution struct {
 	// so names learnt since are picked up).
 	owners    map[int]pidOwner
 	ownersInv *inventory
+	// resources caches each task's resource for one inventory: building 18 attributes per task
+	// and batch was most of a batch's allocations.
+	resources map[*container]pcommon.Resource
+	scratch   scratch
+}
+
+// scratch is a batch's working state, kept between batches so it is not allocated each time.
+type scratch struct {
+	devs        deviceIndex
+	byContainer map[*container][]target
+	holders     map[target]int
+	seen        map[int]bool
+	alive       map[*container]bool
+}
+
+func (s *scratch) reset() {
+	if s.devs == nil {
+		*s = scratch{devs: deviceIndex{}, byContainer: map[*container][]target{}, holders: map[target]int{}, seen: map[int]bool{}, alive: map[*container]bool{}}
+	}
+	clear(s.byContainer)
+	clear(s.holders)
+	clear(s.seen)
+	clear(s.alive)
 }
 
 type pidOwner struct {
@@ -97,7 +120,8 @@ func newGPUAttribution(cfg *Config, set processor.Settings) *gpuAttribution {
 		isGPURes: resourceMatcher(cfg.PodResources.ResourceNames),
 		mb:       metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, set),
 		stale:    staleness.NewTracker(),
-		owners:   map[int]pidOwner{},
+		owners:    map[int]pidOwner{},
+		resources: map[*container]pcommon.Resource{},
 	}
 }
 
@@ -158,7 +182,7 @@ func (p *gpuAttribution) processMetrics(_ context.Context, md pmetric.Metrics) (
 
 // readGPUs finds the GPUs of a batch: resources with minor_number and uuid.
 func readGPUs(md pmetric.Metrics) []gpuReading {
-	var gpus []gpuReading
+	var gpus []gpuReading // nil for a batch without GPUs: nothing allocated for the task receiver's
 	for i := 0; i < md.ResourceMetrics().Len(); i++ {
 		rm := md.ResourceMetrics().At(i)
 		attrs := rm.Resource().Attributes()
@@ -170,6 +194,9 @@ func readGPUs(md pmetric.Metrics) []gpuReading {
 		if !ok {
 			continue
 		}
+		if gpus == nil {
+			gpus = make([]gpuReading, 0, md.ResourceMetrics().Len())
+		}
 		g := gpuReading{minor: minor.AsString(), uuid: uuid.AsString()}
 		if v, ok := attrs.Get(attrNodeName); ok {
 			g.nodeName = v.AsString()
@@ -177,33 +204,49 @@ func readGPUs(md pmetric.Metrics) []gpuReading {
 		if v, ok := attrs.Get(attrSimulated); ok {
 			g.simulated = v.AsString()
 		}
-		procs := map[string]*gpuProcess{}
-		migs := map[string]*migReading{}
 		for j := 0; j < rm.ScopeMetrics().Len(); j++ {
 			ms := rm.ScopeMetrics().At(j).Metrics()
 			for k := 0; k < ms.Len(); k++ {
-				g.read(ms.At(k), procs, migs)
+				g.read(ms.At(k))
 			}
 		}
-		if !g.hasUtil && !g.hasMemUtil && len(procs) == 0 && len(migs) == 0 {
+		if !g.hasUtil && !g.hasMemUtil && len(g.procs) == 0 && len(g.migs) == 0 {
 			continue // a GPU with nothing to attribute this time (lost, or a stale end)
 		}
-		for _, pr := range procs {
-			g.procs = append(g.procs, *pr)
-		}
 		slices.SortFunc(g.procs, func(a, b gpuProcess) int { return a.pid - b.pid })
-		for _, m := range migs {
-			if m.total > 0 {
-				g.migs = append(g.migs, *m)
-			}
-		}
+		g.migs = slices.DeleteFunc(g.migs, func(m migReading) bool { return m.total <= 0 })
 		slices.SortFunc(g.migs, func(a, b migReading) int { return strings.Compare(a.uuid, b.uuid) })
 		gpus = append(gpus, g)
 	}
 	return gpus
 }
 
-func (g *gpuReading) read(m pmetric.Metric, procs map[string]*gpuProcess, migs map[string]*migReading) {
+// process is the GPU's entry for pid, added when new; a GPU has a handful.
+func (g *gpuReading) process(pidAttr string) *gpuProcess {
+	for i := range g.procs {
+		if g.procs[i].pidAttr == pidAttr {
+			return &g.procs[i]
+		}
+	}
+	pid, err := strconv.Atoi(pidAttr)
+	if err != nil {
+		return nil
+	}
+	g.procs = append(g.procs, gpuProcess{pid: pid, pidAttr: pidAttr})
+	return &g.procs[len(g.procs)-1]
+}
+
+func (g *gpuReading) mig(uuid string) *migReading {
+	for i := range g.migs {
+		if g.migs[i].uuid == uuid {
+			return &g.migs[i]
+		}
+	}
+	g.migs = append(g.migs, migReading{uuid: uuid})
+	return &g.migs[len(g.migs)-1]
+}
+
+func (g *gpuReading) read(m pmetric.Metric) {
 	if m.Type() != pmetric.MetricTypeGauge {
 		return
 	}
@@ -222,18 +265,16 @@ func (g *gpuReading) read(m pmetric.Metric, procs map[string]*gpuProcess, migs m
 		case metricMemUtil:
 			g.memUtil, g.hasMemUtil = number(dp), true
 		case metricProcessMemory, metricProcessSM:
+			if g.procs == nil {
+				g.procs = make([]gpuProcess, 0, dps.Len())
+			}
 			pidAttr, ok := dp.Attributes().Get(attrPID)
 			if !ok {
 				continue
 			}
-			pid, err := strconv.Atoi(pidAttr.AsString())
-			if err != nil {
-				continue
-			}
-			pr := procs[pidAttr.AsString()]
+			pr := g.process(pidAttr.Str())
 			if pr == nil {
-				pr = &gpuProcess{pid: pid, pidAttr: pidAttr.AsString()}
-				procs[pr.pidAttr] = pr
+				continue
 			}
 			if m.Name() == metricProcessMemory {
 				pr.memory = int64(number(dp))
@@ -245,11 +286,7 @@ func (g *gpuReading) read(m pmetric.Metric, procs map[string]*gpuProcess, migs m
 			if !ok {
 				continue
 			}
-			mr := migs[u.AsString()]
-			if mr == nil {
-				mr = &migReading{uuid: u.AsString()}
-				migs[mr.uuid] = mr
-			}
+			mr := g.mig(u.Str())
 			if m.Name() == metricMIGUsed {
 				mr.used = int64(number(dp))
 			} else {
@@ -275,14 +312,16 @@ type holding struct {
 // attribute builds the batch's attribution metrics.
 func (p *gpuAttribution) attribute(gpus []gpuReading) pmetric.Metrics {
 	inv := p.node.current()
+	p.scratch.reset()
 	p.resolveOwners(gpus, inv)
-	devs := newDeviceIndex(gpus)
+	devs := p.scratch.devs
+	devs.fill(gpus)
 	holdings := p.holdings(gpus, inv, devs)
 	ts := gpus[0].ts
 
 	// One resource per task, in container id order so output is stable.
-	byContainer := map[*container][]target{}
-	var tasks []*container
+	byContainer := p.scratch.byContainer
+	tasks := make([]*container, 0, len(holdings))
 	for _, h := range holdings {
 		if _, ok := byContainer[h.c]; !ok {
 			tasks = append(tasks, h.c)
@@ -290,7 +329,7 @@ func (p *gpuAttribution) attribute(gpus []gpuReading) pmetric.Metrics {
 		byContainer[h.c] = append(byContainer[h.c], h.t)
 	}
 	slices.SortFunc(tasks, func(a, b *container) int { return strings.Compare(a.id, b.id) })
-	holders := map[target]int{}
+	holders := p.scratch.holders
 	for _, h := range holdings {
 		holders[h.t]++
 	}
@@ -343,9 +382,10 @@ func (p *gpuAttribution) attribute(gpus []gpuReading) pmetric.Metrics {
 func (p *gpuAttribution) resolveOwners(gpus []gpuReading, inv *inventory) {
 	if inv != p.ownersInv {
 		clear(p.owners)
+		clear(p.resources)
 		p.ownersInv = inv
 	}
-	seen := make(map[int]bool, len(p.owners))
+	seen := p.scratch.seen
 	for i := range gpus {
 		for j := range gpus[i].procs {
 			pr := &gpus[i].procs[j]
@@ -372,13 +412,21 @@ func (p *gpuAttribution) resolveOwners(gpus []gpuReading, inv *inventory) {
 // (of the whole GPU or of one of its MIG slices) decides all of its holders.
 func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs deviceIndex) []holding {
 	decided := make([]bool, len(gpus))
-	var out []holding
-	alive := map[*container]bool{}
+	out := make([]holding, 0, 4*len(gpus))
+	// A container with a process on a GPU runs, by NVML's word; any other holder is checked, so
+	// that one which stopped leaves at this batch, not at the next refresh.
+	alive := p.scratch.alive
+	for _, g := range gpus {
+		for _, pr := range g.procs {
+			if pr.owner != nil {
+				alive[pr.owner] = true
+			}
+		}
+	}
 	isAlive := func(c *container) bool {
 		a, ok := alive[c]
 		if !ok {
-			_, err := os.Stat(c.cgroupDir)
-			a = err == nil
+			a = unix.Access(c.cgroupDir, unix.F_OK) == nil
 			alive[c] = a
 		}
 		return a
@@ -498,6 +546,9 @@ func share(value float64, part, all int64) float64 {
 }
 
 func (p *gpuAttribution) taskResource(c *container, g *gpuReading) pcommon.Resource {
+	if res, ok := p.resources[c]; ok {
+		return res
+	}
 	rb := p.mb.NewResourceBuilder()
 	rb.SetNodeName(g.nodeName)
 	if g.simulated != "" {
@@ -528,5 +579,6 @@ func (p *gpuAttribution) taskResource(c *container, g *gpuReading) pcommon.Resou
 	res := rb.Emit()
 	// The semantic-convention twin of container_id (mdatagen gives both one Go name).
 	res.Attributes().PutStr("container.id", c.id)
+	p.resources[c] = res
 	return res
 }
