@@ -114,12 +114,12 @@ type pidOwner struct {
 
 func newGPUAttribution(cfg *Config, set processor.Settings) *gpuAttribution {
 	return &gpuAttribution{
-		cfg:      cfg,
-		set:      set,
-		sources:  cfg.AllocationSources,
-		isGPURes: resourceMatcher(cfg.PodResources.ResourceNames),
-		mb:       metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, set),
-		stale:    staleness.NewTracker(),
+		cfg:       cfg,
+		set:       set,
+		sources:   cfg.AllocationSources,
+		isGPURes:  resourceMatcher(cfg.PodResources.ResourceNames),
+		mb:        metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, set),
+		stale:     staleness.NewTracker(),
 		owners:    map[int]pidOwner{},
 		resources: map[*container]pcommon.Resource{},
 	}
