@@ -9,6 +9,7 @@ TOOLS_DIR    := $(CURDIR)/.tools
 BUILDER      := $(TOOLS_DIR)/builder
 MDATAGEN     := $(TOOLS_DIR)/mdatagen
 BIN          := bin/otelcol-gpu
+DEMONODE     := bin/demonode
 BUILD_DIR    := distro/_build
 BENCH_DURATION ?= 2m
 # Packages with end-to-end tests (build tag e2e); E2E_FLAGS=-update rewrites expected pages.
@@ -37,9 +38,11 @@ $(BIN): $(BUILDER) $(SOURCES)
 run: $(BIN)
 	$(BIN) --config distro/local.yaml
 
-## demo: a simulated 8-GPU node plus this machine's node and task metrics on http://127.0.0.1:9102/metrics
-demo: $(BIN)
-	$(BIN) --config distro/demo.yaml
+## demo: a simulated 8-GPU node with its jobs' pods, plus this machine's node and task metrics on http://127.0.0.1:9102/metrics
+demo: $(BIN) $(DEMONODE)
+	$(DEMONODE) -- $(BIN) --config distro/demo.yaml
+$(DEMONODE): $(SOURCES) $(wildcard cmd/demonode/*.go)
+	CGO_ENABLED=1 $(GO) build -o $@ ./cmd/demonode
 
 ## test-gpu: compare the gpu receiver with nvidia-smi on this machine's GPUs (skips without NVML)
 test-gpu:
@@ -62,7 +65,7 @@ e2e: $(BIN)
 
 ## bench: collection cost (Go benchmarks) and whole-process CPU/RSS next to node_exporter
 bench: $(BIN)
-	$(GO) test -run '^$$' -bench . -benchmem ./receiver/...
+	$(GO) test -run '^$$' -bench . -benchmem ./receiver/... ./processor/...
 	KUBE_APISERVER_BIN=$(KUBE_APISERVER) $(GO) test -tags e2e -run '^$$' -bench BenchmarkLargeCluster -benchtime 20x ./receiver/k8swatchdogreceiver/
 	$(GO) run ./bench/procload -otelcol $(BIN) -duration $(BENCH_DURATION)
 

@@ -30,14 +30,14 @@ const benchTasks = 200
 // time-slicing replica of its GPU.
 func busyNode(t testing.TB, batch pmetric.Metrics) (hostfixture.Host, []*v1.PodResources) {
 	h := hostfixture.Busy(2, benchTasks)
-	ids := idsOf(t, batch)
+	ids := idsOf(batch)
 	var pods []*v1.PodResources
 	for i := range h.Containers {
 		name := fmt.Sprintf("job%d-0", i)
 		h.Containers[i].Pod = &hostfixture.PodLogs{Namespace: "jobs", Name: name, Container: "main"}
 		var devs []string
 		if i < 32 {
-			devs = []string{fmt.Sprintf("%s::%d", ids.uuid[i/4], i%4)}
+			devs = []string{fmt.Sprintf("%s::%d", ids[i/4].UUID, i%4)}
 		}
 		pods = append(pods, podresourcestest.Pod("jobs", name, podresourcestest.Container("main", gpuResource, devs...)))
 	}
@@ -127,7 +127,7 @@ func startPipelines(t testing.TB, cfg *Config, n int) []processor.Metrics {
 // refresh between them, however many batches they see.
 func TestPipelinesShareOneKubeletClient(t *testing.T) {
 	batch := gpuBatch(t, scenario)
-	srv := startKubelet(t, idsOf(t, batch))
+	srv := startKubelet(t, idsOf(batch))
 	root := filepath.Join(t.TempDir(), "host")
 	require.NoError(t, hostfixture.Write(root, testHost()))
 	cfg := createDefaultConfig().(*Config)

@@ -14,65 +14,32 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
-	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 	v1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources/podresourcestest"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
-	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver"
 )
 
 // gpuBatch is one collection of the real gpu receiver on its simulated backend.
 func gpuBatch(t testing.TB, scenario string) pmetric.Metrics {
 	t.Helper()
-	f := gpureceiver.NewFactory()
-	cfg := f.CreateDefaultConfig().(*gpureceiver.Config)
-	cfg.Backend = "simulated"
-	cfg.Scenario = scenario
-	cfg.NodeName = "gpu-node-07"
-	cfg.CollectionInterval = time.Hour
-	cfg.InitialDelay = 0
-	cfg.XID.Kmsg = false
-	sink := &consumertest.MetricsSink{}
-	r, err := f.CreateMetrics(context.Background(), receivertest.NewNopSettings(f.Type()), cfg, sink)
+	md, err := demonode.SimulatedBatch(scenario)
 	require.NoError(t, err)
-	require.NoError(t, r.Start(context.Background(), nil))
-	defer func() { require.NoError(t, r.Shutdown(context.Background())) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for len(sink.AllMetrics()) == 0 {
-		require.False(t, time.Now().After(deadline), "the gpu receiver sent no batch within 30s")
-		time.Sleep(10 * time.Millisecond)
-	}
-	return sink.AllMetrics()[0]
+	return md
 }
 
-// gpuIDs are the batch's GPU UUIDs by index, and the MIG UUIDs of each GPU.
-type gpuIDs struct {
-	uuid [8]string
-	mig  map[int][]string
-}
+// gpuIDs are the batch's GPU identities by index.
+type gpuIDs map[int]demonode.GPU
 
-func idsOf(t testing.TB, md pmetric.Metrics) gpuIDs {
-	ids := gpuIDs{mig: map[int][]string{}}
-	for _, g := range readGPUs(md) {
-		var i int
-		_, err := fmt.Sscan(g.minor, &i)
-		require.NoError(t, err)
-		ids.uuid[i] = g.uuid
-		for _, m := range g.migs {
-			ids.mig[i] = append(ids.mig[i], m.uuid)
-		}
-	}
-	return ids
-}
+func idsOf(md pmetric.Metrics) gpuIDs { return demonode.GPUs(md) }
 
 // The test node: which container holds which GPU is in testdata/scenarios/node.yaml.
 const (
@@ -135,12 +102,12 @@ func testHost() hostfixture.Host {
 func kubeletPods(ids gpuIDs) []*v1.PodResources {
 	c, pod := podresourcestest.Container, podresourcestest.Pod
 	return []*v1.PodResources{
-		pod("team-a", "resnet-0", c("trainer", gpuResource, ids.uuid[0], ids.uuid[1])),
-		pod("team-b", "notebook-bob", c("notebook", gpuResource, ids.uuid[2]+"::0")),
-		pod("team-c", "notebook-carol", c("notebook", gpuResource, ids.uuid[2]+"::1")),
-		pod("serving", "bert-0", c("server", migResource, ids.mig[3][0])),
+		pod("team-a", "resnet-0", c("trainer", gpuResource, ids[0].UUID, ids[1].UUID)),
+		pod("team-b", "notebook-bob", c("notebook", gpuResource, ids[2].UUID+"::0")),
+		pod("team-c", "notebook-carol", c("notebook", gpuResource, ids[2].UUID+"::1")),
+		pod("serving", "bert-0", c("server", migResource, ids[3].MIG[0])),
 		pod("team-d", "sweep-3", c("worker", "")),
-		pod("team-e", "waiting-0", c("waiting", gpuResource, ids.uuid[6])),
+		pod("team-e", "waiting-0", c("waiting", gpuResource, ids[6].UUID)),
 		pod("team-f", "odd-0", c("c", "")),
 		pod("kube-system", "coredns-0", c("coredns", "")),
 	}

@@ -51,7 +51,7 @@ func compareGolden(t *testing.T, name string, actual pmetric.Metrics) {
 // external and the container whose pod is gone a zombie (after zombie_after).
 func TestAttribution(t *testing.T) {
 	batch := gpuBatch(t, scenario)
-	ids := idsOf(t, batch)
+	ids := idsOf(batch)
 	e := newTestEnv(t, testHost(), startKubelet(t, ids))
 	e.advance(5 * time.Minute)
 	e.refresh()
@@ -74,7 +74,7 @@ func TestAttribution(t *testing.T) {
 	assert.InDelta(t, device["2"].mem, mem["bob~explore|2|"].value+mem["team-c/notebook-carol|2|"].value, 1e-9)
 	assert.InDelta(t, device["2"].mem*4000/16000, mem["bob~explore|2|"].value, 1e-9)
 
-	migKey := "dave~bert|3|" + ids.mig[3][0]
+	migKey := "dave~bert|3|" + ids[3].MIG[0]
 	assert.InDelta(t, 3000.0/19968*100, mem[migKey].value, 1e-9, "a MIG slice: the slice's memory")
 	assert.NotContains(t, util, migKey, "NVML has no utilization in MIG mode")
 	assert.NotContains(t, mem, "dave~bert|3|", "the MIG pod holds its slice, not the GPU")
@@ -106,7 +106,7 @@ func deviceValues(md pmetric.Metrics) map[string]deviceValue {
 // TestZombieNeedsTime: a container whose pod is gone is a zombie only zombie_after later.
 func TestZombieNeedsTime(t *testing.T) {
 	batch := gpuBatch(t, scenario)
-	e := newTestEnv(t, testHost(), startKubelet(t, idsOf(t, batch)))
+	e := newTestEnv(t, testHost(), startKubelet(t, idsOf(batch)))
 	byGPU := points(e.process(batch), "node_name", "type")
 	assert.Equal(t, 0.0, byGPU["zombie_container_count"]["gpu-node-07|pod_gone"].value)
 	assert.Empty(t, byGPU["gpu_used_by_zombie_container_count"])
@@ -125,7 +125,7 @@ func TestZombieNeedsTime(t *testing.T) {
 // a batch never waits on the kubelet.
 func TestKubeletUnavailable(t *testing.T) {
 	batch := gpuBatch(t, scenario)
-	ids := idsOf(t, batch)
+	ids := idsOf(batch)
 	cases := map[string]func(t *testing.T) *podresourcestest.Server{
 		"missing": func(*testing.T) *podresourcestest.Server { return nil },
 		"refusing": func(t *testing.T) *podresourcestest.Server {
@@ -179,7 +179,7 @@ func withoutSourceErrors(in pmetric.Metrics) pmetric.Metrics {
 func TestTaskThatEnds(t *testing.T) {
 	batch := gpuBatch(t, scenario)
 	host := testHost()
-	e := newTestEnv(t, host, startKubelet(t, idsOf(t, batch)))
+	e := newTestEnv(t, host, startKubelet(t, idsOf(batch)))
 	require.Contains(t, points(e.process(batch), "job_name")["task_gpu_percent"], "grace~queued")
 
 	var idleCgroup string
