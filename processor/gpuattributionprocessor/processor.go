@@ -577,8 +577,6 @@ func (p *gpuAttribution) taskResource(c *container, g *gpuReading) pcommon.Resou
 		}
 	}
 	res := rb.Emit()
-	// The semantic-convention twin of container_id (mdatagen gives both one Go name).
-	res.Attributes().PutStr("container.id", c.id)
 	p.resources[c] = res
 	return res
 }
