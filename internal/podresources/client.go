@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/refresh"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/sharedcomponent"
 )
 
@@ -76,7 +77,8 @@ type Client struct {
 	conn   *grpc.ClientConn
 	lister v1.PodResourcesListerClient
 	// newTicker is the refresh clock, a seam for tests.
-	newTicker func(time.Duration) (<-chan time.Time, func())
+	newTicker refresh.Ticker
+	loop      *refresh.Loop
 
 	mu          sync.RWMutex
 	snapshot    *Snapshot
@@ -84,11 +86,7 @@ type Client struct {
 	failing     bool
 
 	calls, failures atomic.Int64
-
-	started  atomic.Bool
-	stopOnce sync.Once
-	stop     chan struct{}
-	done     chan struct{}
+	closeOnce       sync.Once
 }
 
 // New makes a client; no connection is attempted before Start.
@@ -113,42 +111,21 @@ func New(set Settings) (*Client, error) {
 		set:       set,
 		conn:      conn,
 		lister:    v1.NewPodResourcesListerClient(conn),
-		newTicker: realTicker,
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
+		newTicker: refresh.RealTicker,
 	}, nil
-}
-
-func realTicker(d time.Duration) (<-chan time.Time, func()) {
-	t := time.NewTicker(d)
-	return t.C, t.Stop
 }
 
 // Start asks the kubelet now and then on every refresh interval, in the background.
 func (c *Client) Start() {
-	c.started.Store(true)
-	tick, stopTicker := c.newTicker(c.set.RefreshInterval)
-	go func() {
-		defer close(c.done)
-		defer stopTicker()
-		for {
-			c.Refresh()
-			select {
-			case <-c.stop:
-				return
-			case <-tick:
-			}
-		}
-	}()
+	c.loop = refresh.Start(c.set.RefreshInterval, c.newTicker, c.Refresh)
 }
 
 // Close stops the refreshes and the connection; it waits for a refresh under way (bounded by
 // the timeout).
 func (c *Client) Close() {
-	c.stopOnce.Do(func() {
-		close(c.stop)
-		if c.started.Load() {
-			<-c.done
+	c.closeOnce.Do(func() {
+		if c.loop != nil {
+			c.loop.Stop()
 		}
 		_ = c.conn.Close()
 	})
@@ -256,10 +233,10 @@ type sharedClient struct {
 // first caller's interval and timeout are the client's (components of one collector name the
 // same ones in practice).
 func Shared(set Settings) (*Client, func(), error) {
-	return acquire(set, realTicker)
+	return acquire(set, refresh.RealTicker)
 }
 
-func acquire(set Settings, newTicker func(time.Duration) (<-chan time.Time, func())) (*Client, func(), error) {
+func acquire(set Settings, newTicker refresh.Ticker) (*Client, func(), error) {
 	sc, release := shared.Acquire(set.Socket, func() *sharedClient {
 		c, err := New(set)
 		if err == nil {

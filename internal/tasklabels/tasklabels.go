@@ -68,3 +68,24 @@ func (l *Labels) FallBackToPod(namespace, pod string) {
 		l.JobName = namespace + "/" + pod
 	}
 }
+
+// Setter is a resource builder with the task labels; every component's mdatagen builder that
+// declares them is one.
+type Setter interface {
+	SetUsername(string)
+	SetJobName(string)
+	SetRoleName(string)
+	SetTaskIndex(string)
+	SetJobInstanceID(string)
+	SetVirtualCluster(string)
+}
+
+// SetOn sets the labels on a resource builder.
+func (l Labels) SetOn(s Setter) {
+	s.SetUsername(l.Username)
+	s.SetJobName(l.JobName)
+	s.SetRoleName(l.RoleName)
+	s.SetTaskIndex(l.TaskIndex)
+	s.SetJobInstanceID(l.JobInstanceID)
+	s.SetVirtualCluster(l.VirtualCluster)
+}

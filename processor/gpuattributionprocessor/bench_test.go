@@ -25,6 +25,15 @@ import (
 
 const benchTasks = 200
 
+// busyKubelet serves the busy node's pods.
+func busyKubelet(b *testing.B, pods []*v1.PodResources) *podresourcestest.Server {
+	srv, err := podresourcestest.NewServer(filepath.Join(socketDir(b), "kubelet.sock"))
+	require.NoError(b, err)
+	b.Cleanup(srv.Close)
+	srv.SetPods(pods...)
+	return srv
+}
+
 // busyNode is hostfixture.Busy's node with 200 task pods, named in the kubelet's log layout;
 // the first 32 run the bench scenario's GPU processes, four to a GPU, each holding a
 // time-slicing replica of its GPU.
@@ -49,10 +58,7 @@ func busyNode(t testing.TB, batch pmetric.Metrics) (hostfixture.Host, []*v1.PodR
 func BenchmarkBatch(b *testing.B) {
 	batch := gpuBatch(b, filepath.Join("testdata", "scenarios", "bench.yaml"))
 	host, pods := busyNode(b, batch)
-	srv, err := podresourcestest.NewServer(filepath.Join(socketDir(b), "kubelet.sock"))
-	require.NoError(b, err)
-	defer srv.Close()
-	srv.SetPods(pods...)
+	srv := busyKubelet(b, pods)
 	e := newTestEnv(b, host, srv)
 	out := e.process(batch)
 	require.Len(b, points(out, "job_name")["task_gpu_percent"], 32, "every GPU process's task")
@@ -78,10 +84,7 @@ func BenchmarkBatch(b *testing.B) {
 func BenchmarkKubeletCalls(b *testing.B) {
 	batch := gpuBatch(b, filepath.Join("testdata", "scenarios", "bench.yaml"))
 	host, pods := busyNode(b, batch)
-	srv, err := podresourcestest.NewServer(filepath.Join(socketDir(b), "kubelet.sock"))
-	require.NoError(b, err)
-	defer srv.Close()
-	srv.SetPods(pods...)
+	srv := busyKubelet(b, pods)
 	root := filepath.Join(b.TempDir(), "host")
 	require.NoError(b, hostfixture.Write(root, host))
 	const interval = 100 * time.Millisecond

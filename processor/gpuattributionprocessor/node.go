@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podlogs"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/refresh"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/sharedcomponent"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/tasklabels"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
@@ -69,7 +69,7 @@ type nodeSettings struct {
 	logger  *zap.Logger
 	// Seams for tests: the clock, the refresh ticker and a signal after each refresh.
 	now       func() time.Time
-	newTicker func(time.Duration) (<-chan time.Time, func())
+	newTicker refresh.Ticker
 	refreshed chan<- struct{}
 }
 
@@ -94,8 +94,7 @@ type node struct {
 	inv                 atomic.Pointer[inventory]
 	visibleDeviceErrors atomic.Int64
 	processReadErrors   atomic.Int64
-	stopOnce            sync.Once
-	stop, done          chan struct{}
+	loop                *refresh.Loop
 }
 
 var nodes sharedcomponent.Registry[string, *sharedNode]
@@ -136,15 +135,13 @@ func newNode(set nodeSettings) (*node, error) {
 		set.now = time.Now
 	}
 	if set.newTicker == nil {
-		set.newTicker = realTicker
+		set.newTicker = refresh.RealTicker
 	}
 	n := &node{
 		set:         set,
 		proc:        proc,
 		known:       map[string]*container{},
 		orphanSince: map[string]time.Time{},
-		stop:        make(chan struct{}),
-		done:        make(chan struct{}),
 	}
 	mount := filepath.Join(set.root, "sys", "fs", "cgroup")
 	if n.version, err = cgroupfs.DetectVersion(mount); err != nil {
@@ -168,39 +165,21 @@ func newNode(set nodeSettings) (*node, error) {
 	return n, nil
 }
 
-func realTicker(d time.Duration) (<-chan time.Time, func()) {
-	t := time.NewTicker(d)
-	return t.C, t.Stop
-}
-
 func (n *node) start() {
-	tick, stopTicker := n.set.newTicker(n.set.refreshInterval)
-	go func() {
-		defer close(n.done)
-		defer stopTicker()
-		for {
-			n.refresh()
-			if n.set.refreshed != nil {
-				n.set.refreshed <- struct{}{}
-			}
-			select {
-			case <-n.stop:
-				return
-			case <-tick:
-			}
+	n.loop = refresh.Start(n.set.refreshInterval, n.set.newTicker, func() {
+		n.refresh()
+		if n.set.refreshed != nil {
+			n.set.refreshed <- struct{}{}
 		}
-	}()
+	})
 }
 
 func (n *node) close() {
-	n.stopOnce.Do(func() {
-		close(n.stop)
-		<-n.done
-		if n.releaseKubelet != nil {
-			n.releaseKubelet()
-		}
-		n.releasePods()
-	})
+	n.loop.Stop()
+	if n.releaseKubelet != nil {
+		n.releaseKubelet()
+	}
+	n.releasePods()
 }
 
 // current is the latest inventory.

@@ -554,13 +554,7 @@ func (p *gpuAttribution) taskResource(c *container, g *gpuReading) pcommon.Resou
 	if g.simulated != "" {
 		rb.SetSimulated(g.simulated)
 	}
-	l := c.taskLabels()
-	rb.SetUsername(l.Username)
-	rb.SetJobName(l.JobName)
-	rb.SetRoleName(l.RoleName)
-	rb.SetTaskIndex(l.TaskIndex)
-	rb.SetJobInstanceID(l.JobInstanceID)
-	rb.SetVirtualCluster(l.VirtualCluster)
+	c.taskLabels().SetOn(rb)
 	rb.SetContainerID(c.id)
 	if c.podUID != "" {
 		rb.SetPodUID(c.podUID)

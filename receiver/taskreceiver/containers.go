@@ -289,12 +289,7 @@ func (s *taskScraper) recordContainer(now pcommon.Timestamp, f cgroupfs.Found, s
 		if pod, ok := s.pods.PodByUID(f.PodUID); ok {
 			labels.FallBackToPod(pod.Namespace, pod.Name)
 		}
-		rb.SetUsername(labels.Username)
-		rb.SetJobName(labels.JobName)
-		rb.SetRoleName(labels.RoleName)
-		rb.SetTaskIndex(labels.TaskIndex)
-		rb.SetJobInstanceID(labels.JobInstanceID)
-		rb.SetVirtualCluster(labels.VirtualCluster)
+		labels.SetOn(rb)
 	}
 	s.containerMB.EmitForResource(metadata.WithResource(rb.Emit()))
 }
