@@ -10,8 +10,10 @@ package sharedcomponent // import "github.com/otelcol-gpu/otelcol-gpu/internal/s
 
 import "sync"
 
-// Registry holds one value per key, counted by its holders.
-type Registry[K comparable, V any] struct {
+// Registry holds one value per key: counted by its holders (Acquire), or held until one of them
+// forgets it (GetOrCreate, Forget) where the holders are faces of one component that is shut
+// down once.
+type Registry[K comparable, V comparable] struct {
 	mu sync.Mutex
 	m  map[K]*entry[V]
 }
@@ -50,6 +52,30 @@ func (r *Registry[K, V]) Acquire(key K, create func() V) (value V, release func(
 			}
 		})
 		return last
+	}
+}
+
+// GetOrCreate returns key's value, made by create when none is held, until Forget.
+func (r *Registry[K, V]) GetOrCreate(key K, create func() V) V {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[K]*entry[V]{}
+	}
+	e, ok := r.m[key]
+	if !ok {
+		e = &entry[V]{value: create()}
+		r.m[key] = e
+	}
+	return e.value
+}
+
+// Forget drops key's value if it is still v (not one made for the key since).
+func (r *Registry[K, V]) Forget(key K, v V) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.m[key]; ok && e.value == v {
+		delete(r.m, key)
 	}
 }
 

@@ -31,3 +31,16 @@ func TestRegistrySharesUntilLastRelease(t *testing.T) {
 	assert.NotSame(t, a, d, "after the last release a new value is made")
 	assert.True(t, releaseD())
 }
+
+func TestRegistryGetOrCreateUntilForget(t *testing.T) {
+	var r Registry[string, *int]
+	made := 0
+	create := func() *int { made++; v := made; return &v }
+	a := r.GetOrCreate("cfg", create)
+	assert.Same(t, a, r.GetOrCreate("cfg", create), "both faces of a component get one value")
+	r.Forget("cfg", a)
+	b := r.GetOrCreate("cfg", create)
+	assert.NotSame(t, a, b)
+	r.Forget("cfg", a)
+	assert.Same(t, b, r.GetOrCreate("cfg", create), "forgetting an old value leaves the new one")
+}
