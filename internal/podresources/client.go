@@ -12,6 +12,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -156,8 +158,13 @@ func (c *Client) Refresh() {
 		c.snapshot, c.allocatable = nil, nil
 		if !c.failing {
 			c.failing = true
-			c.set.Logger.Warn("The kubelet's pod-resources API does not answer: GPU allocations come from the next source until it does",
-				zap.String("socket", c.set.Socket), zap.Error(err))
+			if _, statErr := os.Stat(c.set.Socket); errors.Is(statErr, fs.ErrNotExist) {
+				// Not a Kubernetes node (make run on a workstation), or the socket is not mounted.
+				c.set.Logger.Info("No kubelet pod-resources socket: GPU allocations come from the next source", zap.String("socket", c.set.Socket))
+			} else {
+				c.set.Logger.Warn("The kubelet's pod-resources API does not answer: GPU allocations come from the next source until it does",
+					zap.String("socket", c.set.Socket), zap.Error(err))
+			}
 		}
 		return
 	}

@@ -78,7 +78,8 @@ func TestUnavailable(t *testing.T) {
 		c.Refresh()
 		assert.Nil(t, c.Snapshot())
 		assert.EqualValues(t, 2, c.Failures())
-		assert.Equal(t, 1, logs.FilterMessageSnippet("does not answer").Len(), "one log line, not one per refresh")
+		assert.Equal(t, 1, logs.FilterMessageSnippet("GPU allocations come from the next source").Len(), "one log line, not one per refresh")
+		assert.Equal(t, zapcore.InfoLevel, logs.All()[0].Level, "no socket is not a fault: not every node is a kubelet node")
 	})
 	t.Run("refusing", func(t *testing.T) {
 		// A socket file nobody listens on, as a kubelet that died leaves it.
@@ -91,7 +92,8 @@ func TestUnavailable(t *testing.T) {
 		c.Refresh()
 		assert.Nil(t, c.Snapshot())
 		assert.EqualValues(t, 1, c.Failures())
-		assert.Equal(t, 1, logs.FilterMessageSnippet("does not answer").Len())
+		assert.Equal(t, 1, logs.FilterMessageSnippet("GPU allocations come from the next source").Len())
+		assert.Equal(t, zapcore.WarnLevel, logs.All()[0].Level)
 	})
 	t.Run("hanging then back", func(t *testing.T) {
 		srv := startServer(t)
@@ -104,7 +106,7 @@ func TestUnavailable(t *testing.T) {
 		c.Refresh() // returns at the timeout
 		assert.Nil(t, c.Snapshot(), "an old allocation is not trusted once the kubelet stops answering")
 		assert.EqualValues(t, 1, c.Failures())
-		assert.Equal(t, 1, logs.FilterMessageSnippet("does not answer").Len())
+		assert.Equal(t, 1, logs.FilterMessageSnippet("GPU allocations come from the next source").Len())
 
 		srv.Hang(false)
 		c.Refresh()

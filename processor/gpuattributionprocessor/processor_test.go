@@ -151,7 +151,7 @@ func TestKubeletUnavailable(t *testing.T) {
 			compareGolden(t, "no-kubelet", withoutSourceErrors(out))
 
 			assert.Positive(t, points(out, "node_name", "source")["gpu_attribution_source_errors_total"]["gpu-node-07|pod_resources"].value)
-			assert.Equal(t, 1, e.logs.FilterMessageSnippet("pod-resources API does not answer").Len())
+			assert.Equal(t, 1, e.logs.FilterMessageSnippet("GPU allocations come from the next source").Len())
 			util := points(out, "job_name", "minor_number")["task_gpu_percent"]
 			assert.Contains(t, util, "alice~resnet|0", "the processes say who is on the GPU")
 			assert.Contains(t, util, "frank~sweep|5", "the environment")
