@@ -92,6 +92,10 @@ func BenchmarkKubeletCalls(b *testing.B) {
 	cfg.RootPath, cfg.RefreshInterval, cfg.PodResources.Socket, cfg.PodResources.Timeout = root, interval, srv.Socket, interval/2
 	procs := startPipelines(b, cfg, 2)
 	in := make([]pmetric.Metrics, len(procs))
+	// The refresh at start is not one of the interval's.
+	for deadline := time.Now().Add(10 * time.Second); srv.Calls("List") == 0; time.Sleep(time.Millisecond) {
+		require.False(b, time.Now().After(deadline), "no List call within 10s")
+	}
 
 	listBefore := srv.Calls("List")
 	start := time.Now()
