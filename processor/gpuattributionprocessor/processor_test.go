@@ -226,3 +226,15 @@ func FuzzParseVisibleDevices(f *testing.F) {
 		}
 	})
 }
+
+// TestProcessThatExited: a GPU process whose /proc entry is gone by the time it is read (it
+// exited after NVML listed it) is counted as a read error, not reported as external as OpenPAI
+// did.
+func TestProcessThatExited(t *testing.T) {
+	batch := gpuBatch(t, scenario)
+	e := newTestEnv(t, testHost(), startKubelet(t, idsOf(batch)))
+	require.NoError(t, os.RemoveAll(filepath.Join(e.root, "proc", "4001")))
+	byGPU := points(e.process(batch), "node_name", "pid", "source")
+	assert.Empty(t, byGPU["gpu_used_by_external_process_count"])
+	assert.Equal(t, 1.0, byGPU["gpu_attribution_source_errors_total"]["gpu-node-07||process"].value)
+}
