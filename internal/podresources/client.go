@@ -229,12 +229,7 @@ func devices(in []*v1.ContainerDevices) []Device {
 }
 
 // shared holds one started client per socket for the whole collector.
-var shared sharedcomponent.Registry[string, *sharedClient]
-
-type sharedClient struct {
-	client *Client
-	err    error
-}
+var shared sharedcomponent.Registry[string, *sharedcomponent.Opened[*Client]]
 
 // Shared returns the collector's client for set.Socket, started, and what gives it back; the
 // first caller's interval and timeout are the client's (components of one collector name the
@@ -244,22 +239,13 @@ func Shared(set Settings) (*Client, func(), error) {
 }
 
 func acquire(set Settings, newTicker refresh.Ticker) (*Client, func(), error) {
-	sc, release := shared.Acquire(set.Socket, func() *sharedClient {
+	return sharedcomponent.Open(&shared, set.Socket, func() (*Client, error) {
 		c, err := New(set)
-		if err == nil {
-			c.newTicker = newTicker
-			c.Start()
+		if err != nil {
+			return nil, err
 		}
-		return &sharedClient{client: c, err: err}
+		c.newTicker = newTicker
+		c.Start()
+		return c, nil
 	})
-	closeIfLast := func() {
-		if release() && sc.client != nil {
-			sc.client.Close()
-		}
-	}
-	if sc.err != nil {
-		closeIfLast()
-		return nil, nil, sc.err
-	}
-	return sc.client, closeIfLast, nil
 }

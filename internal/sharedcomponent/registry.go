@@ -29,14 +29,7 @@ type entry[V any] struct {
 func (r *Registry[K, V]) Acquire(key K, create func() V) (value V, release func() (last bool)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.m == nil {
-		r.m = map[K]*entry[V]{}
-	}
-	e, ok := r.m[key]
-	if !ok {
-		e = &entry[V]{value: create()}
-		r.m[key] = e
-	}
+	e := r.entry(key, create)
 	e.refs++
 	var once sync.Once
 	return e.value, func() (last bool) {
@@ -59,6 +52,11 @@ func (r *Registry[K, V]) Acquire(key K, create func() V) (value V, release func(
 func (r *Registry[K, V]) GetOrCreate(key K, create func() V) V {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.entry(key, create).value
+}
+
+// entry is key's entry, made by create when there is none; r.mu is held.
+func (r *Registry[K, V]) entry(key K, create func() V) *entry[V] {
 	if r.m == nil {
 		r.m = map[K]*entry[V]{}
 	}
@@ -67,7 +65,7 @@ func (r *Registry[K, V]) GetOrCreate(key K, create func() V) V {
 		e = &entry[V]{value: create()}
 		r.m[key] = e
 	}
-	return e.value
+	return e
 }
 
 // Forget drops key's value if it is still v (not one made for the key since).
@@ -84,4 +82,30 @@ func (r *Registry[K, V]) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.m)
+}
+
+// Opened is a shared value that may have failed to open.
+type Opened[V any] struct {
+	value V
+	err   error
+}
+
+// Open is Acquire for a value that can fail to open (every holder gets the error) and that its
+// last holder closes: release closes it when the last holder gives it back.
+func Open[K comparable, V interface{ Close() }](r *Registry[K, *Opened[V]], key K, open func() (V, error)) (V, func(), error) {
+	o, release := r.Acquire(key, func() *Opened[V] {
+		v, err := open()
+		return &Opened[V]{value: v, err: err}
+	})
+	closeIfLast := func() {
+		if release() && o.err == nil {
+			o.value.Close()
+		}
+	}
+	if o.err != nil {
+		closeIfLast()
+		var zero V
+		return zero, nil, o.err
+	}
+	return o.value, closeIfLast, nil
 }

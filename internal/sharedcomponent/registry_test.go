@@ -44,3 +44,27 @@ func TestRegistryGetOrCreateUntilForget(t *testing.T) {
 	r.Forget("cfg", a)
 	assert.Same(t, b, r.GetOrCreate("cfg", create), "forgetting an old value leaves the new one")
 }
+
+type closer struct{ closed int }
+
+func (c *closer) Close() { c.closed++ }
+
+func TestOpen(t *testing.T) {
+	var r Registry[string, *Opened[*closer]]
+	opens := 0
+	open := func() (*closer, error) { opens++; return &closer{}, nil }
+	a, releaseA, err := Open(&r, "sock", open)
+	assert.NoError(t, err)
+	b, releaseB, err := Open(&r, "sock", open)
+	assert.NoError(t, err)
+	assert.Same(t, a, b)
+	assert.Equal(t, 1, opens)
+	releaseA()
+	assert.Equal(t, 0, a.closed)
+	releaseB()
+	assert.Equal(t, 1, a.closed, "the last holder closes")
+
+	_, _, err = Open(&r, "bad", func() (*closer, error) { return nil, assert.AnError })
+	assert.ErrorIs(t, err, assert.AnError)
+	assert.Equal(t, 0, r.Len(), "a value that failed to open is not kept")
+}

@@ -97,33 +97,19 @@ type node struct {
 	loop                *refresh.Loop
 }
 
-var nodes sharedcomponent.Registry[string, *sharedNode]
-
-type sharedNode struct {
-	node *node
-	err  error
-}
+var nodes sharedcomponent.Registry[string, *sharedcomponent.Opened[*node]]
 
 // acquireNode returns the collector's node for set.root, started; the first caller's settings
 // are the node's.
 func acquireNode(set nodeSettings) (*node, func(), error) {
-	sn, release := nodes.Acquire(filepath.Clean(set.root), func() *sharedNode {
+	return sharedcomponent.Open(&nodes, filepath.Clean(set.root), func() (*node, error) {
 		n, err := newNode(set)
-		if err == nil {
-			n.start()
+		if err != nil {
+			return nil, err
 		}
-		return &sharedNode{node: n, err: err}
+		n.start()
+		return n, nil
 	})
-	closeIfLast := func() {
-		if release() && sn.node != nil {
-			sn.node.close()
-		}
-	}
-	if sn.err != nil {
-		closeIfLast()
-		return nil, nil, sn.err
-	}
-	return sn.node, closeIfLast, nil
 }
 
 func newNode(set nodeSettings) (*node, error) {
@@ -174,7 +160,8 @@ func (n *node) start() {
 	})
 }
 
-func (n *node) close() {
+// Close stops the refreshes and gives back what the node shares.
+func (n *node) Close() {
 	n.loop.Stop()
 	if n.releaseKubelet != nil {
 		n.releaseKubelet()
