@@ -10,16 +10,17 @@ BUILDER      := $(TOOLS_DIR)/builder
 MDATAGEN     := $(TOOLS_DIR)/mdatagen
 BIN          := bin/otelcol-gpu
 DEMONODE     := bin/demonode
+GPUREPORT    := bin/gpureport
 BUILD_DIR    := distro/_build
 BENCH_DURATION ?= 2m
 # Packages with end-to-end tests (build tag e2e); E2E_FLAGS=-update rewrites expected pages.
-E2E_PKGS     ?= ./test/... ./receiver/k8swatchdogreceiver/
+E2E_PKGS     ?= ./test/... ./receiver/k8swatchdogreceiver/ ./cmd/gpureport/...
 # kube-apiserver for the k8s_watchdog tests, built once per version from the module proxy.
 KUBE_APISERVER = $$(test/kube/build-apiserver.sh)
 COMPONENTS   := $(shell find receiver processor exporter -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
 SOURCES      := $(shell find receiver processor exporter internal -name '*.go' 2>/dev/null) go.mod go.sum builder-config.yaml
 
-.PHONY: all build run demo test test-gpu unit e2e bench lint generate tools deps clean
+.PHONY: all build run demo report test test-gpu unit e2e bench lint generate tools deps clean
 
 all: build
 
@@ -27,12 +28,15 @@ tools: $(BUILDER) $(MDATAGEN)
 $(BUILDER) $(MDATAGEN): tools/go.mod tools/go.sum
 	$(GO) build -C tools -o $(TOOLS_DIR)/ tool
 
-## build: the collector binary at bin/otelcol-gpu (OCB, cgo on)
-build: $(BIN)
+## build: the collector binary at bin/otelcol-gpu (OCB, cgo on), and bin/gpureport
+build: $(BIN) $(GPUREPORT)
 $(BIN): $(BUILDER) $(SOURCES)
 	$(BUILDER) --config builder-config.yaml --skip-compilation
 	# OCB's own tidy trips on a test-only import of one contrib module; tidy leniently, then build.
 	cd $(BUILD_DIR) && $(GO) mod tidy -e && CGO_ENABLED=1 $(GO) build -trimpath -ldflags='-s -w' -o ../../$(BIN) .
+
+$(GPUREPORT): $(shell find cmd/gpureport -type f 2>/dev/null) $(SOURCES)
+	$(GO) build -trimpath -o $@ ./cmd/gpureport
 
 ## run: this machine's node and task metrics on http://127.0.0.1:9102/metrics
 run: $(BIN)
@@ -43,6 +47,11 @@ demo: $(BIN) $(DEMONODE)
 	$(DEMONODE) -- $(BIN) --config distro/demo.yaml
 $(DEMONODE): $(SOURCES) $(wildcard cmd/demonode/*.go)
 	CGO_ENABLED=1 $(GO) build -o $@ ./cmd/demonode
+
+## report: the GPU efficiency report of the last week into report/: of PROM_URL when set, else of a
+## generated demo week in a private Prometheus (REPORT_FLAGS adds flags, e.g. -period 24h)
+report: $(GPUREPORT)
+	$(GPUREPORT) $(if $(PROM_URL),-prometheus '$(PROM_URL)',-demo) -out report $(REPORT_FLAGS)
 
 ## test-gpu: compare the gpu receiver with nvidia-smi on this machine's GPUs (skips without NVML)
 test-gpu:
@@ -65,7 +74,7 @@ e2e: $(BIN)
 
 ## bench: collection cost (Go benchmarks) and whole-process CPU/RSS next to node_exporter
 bench: $(BIN)
-	$(GO) test -run '^$$' -bench . -benchmem ./receiver/... ./processor/...
+	$(GO) test -run '^$$' -bench . -benchmem ./receiver/... ./processor/... ./cmd/...
 	KUBE_APISERVER_BIN=$(KUBE_APISERVER) $(GO) test -tags e2e -run '^$$' -bench BenchmarkLargeCluster -benchtime 20x ./receiver/k8swatchdogreceiver/
 	$(GO) run ./bench/procload -otelcol $(BIN) -duration $(BENCH_DURATION)
 
@@ -76,11 +85,11 @@ lint:
 	$(GO) vet -tags gpu ./receiver/gpureceiver/
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## deps: what the end-to-end tests run: Debian's prometheus, node_exporter and etcd (needs root),
+## deps: what the end-to-end tests run: Debian's prometheus, node_exporter, etcd and chromium (needs root),
 ## and kube-apiserver built from k8s.io/kubernetes (cached under ~/.cache/otelcol-gpu by version)
 deps:
 	apt-get update
-	apt-get install -y --no-install-recommends prometheus prometheus-node-exporter etcd-server
+	apt-get install -y --no-install-recommends prometheus prometheus-node-exporter etcd-server chromium
 	test/kube/build-apiserver.sh
 
 clean:

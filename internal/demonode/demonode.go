@@ -180,6 +180,7 @@ func Start(root string, pods *Pods, gpus map[int]GPU) (*Node, error) {
 		host.Processes = append(host.Processes, hostfixture.Process{PID: p.PID, Comm: p.Comm, Cmdline: []string{p.Comm}, State: "S", RSSPages: 1000})
 	}
 	var listed []*v1.PodResources
+	netns := uint32(4026540000) // each container its own network namespace, as a pod's are
 	for _, pod := range pods.Pods {
 		uid := podUID(pod)
 		entry := &v1.PodResources{Namespace: pod.Namespace, Name: pod.Name}
@@ -192,8 +193,10 @@ func Start(root string, pods *Pods, gpus map[int]GPU) (*Node, error) {
 				hc.Pod = &hostfixture.PodLogs{Namespace: pod.Namespace, Name: pod.Name, Container: c.Name}
 			}
 			env := environ(c.Env)
+			netns++
 			for _, pid := range c.PIDs {
-				hc.Processes = append(hc.Processes, hostfixture.Process{PID: pid, Comm: "python3", Cmdline: []string{"python3", "train.py"}, Env: env, State: "S", RSSPages: 250_000})
+				hc.Processes = append(hc.Processes, hostfixture.Process{PID: pid, Comm: "python3", Cmdline: []string{"python3", "train.py"}, Env: env, State: "S", RSSPages: 250_000,
+					NetNS: netns, RxBytes: 40 << 30, TxBytes: 12 << 30})
 			}
 			host.Containers = append(host.Containers, hc)
 			ctr := &v1.ContainerResources{Name: c.Name}

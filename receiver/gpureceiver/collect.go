@@ -93,7 +93,7 @@ func (s *nvmlSource) collectGPU(st *gpuState, now pcommon.Timestamp) {
 	}
 	codes, counts := s.xids.countsOf(st.id.uuid)
 	for i, code := range codes {
-		mb.RecordGpuXidErrorsTotalDataPoint(now, counts[i], strconv.FormatUint(code, 10))
+		mb.RecordGpuXidErrorsTotalDataPoint(now, counts[i], strconv.FormatUint(code, 10), s.xids.table.lookup(code).resolution)
 	}
 	for call, n := range st.timeouts {
 		mb.RecordGpuNvmlTimeoutsTotalDataPoint(now, n, call)

@@ -80,7 +80,10 @@ type XIDConfig struct {
 type XIDInfo struct {
 	Meaning  string `mapstructure:"meaning"`
 	Severity string `mapstructure:"severity"`
-	Action   string `mapstructure:"action"`
+	// Resolution is the class alerts select by (gpu_xid_errors_total's resolution label).
+	Resolution string `mapstructure:"resolution"`
+	// Action words the recommendation in the log record; empty keeps the resolution's wording.
+	Action string `mapstructure:"action"`
 }
 
 var _ confmap.Validator = (*Config)(nil)
@@ -144,6 +147,9 @@ func (x *XIDConfig) validate() []error {
 		}
 		if _, ok := severityLevels[info.Severity]; info.Severity != "" && !ok {
 			errs = append(errs, fmt.Errorf("xid::table::%s::severity must be info, warning or fatal, got %q", key, info.Severity))
+		}
+		if _, ok := metadata.MapAttributeXidResolution[info.Resolution]; info.Resolution != "" && !ok {
+			errs = append(errs, fmt.Errorf("xid::table::%s::resolution must be one of none, restart_app, reset_gpu, reboot, check_nvlink, unknown, got %q", key, info.Resolution))
 		}
 	}
 	return errs

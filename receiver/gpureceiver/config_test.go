@@ -52,7 +52,7 @@ func TestLoadConfig(t *testing.T) {
 		DedupWindow:  5 * time.Second,
 		HealthWindow: 30 * time.Minute,
 		Table: map[string]XIDInfo{
-			"13":  {Severity: "fatal", Action: "drain the node"},
+			"13":  {Severity: "fatal", Resolution: "reboot", Action: "drain the node"},
 			"999": {Meaning: "vendor test code", Severity: "info"},
 		},
 	}, custom.XID)
@@ -90,6 +90,7 @@ faults[1]: kind must be one of xid, gpu_lost, reset_required, hang, ecc, row_rem
 		{"zero_health_window", "xid::health_window must be positive, got 0s"},
 		{"bad_xid_key", `xid::table: key "fallen" is not an XID code (a positive integer)`},
 		{"bad_xid_severity", `xid::table::79::severity must be info, warning or fatal, got "critical"`},
+		{"bad_xid_resolution", `xid::table::79::resolution must be one of none, restart_app, reset_gpu, reboot, check_nvlink, unknown, got "replace"`},
 		{"zero_interval", `"collection_interval": requires positive value`},
 	}
 	for _, tt := range tests {

@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected metrics in testdata/expected")
@@ -35,8 +37,12 @@ func TestScrapeGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			clock := newFakeClock()
 			cfg := testConfig()
-			src := startSource(t, cfg, simServer(t, name+".yaml", clock), clock, nil)
+			sink := &logSink{}
+			src := startSource(t, cfg, simServer(t, name+".yaml", clock), clock, sink.emit)
 			clock.advance(30 * time.Second)
+			// XIDs arrive through the event watcher's goroutine: read once it has them all.
+			xids := scenarioXIDs(t, name+".yaml")
+			require.Eventually(t, func() bool { return len(sink.records()) == xids }, 10*time.Second, 5*time.Millisecond)
 			actual := src.scrape()
 
 			expectedFile := filepath.Join("testdata", "expected", name+".yaml")
@@ -48,6 +54,19 @@ func TestScrapeGolden(t *testing.T) {
 			require.NoError(t, pmetrictest.CompareMetrics(expected, actual, compareOptions...))
 		})
 	}
+}
+
+// scenarioXIDs counts the XIDs a golden scenario injects.
+func scenarioXIDs(t *testing.T, scenario string) int {
+	sc, err := simulated.LoadScenario(filepath.Join("testdata", "scenarios", scenario))
+	require.NoError(t, err)
+	n := 0
+	for _, f := range sc.Faults {
+		if f.Kind == "xid" {
+			n++
+		}
+	}
+	return n
 }
 
 // TestLatencyHistogram checks the hand-built histogram: one observation per NVML call,

@@ -91,7 +91,7 @@ func (t *xidTracker) add(occ xidOccurrence) {
 	logs := t.record(now, occ, info, index)
 	t.mu.Unlock()
 
-	fields := []zap.Field{zap.Uint64("xid", occ.code), zap.String("gpu", index), zap.String("uuid", uuid), zap.String("pci_bus_id", occ.pci), zap.String("source", occ.source.String()), zap.String("meaning", info.meaning), zap.String("action", info.action)}
+	fields := []zap.Field{zap.Uint64("xid", occ.code), zap.String("gpu", index), zap.String("uuid", uuid), zap.String("pci_bus_id", occ.pci), zap.String("source", occ.source.String()), zap.String("meaning", info.meaning), zap.String("resolution", info.resolution.String()), zap.String("action", info.actionText())}
 	if info.severity == metadata.AttributeXidSeverityInfo.String() {
 		t.logger.Info("GPU XID error", fields...)
 	} else {
@@ -106,7 +106,7 @@ func (t *xidTracker) add(occ xidOccurrence) {
 // severity and the readable body are set here.
 func (t *xidTracker) record(now time.Time, occ xidOccurrence, info xidInfo, index string) plog.Logs {
 	severity := metadata.MapAttributeXidSeverity[info.severity]
-	t.lb.RecordGpuXidEvent(context.Background(), pcommon.NewTimestampFromTime(now), strconv.FormatUint(occ.code, 10), severity, info.meaning, info.action, occ.message, occ.source, occ.pci)
+	t.lb.RecordGpuXidEvent(context.Background(), pcommon.NewTimestampFromTime(now), strconv.FormatUint(occ.code, 10), severity, info.resolution, info.meaning, info.actionText(), occ.message, occ.source, occ.pci)
 	logs := t.lb.Emit(metadata.WithLogsResource(t.resource(occ.gpu)))
 	if logs.LogRecordCount() == 0 {
 		return logs
@@ -122,7 +122,7 @@ func (t *xidTracker) record(now time.Time, occ xidOccurrence, info xidInfo, inde
 		lr.SetSeverityNumber(plog.SeverityNumberInfo)
 	}
 	lr.SetSeverityText(info.severity)
-	lr.Body().SetStr(fmt.Sprintf("XID %d on GPU %s (%s): %s. Action: %s", occ.code, index, occ.pci, info.meaning, info.action))
+	lr.Body().SetStr(fmt.Sprintf("XID %d on GPU %s (%s): %s. Action: %s", occ.code, index, occ.pci, info.meaning, info.actionText()))
 	return logs
 }
 

@@ -170,22 +170,30 @@ func TestXIDDedup(t *testing.T) {
 func TestXIDLogRecord(t *testing.T) {
 	clock := newFakeClock()
 	sink := &logSink{}
-	tr := newTestTracker(clock, sink, map[string]XIDInfo{"13": {Severity: "fatal"}, "999": {Meaning: "lab code"}})
+	tr := newTestTracker(clock, sink, map[string]XIDInfo{
+		"13":  {Severity: "fatal"},
+		"999": {Meaning: "lab code"},
+		"31":  {Resolution: "reset_gpu"},
+		"43":  {Action: "call the on-call"},
+	})
 	gpu := &gpuIdentity{index: 3, uuid: "GPU-a", pciBusID: "00000000:04:00.0"}
 	tr.add(xidOccurrence{gpu: gpu, pci: gpu.pciBusID, code: 79, source: metadata.AttributeSourceKmsg, message: "GPU has fallen off the bus."})
 	tr.add(xidOccurrence{gpu: gpu, code: 13, source: metadata.AttributeSourceNvml})
 	tr.add(xidOccurrence{gpu: gpu, code: 999, source: metadata.AttributeSourceNvml})
 	tr.add(xidOccurrence{gpu: gpu, code: 4242, source: metadata.AttributeSourceNvml})
+	tr.add(xidOccurrence{gpu: gpu, code: 31, source: metadata.AttributeSourceNvml})
+	tr.add(xidOccurrence{gpu: gpu, code: 43, source: metadata.AttributeSourceNvml})
 
 	recs := sink.records()
-	require.Len(t, recs, 4)
+	require.Len(t, recs, 6)
 	lr := recs[0]
 	assert.Equal(t, "gpu.xid", lr.EventName())
 	assert.Equal(t, plog.SeverityNumberError, lr.SeverityNumber())
 	assert.Equal(t, "fatal", lr.SeverityText())
-	assert.Equal(t, "XID 79 on GPU 3 (00000000:04:00.0): GPU has fallen off the bus. Action: "+actionReboot, lr.Body().Str())
+	assert.Equal(t, "XID 79 on GPU 3 (00000000:04:00.0): GPU has fallen off the bus. Action: "+resolutionActions[resolveReboot], lr.Body().Str())
 	assert.Equal(t, map[string]any{
-		"xid": "79", "xid_severity": "fatal", "xid_meaning": "GPU has fallen off the bus", "xid_action": actionReboot,
+		"xid": "79", "xid_severity": "fatal", "resolution": "reboot", "xid_meaning": "GPU has fallen off the bus",
+		"xid_action":  resolutionActions[resolveReboot],
 		"xid_message": "GPU has fallen off the bus.", "source": "kmsg", "pci_bus_id": "00000000:04:00.0",
 	}, lr.Attributes().AsRaw())
 
@@ -195,7 +203,13 @@ func TestXIDLogRecord(t *testing.T) {
 	// 999 is not in the table: the override's meaning, the unknown entry's severity and action.
 	assert.Equal(t, "lab code", attr(recs[2], "xid_meaning"))
 	assert.Equal(t, plog.SeverityNumberWarn, recs[2].SeverityNumber())
-	assert.Equal(t, actionUnknown, attr(recs[3], "xid_action"))
+	assert.Equal(t, resolutionActions[metadata.AttributeXidResolutionUnknown], attr(recs[3], "xid_action"))
+	assert.Equal(t, "unknown", attr(recs[3], "resolution"))
+	// A new resolution brings its own wording; an action override keeps the resolution.
+	assert.Equal(t, "reset_gpu", attr(recs[4], "resolution"))
+	assert.Equal(t, resolutionActions[resolveResetGPU], attr(recs[4], "xid_action"))
+	assert.Equal(t, "restart_app", attr(recs[5], "resolution"))
+	assert.Equal(t, "call the on-call", attr(recs[5], "xid_action"))
 }
 
 func attr(lr plog.LogRecord, key string) string {
@@ -239,10 +253,11 @@ faults:
 
 	md := src.scrape()
 	gpu3, gpu1 := gpuResource(t, md, "3"), gpuResource(t, md, "1")
-	assert.Equal(t, int64(1), value(t, gpu3, "gpu_xid_errors_total", "xid", "79"))
+	// The counter carries the table's resolution class, so alerts select by class.
+	assert.Equal(t, int64(1), value(t, gpu3, "gpu_xid_errors_total", "xid", "79", "resolution", "reboot"))
 	assert.Equal(t, int64(0), value(t, gpu3, "gpu_up"))
 	assert.Equal(t, int64(healthFatal), value(t, gpu3, "gpu_health", "condition", "xid"))
-	assert.Equal(t, int64(2), value(t, gpu1, "gpu_xid_errors_total", "xid", "13"))
+	assert.Equal(t, int64(2), value(t, gpu1, "gpu_xid_errors_total", "xid", "13", "resolution", "restart_app"))
 	assert.Equal(t, int64(1), value(t, gpu1, "gpu_up"))
 	assert.Equal(t, int64(healthWarning), value(t, gpu1, "gpu_health", "condition", "xid"))
 	assert.Empty(t, points(gpuResource(t, md, "0"), "gpu_xid_errors_total"))
@@ -302,7 +317,8 @@ func TestKmsgDeviceCloseWakesReader(t *testing.T) {
 func TestXIDTableEntries(t *testing.T) {
 	for code, info := range defaultXIDTable {
 		assert.NotEmpty(t, info.meaning, "meaning of XID %d", code)
-		assert.NotEmpty(t, info.action, "action of XID %d", code)
+		assert.NotEmpty(t, info.actionText(), "action of XID %d", code)
+		assert.NotEqual(t, metadata.AttributeXidResolutionUnknown, info.resolution, "resolution of XID %d", code)
 		assert.Contains(t, severityLevels, info.severity, "severity of XID %d", code)
 	}
 	for _, disputed := range []uint64{13, 43, 68, 92, 109} {

@@ -42,7 +42,7 @@ func BenchmarkLargeCluster(b *testing.B) {
 	cfg := createDefaultConfig().(*Config)
 	cfg.AuthType = AuthTypeKubeConfig
 	cfg.KubeConfigPath = c.Kubeconfig("watchdog")
-	grantWatchdog(b, c.Admin, "watchdog")
+	c.GrantWatchdog("watchdog")
 
 	heapBefore := heapInUse()
 	w := newWatchdog(cfg, receivertest.NewNopSettings(metadata.Type))

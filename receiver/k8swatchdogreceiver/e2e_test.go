@@ -22,7 +22,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -33,24 +32,6 @@ import (
 // eventually waits for a condition on the receiver's output; the limit only bounds a failing
 // test, nothing is asserted about how long it took.
 const eventually = 60 * time.Second
-
-// grantWatchdog gives user the permissions the receiver needs (deploy/ ships the same rules):
-// get, list and watch pods and nodes. /healthz is open to every authenticated user by default.
-func grantWatchdog(t testing.TB, admin kubernetes.Interface, user string) {
-	t.Helper()
-	ctx := context.Background()
-	_, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "k8s-watchdog"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods", "nodes"}, Verbs: []string{"get", "list", "watch"}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "k8s-watchdog"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "k8s-watchdog"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-}
 
 // createNode creates a node and writes its status, as a kubelet would.
 func createNode(t *testing.T, admin kubernetes.Interface, n *corev1.Node) {
@@ -220,7 +201,7 @@ func TestAgainstRealAPIServer(t *testing.T) {
 	c := kube.Start(t, "watchdog")
 	admin := c.Admin
 	ctx := context.Background()
-	grantWatchdog(t, admin, "watchdog")
+	c.GrantWatchdog("watchdog")
 
 	ready := []corev1.NodeCondition{
 		{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"},

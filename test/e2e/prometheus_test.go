@@ -79,12 +79,16 @@ func TestPrometheusScrapes(t *testing.T) {
 	assert.Equal(t, 1, series(t, api, `zombie_process_count{job="fixture",command="nvidia-smi"} == 2`))
 }
 
-// startPrometheus runs a real Prometheus that scrapes each job's metrics URL every second, and
-// returns the prefix of its instant-query API.
-func startPrometheus(t testing.TB, jobs map[string]string) string {
+// startPrometheus runs a real Prometheus that scrapes each job's metrics URL every second and
+// evaluates ruleFiles every second, and returns the prefix of its instant-query API.
+func startPrometheus(t testing.TB, jobs map[string]string, ruleFiles ...string) string {
 	t.Helper()
 	prometheus := requireTool(t, "prometheus")
-	cfg := "global: {scrape_interval: 1s, scrape_timeout: 1s}\nscrape_configs:\n"
+	cfg := "global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}\n"
+	if len(ruleFiles) > 0 {
+		cfg += fmt.Sprintf("rule_files: [%s]\n", strings.Join(ruleFiles, ", "))
+	}
+	cfg += "scrape_configs:\n"
 	for job, metrics := range jobs {
 		cfg += fmt.Sprintf("  - job_name: %s\n    static_configs: [{targets: [%q]}]\n", job, hostPort(metrics))
 	}

@@ -28,6 +28,8 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -157,6 +159,28 @@ func (c *Cluster) StopAPIServer() {
 	if c.apiserver.running() {
 		_ = c.apiserver.cmd.Process.Kill()
 		<-c.apiserver.exited
+	}
+}
+
+// GrantWatchdog gives user (named in Start) what the k8s_watchdog receiver needs, as deploy/
+// ships it: get, list and watch pods and nodes. /healthz is open to every authenticated user.
+func (c *Cluster) GrantWatchdog(user string) {
+	c.tb.Helper()
+	ctx := context.Background()
+	_, err := c.Admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "k8s-watchdog"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods", "nodes"}, Verbs: []string{"get", "list", "watch"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		c.tb.Fatalf("create the watchdog's ClusterRole: %v", err)
+	}
+	_, err = c.Admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "k8s-watchdog"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "k8s-watchdog"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		c.tb.Fatalf("bind the watchdog's ClusterRole to %s: %v", user, err)
 	}
 }
 

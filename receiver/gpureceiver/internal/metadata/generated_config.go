@@ -1109,7 +1109,8 @@ func (ms *GpuUtilizationMetricConfig) Validate() error {
 type GpuXidErrorsTotalMetricAttributeKey string
 
 const (
-	GpuXidErrorsTotalMetricAttributeKeyXid GpuXidErrorsTotalMetricAttributeKey = "xid"
+	GpuXidErrorsTotalMetricAttributeKeyXid           GpuXidErrorsTotalMetricAttributeKey = "xid"
+	GpuXidErrorsTotalMetricAttributeKeyXidResolution GpuXidErrorsTotalMetricAttributeKey = "resolution"
 )
 
 // GpuXidErrorsTotalMetricConfig provides config for the gpu_xid_errors_total metric.
@@ -1138,9 +1139,9 @@ func (ms *GpuXidErrorsTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
 func (ms *GpuXidErrorsTotalMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case GpuXidErrorsTotalMetricAttributeKeyXid:
+		case GpuXidErrorsTotalMetricAttributeKeyXid, GpuXidErrorsTotalMetricAttributeKeyXidResolution:
 		default:
-			return fmt.Errorf("metric gpu_xid_errors_total doesn't have an attribute %v, valid attributes: [xid]", val)
+			return fmt.Errorf("metric gpu_xid_errors_total doesn't have an attribute %v, valid attributes: [xid, resolution]", val)
 		}
 	}
 
@@ -1554,7 +1555,7 @@ func DefaultMetricsConfig() MetricsConfig {
 		GpuXidErrorsTotal: GpuXidErrorsTotalMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
-			EnabledAttributes:   []GpuXidErrorsTotalMetricAttributeKey{GpuXidErrorsTotalMetricAttributeKeyXid},
+			EnabledAttributes:   []GpuXidErrorsTotalMetricAttributeKey{GpuXidErrorsTotalMetricAttributeKeyXid, GpuXidErrorsTotalMetricAttributeKeyXidResolution},
 		},
 		NvidiasmiEccErrorCount: NvidiasmiEccErrorCountMetricConfig{
 			Enabled:             true,

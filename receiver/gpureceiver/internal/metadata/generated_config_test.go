@@ -157,7 +157,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpuXidErrorsTotal: GpuXidErrorsTotalMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []GpuXidErrorsTotalMetricAttributeKey{GpuXidErrorsTotalMetricAttributeKeyXid},
+						EnabledAttributes:   []GpuXidErrorsTotalMetricAttributeKey{GpuXidErrorsTotalMetricAttributeKeyXid, GpuXidErrorsTotalMetricAttributeKeyXidResolution},
 					},
 					NvidiasmiEccErrorCount: NvidiasmiEccErrorCountMetricConfig{
 						Enabled:             true,
@@ -330,7 +330,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpuXidErrorsTotal: GpuXidErrorsTotalMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []GpuXidErrorsTotalMetricAttributeKey{GpuXidErrorsTotalMetricAttributeKeyXid},
+						EnabledAttributes:   []GpuXidErrorsTotalMetricAttributeKey{GpuXidErrorsTotalMetricAttributeKeyXid, GpuXidErrorsTotalMetricAttributeKeyXidResolution},
 					},
 					NvidiasmiEccErrorCount: NvidiasmiEccErrorCountMetricConfig{
 						Enabled:             false,
@@ -574,7 +574,7 @@ func TestGpuXidErrorsTotalMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []GpuXidErrorsTotalMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric gpu_xid_errors_total doesn't have an attribute invalid, valid attributes: [xid]")
+	require.ErrorContains(t, cfg.Validate(), "metric gpu_xid_errors_total doesn't have an attribute invalid, valid attributes: [xid, resolution]")
 
 	cfg = DefaultMetricsConfig().GpuXidErrorsTotal
 	cfg.AggregationStrategy = "invalid"

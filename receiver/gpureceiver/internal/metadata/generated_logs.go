@@ -17,7 +17,7 @@ type eventGpuXid struct {
 	config EventConfig         // event config provided by user.
 }
 
-func (e *eventGpuXid) recordEvent(ctx context.Context, timestamp pcommon.Timestamp, xidAttributeValue string, xidSeverityAttributeValue string, xidMeaningAttributeValue string, xidActionAttributeValue string, xidMessageAttributeValue string, sourceAttributeValue string, pciBusIDAttributeValue string) {
+func (e *eventGpuXid) recordEvent(ctx context.Context, timestamp pcommon.Timestamp, xidAttributeValue string, xidSeverityAttributeValue string, xidResolutionAttributeValue string, xidMeaningAttributeValue string, xidActionAttributeValue string, xidMessageAttributeValue string, sourceAttributeValue string, pciBusIDAttributeValue string) {
 	if !e.config.Enabled {
 		return
 	}
@@ -31,6 +31,7 @@ func (e *eventGpuXid) recordEvent(ctx context.Context, timestamp pcommon.Timesta
 	}
 	dp.Attributes().PutStr("xid", xidAttributeValue)
 	dp.Attributes().PutStr("xid_severity", xidSeverityAttributeValue)
+	dp.Attributes().PutStr("resolution", xidResolutionAttributeValue)
 	dp.Attributes().PutStr("xid_meaning", xidMeaningAttributeValue)
 	dp.Attributes().PutStr("xid_action", xidActionAttributeValue)
 	dp.Attributes().PutStr("xid_message", xidMessageAttributeValue)
@@ -186,6 +187,6 @@ func (lb *LogsBuilder) Emit(options ...ResourceLogsOption) plog.Logs {
 }
 
 // RecordGpuXidEvent adds a log record of gpu.xid event.
-func (lb *LogsBuilder) RecordGpuXidEvent(ctx context.Context, timestamp pcommon.Timestamp, xidAttributeValue string, xidSeverityAttributeValue AttributeXidSeverity, xidMeaningAttributeValue string, xidActionAttributeValue string, xidMessageAttributeValue string, sourceAttributeValue AttributeSource, pciBusIDAttributeValue string) {
-	lb.eventGpuXid.recordEvent(ctx, timestamp, xidAttributeValue, xidSeverityAttributeValue.String(), xidMeaningAttributeValue, xidActionAttributeValue, xidMessageAttributeValue, sourceAttributeValue.String(), pciBusIDAttributeValue)
+func (lb *LogsBuilder) RecordGpuXidEvent(ctx context.Context, timestamp pcommon.Timestamp, xidAttributeValue string, xidSeverityAttributeValue AttributeXidSeverity, xidResolutionAttributeValue AttributeXidResolution, xidMeaningAttributeValue string, xidActionAttributeValue string, xidMessageAttributeValue string, sourceAttributeValue AttributeSource, pciBusIDAttributeValue string) {
+	lb.eventGpuXid.recordEvent(ctx, timestamp, xidAttributeValue, xidSeverityAttributeValue.String(), xidResolutionAttributeValue.String(), xidMeaningAttributeValue, xidActionAttributeValue, xidMessageAttributeValue, sourceAttributeValue.String(), pciBusIDAttributeValue)
 }

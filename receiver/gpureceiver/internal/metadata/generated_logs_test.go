@@ -131,7 +131,7 @@ func TestLogsBuilder(t *testing.T) {
 			allEventsCount := 0
 			defaultEventsCount++
 			allEventsCount++
-			lb.RecordGpuXidEvent(ctx, timestamp, "xid-val", AttributeXidSeverityInfo, "xid_meaning-val", "xid_action-val", "xid_message-val", AttributeSourceNvml, "pci_bus_id-val")
+			lb.RecordGpuXidEvent(ctx, timestamp, "xid-val", AttributeXidSeverityInfo, AttributeXidResolutionNone, "xid_meaning-val", "xid_action-val", "xid_message-val", AttributeSourceNvml, "pci_bus_id-val")
 
 			rb := lb.NewResourceBuilder()
 			rb.SetMinorNumber("minor_number-val")
@@ -173,6 +173,9 @@ func TestLogsBuilder(t *testing.T) {
 					attrVal, ok = lr.Attributes().Get("xid_severity")
 					assert.True(t, ok)
 					assert.Equal(t, "info", attrVal.Str())
+					attrVal, ok = lr.Attributes().Get("resolution")
+					assert.True(t, ok)
+					assert.Equal(t, "none", attrVal.Str())
 					attrVal, ok = lr.Attributes().Get("xid_meaning")
 					assert.True(t, ok)
 					assert.Equal(t, "xid_meaning-val", attrVal.Str())

@@ -343,6 +343,48 @@ var MapAttributeVender = map[string]AttributeVender{
 	"nvidia": AttributeVenderNvidia,
 }
 
+// AttributeXidResolution specifies the value xid_resolution attribute.
+type AttributeXidResolution int
+
+const (
+	_ AttributeXidResolution = iota
+	AttributeXidResolutionNone
+	AttributeXidResolutionRestartApp
+	AttributeXidResolutionResetGpu
+	AttributeXidResolutionReboot
+	AttributeXidResolutionCheckNvlink
+	AttributeXidResolutionUnknown
+)
+
+// String returns the string representation of the AttributeXidResolution.
+func (av AttributeXidResolution) String() string {
+	switch av {
+	case AttributeXidResolutionNone:
+		return "none"
+	case AttributeXidResolutionRestartApp:
+		return "restart_app"
+	case AttributeXidResolutionResetGpu:
+		return "reset_gpu"
+	case AttributeXidResolutionReboot:
+		return "reboot"
+	case AttributeXidResolutionCheckNvlink:
+		return "check_nvlink"
+	case AttributeXidResolutionUnknown:
+		return "unknown"
+	}
+	return ""
+}
+
+// MapAttributeXidResolution is a helper map of string to AttributeXidResolution attribute value.
+var MapAttributeXidResolution = map[string]AttributeXidResolution{
+	"none":         AttributeXidResolutionNone,
+	"restart_app":  AttributeXidResolutionRestartApp,
+	"reset_gpu":    AttributeXidResolutionResetGpu,
+	"reboot":       AttributeXidResolutionReboot,
+	"check_nvlink": AttributeXidResolutionCheckNvlink,
+	"unknown":      AttributeXidResolutionUnknown,
+}
+
 // AttributeXidSeverity specifies the value xid_severity attribute.
 type AttributeXidSeverity int
 
@@ -488,7 +530,7 @@ var MetricsInfo = metricsInfo{
 	},
 	GpuXidErrorsTotal: metricInfo{
 		Name:       "gpu_xid_errors_total",
-		Attributes: []string{"xid"},
+		Attributes: []string{"xid", "xid_resolution"},
 	},
 	NvidiasmiEccErrorCount: metricInfo{
 		Name:       "nvidiasmi_ecc_error_count",
@@ -2832,7 +2874,7 @@ type metricGpuXidErrorsTotal struct {
 // init fills gpu_xid_errors_total metric with initial data.
 func (m *metricGpuXidErrorsTotal) init() {
 	m.data.SetName("gpu_xid_errors_total")
-	m.data.SetDescription("XID errors per GPU and code since the receiver started, each occurrence counted once across the NVML event set and the kernel log.")
+	m.data.SetDescription("XID errors per GPU and code since the receiver started, each occurrence counted once across the NVML event set and the kernel log; labelled with the code's resolution class from the XID table.")
 	m.data.SetUnit("{error}")
 	m.data.SetEmptySum()
 	m.data.Sum().SetIsMonotonic(true)
@@ -2841,7 +2883,7 @@ func (m *metricGpuXidErrorsTotal) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricGpuXidErrorsTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, xidAttributeValue string) {
+func (m *metricGpuXidErrorsTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, xidAttributeValue string, xidResolutionAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -2851,6 +2893,9 @@ func (m *metricGpuXidErrorsTotal) recordDataPoint(start pcommon.Timestamp, ts pc
 	dp.SetTimestamp(ts)
 	if slices.Contains(m.config.EnabledAttributes, GpuXidErrorsTotalMetricAttributeKeyXid) {
 		dp.Attributes().PutStr("xid", xidAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpuXidErrorsTotalMetricAttributeKeyXidResolution) {
+		dp.Attributes().PutStr("resolution", xidResolutionAttributeValue)
 	}
 
 	var s string
@@ -3823,8 +3868,8 @@ func (mb *MetricsBuilder) RecordGpuUtilizationDataPoint(ts pcommon.Timestamp, va
 }
 
 // RecordGpuXidErrorsTotalDataPoint adds a data point to gpu_xid_errors_total metric.
-func (mb *MetricsBuilder) RecordGpuXidErrorsTotalDataPoint(ts pcommon.Timestamp, val int64, xidAttributeValue string) {
-	mb.metricGpuXidErrorsTotal.recordDataPoint(mb.startTime, ts, val, xidAttributeValue)
+func (mb *MetricsBuilder) RecordGpuXidErrorsTotalDataPoint(ts pcommon.Timestamp, val int64, xidAttributeValue string, xidResolutionAttributeValue AttributeXidResolution) {
+	mb.metricGpuXidErrorsTotal.recordDataPoint(mb.startTime, ts, val, xidAttributeValue, xidResolutionAttributeValue.String())
 }
 
 // RecordNvidiasmiEccErrorCountDataPoint adds a data point to nvidiasmi_ecc_error_count metric.

@@ -241,9 +241,9 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGpuXidErrorsTotalDataPoint(ts, 1, "xid-val")
+			mb.RecordGpuXidErrorsTotalDataPoint(ts, 1, "xid-val", AttributeXidResolutionNone)
 			if tt.name == "reaggregate_set" {
-				mb.RecordGpuXidErrorsTotalDataPoint(ts, 3, "xid-val-2")
+				mb.RecordGpuXidErrorsTotalDataPoint(ts, 3, "xid-val-2", AttributeXidResolutionRestartApp)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -1225,7 +1225,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["gpu_xid_errors_total"] = true
 						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-						assert.Equal(t, "XID errors per GPU and code since the receiver started, each occurrence counted once across the NVML event set and the kernel log.", mi.Description())
+						assert.Equal(t, "XID errors per GPU and code since the receiver started, each occurrence counted once across the NVML event set and the kernel log; labelled with the code's resolution class from the XID table.", mi.Description())
 						assert.Equal(t, "{error}", mi.Unit())
 						assert.True(t, mi.Sum().IsMonotonic())
 						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
@@ -1237,12 +1237,15 @@ func TestMetricsBuilder(t *testing.T) {
 						xidAttrVal, ok := dp.Attributes().Get("xid")
 						assert.True(t, ok)
 						assert.Equal(t, "xid-val", xidAttrVal.Str())
+						xidResolutionAttrVal, ok := dp.Attributes().Get("resolution")
+						assert.True(t, ok)
+						assert.Equal(t, "none", xidResolutionAttrVal.Str())
 					} else {
 						assert.False(t, validatedMetrics["gpu_xid_errors_total"], "Found a duplicate in the metrics slice: gpu_xid_errors_total")
 						validatedMetrics["gpu_xid_errors_total"] = true
 						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-						assert.Equal(t, "XID errors per GPU and code since the receiver started, each occurrence counted once across the NVML event set and the kernel log.", mi.Description())
+						assert.Equal(t, "XID errors per GPU and code since the receiver started, each occurrence counted once across the NVML event set and the kernel log; labelled with the code's resolution class from the XID table.", mi.Description())
 						assert.Equal(t, "{error}", mi.Unit())
 						assert.True(t, mi.Sum().IsMonotonic())
 						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
@@ -1261,6 +1264,8 @@ func TestMetricsBuilder(t *testing.T) {
 							assert.Equal(t, int64(3), dp.IntValue())
 						}
 						_, ok := dp.Attributes().Get("xid")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("resolution")
 						assert.False(t, ok)
 					}
 				case "nvidiasmi_ecc_error_count":

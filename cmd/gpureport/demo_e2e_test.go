@@ -1,0 +1,60 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build e2e
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-gpu/otelcol-gpu/cmd/gpureport/internal/report"
+)
+
+// TestDemoReport is `make report` without PROM_URL: a generated week in a private Prometheus.
+// The demo's faults must come out as the demo planned them.
+func TestDemoReport(t *testing.T) {
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	require.NoError(t, run(ctx, []string{"-demo", "-out", out}, io.Discard, time.Now()))
+	for _, f := range []string{report.FileHTML, report.FileJSON, report.FileJobs, report.FileUsers,
+		report.FileVirtualClusters, report.FileGPUs, report.FileXIDs} {
+		assert.FileExists(t, filepath.Join(out, f))
+	}
+	js, err := os.ReadFile(filepath.Join(out, report.FileJSON))
+	require.NoError(t, err)
+	var r report.Report
+	require.NoError(t, json.Unmarshal(js, &r))
+	assert.Equal(t, 7*24*time.Hour, r.End.Sub(r.Start))
+	assert.True(t, r.Simulated, "the demo's series are marked simulated")
+	require.Len(t, r.GPUs, 20)
+	assert.Len(t, r.Users, 6)
+	assert.Len(t, r.VirtualClusters, 3)
+	assert.NotEmpty(t, r.Jobs)
+	for _, g := range r.GPUs {
+		switch {
+		case g.Node == "gpu-node-03" && g.MinorNumber == "3":
+			assert.Equal(t, 3.0, g.UnavailableHours, "off the bus for 3 h")
+			assert.Equal(t, 165.0, g.AvailableHours)
+			require.Len(t, g.XIDs, 1)
+			assert.Equal(t, report.XIDCount{Code: "79", Count: 1, Resolution: "reboot", Severity: "fatal", Meaning: "GPU has fallen off the bus",
+				Action: "drain the node, reboot it, and inspect the hardware if the XID comes back"}, g.XIDs[0])
+			assert.True(t, g.RemapPending)
+		case g.Node == "gpu-node-04":
+			assert.Equal(t, 2.0, g.UnknownHours, "agent down for 2 h")
+			assert.Equal(t, 166.0, g.AvailableHours)
+		default:
+			assert.Equal(t, 168.0, g.AvailableHours+g.UnavailableHours, g.UUID)
+		}
+	}
+}
