@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	v1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fakeclock"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources/podresourcestest"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
@@ -122,8 +122,7 @@ type testEnv struct {
 	proc      processor.Metrics
 	attr      *gpuAttribution
 	logs      *observer.ObservedLogs
-	clock     time.Time
-	clockMu   sync.Mutex
+	clock     *fakeclock.Clock
 	tick      chan time.Time
 	refreshed chan struct{}
 }
@@ -142,7 +141,7 @@ func newTestEnv(t testing.TB, host hostfixture.Host, kubelet *podresourcestest.S
 	t.Helper()
 	root := filepath.Join(t.TempDir(), "host")
 	require.NoError(t, hostfixture.Write(root, host))
-	e := &testEnv{t: t, root: root, kubelet: kubelet, clock: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC),
+	e := &testEnv{t: t, root: root, kubelet: kubelet, clock: fakeclock.New(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)),
 		tick: make(chan time.Time), refreshed: make(chan struct{}, 100)}
 	cfg := createDefaultConfig().(*Config)
 	cfg.RootPath = root
@@ -161,7 +160,7 @@ func newTestEnv(t testing.TB, host hostfixture.Host, kubelet *podresourcestest.S
 	set.Logger = zap.New(core)
 	e.attr = newGPUAttribution(cfg, set)
 	e.attr.adjustNode = func(s *nodeSettings) {
-		s.now = e.now
+		s.now = e.clock.Now
 		s.newTicker = func(time.Duration) (<-chan time.Time, func()) { return e.tick, func() {} }
 		s.refreshed = e.refreshed
 	}
@@ -179,23 +178,13 @@ func newTestEnv(t testing.TB, host hostfixture.Host, kubelet *podresourcestest.S
 	return e
 }
 
-func (e *testEnv) now() time.Time {
-	e.clockMu.Lock()
-	defer e.clockMu.Unlock()
-	return e.clock
-}
-
-func (e *testEnv) advance(d time.Duration) {
-	e.clockMu.Lock()
-	defer e.clockMu.Unlock()
-	e.clock = e.clock.Add(d)
-}
+func (e *testEnv) advance(d time.Duration) { e.clock.Advance(d) }
 
 // refresh runs one refresh of the node's inventory and waits for it.
 func (e *testEnv) refresh() {
 	e.t.Helper()
 	select {
-	case e.tick <- e.now():
+	case e.tick <- e.clock.Now():
 	case <-time.After(10 * time.Second):
 		e.t.Fatal("the node's refresh loop did not take the tick within 10s")
 	}
