@@ -10,6 +10,7 @@ BUILDER      := $(TOOLS_DIR)/builder
 MDATAGEN     := $(TOOLS_DIR)/mdatagen
 OCIIMAGE     := $(TOOLS_DIR)/ociimage
 BIN          := bin/otelcol-gpu
+DEMONODE     := bin/demonode
 GPUREPORT    := bin/gpureport
 BUILD_DIR    := distro/_build
 BENCH_DURATION ?= 2m
@@ -55,9 +56,11 @@ image: $(BIN) $(OCIIMAGE)
 run: $(BIN)
 	$(BIN) --config distro/local.yaml
 
-## demo: a simulated 8-GPU node plus this machine's node and task metrics on http://127.0.0.1:9102/metrics
-demo: $(BIN)
-	$(BIN) --config distro/demo.yaml
+## demo: a simulated 8-GPU node with its jobs' pods, plus this machine's node and task metrics on http://127.0.0.1:9102/metrics
+demo: $(BIN) $(DEMONODE)
+	$(DEMONODE) -- $(BIN) --config distro/demo.yaml
+$(DEMONODE): $(SOURCES) $(wildcard cmd/demonode/*.go)
+	CGO_ENABLED=1 $(GO) build -o $@ ./cmd/demonode
 
 ## report: the GPU efficiency report of the last week into report/: of PROM_URL when set, else of a
 ## generated demo week in a private Prometheus (REPORT_FLAGS adds flags, e.g. -period 24h)
@@ -85,7 +88,7 @@ e2e: $(BIN) image
 
 ## bench: collection cost (Go benchmarks) and whole-process CPU/RSS next to node_exporter
 bench: $(BIN)
-	$(GO) test -run '^$$' -bench . -benchmem ./receiver/... ./cmd/...
+	$(GO) test -run '^$$' -bench . -benchmem ./receiver/... ./processor/... ./cmd/...
 	KUBE_APISERVER_BIN=$(KUBE_APISERVER) $(GO) test -tags e2e -run '^$$' -bench BenchmarkLargeCluster -benchtime 20x ./receiver/k8swatchdogreceiver/
 	$(GO) run ./bench/procload -otelcol $(BIN) -duration $(BENCH_DURATION)
 

@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs"
 )
 
 // HostNetNS is the inode of the node's network namespace in every fixture.
@@ -50,7 +52,10 @@ type Process struct {
 type Container struct {
 	// CgroupPath is relative to the hierarchy root, e.g. /kubepods/burstable/pod<uid>/<id>.
 	CgroupPath string
-	Processes  []Process
+	// Pod, if set, names the container's pod in the kubelet's log layout (the pod UID and the
+	// container id are the cgroup path's).
+	Pod       *PodLogs
+	Processes []Process
 	// ExitedPIDs are listed in cgroup.procs but have no /proc entry: they exited in between.
 	ExitedPIDs []int
 	CPUUsec    uint64
@@ -60,6 +65,13 @@ type Container struct {
 	InactiveFile uint64
 	ReadBytes    uint64
 	WriteBytes   uint64
+}
+
+// PodLogs is what the kubelet's log layout says of a container: /var/log/pods/<namespace>_<name>_<uid>/<container>/
+// and, unless NoLink, the /var/log/containers/<name>_<namespace>_<container>-<id>.log link.
+type PodLogs struct {
+	Namespace, Name, Container string
+	NoLink                     bool
 }
 
 // Write lays the host out under root, which must not exist yet or be empty.
@@ -93,9 +105,42 @@ func Write(root string, h Host) error {
 	for _, c := range h.Containers {
 		for _, p := range c.Processes {
 			w.process(p)
+			w.procCgroup(p.PID, h.CgroupVersion, c.CgroupPath)
 		}
+		w.podLogs(c)
+	}
+	for _, p := range append([]Process{init}, h.Processes...) {
+		w.procCgroup(p.PID, h.CgroupVersion, "/")
 	}
 	return w.err
+}
+
+// procCgroup writes /proc/<pid>/cgroup as the kernel does: one line per v1 hierarchy, or the
+// single unified line.
+func (w *writer) procCgroup(pid, version int, cgroupPath string) {
+	content := "0::" + cgroupPath + "\n"
+	if version == 1 {
+		content = fmt.Sprintf("12:memory:%[1]s\n11:cpu,cpuacct:%[1]s\n10:blkio:%[1]s\n9:pids:%[1]s\n1:name=systemd:%[1]s\n", cgroupPath)
+	}
+	w.file(filepath.Join("proc", strconv.Itoa(pid), "cgroup"), content)
+}
+
+func (w *writer) podLogs(c Container) {
+	if c.Pod == nil {
+		return
+	}
+	ctr, ok := cgroupfs.ParseContainer(c.CgroupPath)
+	if !ok || ctr.PodUID == "" {
+		w.err = fmt.Errorf("container %s: pod logs need a pod container's cgroup path", c.CgroupPath)
+		return
+	}
+	p := c.Pod
+	podDir := fmt.Sprintf("var/log/pods/%s_%s_%s", p.Namespace, p.Name, ctr.PodUID)
+	w.file(filepath.Join(podDir, p.Container, "0.log"), "")
+	if !p.NoLink {
+		w.symlink("/"+filepath.Join(podDir, p.Container, "0.log"),
+			fmt.Sprintf("var/log/containers/%s_%s_%s-%s.log", p.Name, p.Namespace, p.Container, ctr.ID))
+	}
 }
 
 type writer struct {

@@ -13,6 +13,8 @@ package staleness // import "github.com/otelcol-gpu/otelcol-gpu/internal/stalene
 import (
 	"strings"
 
+	"github.com/cespare/xxhash/v2"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
@@ -21,7 +23,9 @@ import (
 // it is bounded by what the receiver reports. It is not safe for concurrent use; a receiver's
 // collections run one after the other.
 type Tracker struct {
-	last map[string]series
+	last map[uint64]series
+	// spare is the map before last, cleared and reused for the next collection's series.
+	spare map[uint64]series
 }
 
 // series is what is needed to end one: where it lived and its identity.
@@ -34,19 +38,21 @@ type series struct {
 
 // NewTracker returns a tracker that has seen nothing yet.
 func NewTracker() *Tracker {
-	return &Tracker{last: map[string]series{}}
+	return &Tracker{last: map[uint64]series{}}
 }
 
 // EndGone adds to md a NoRecordedValue point at now for each series of the previous call that
 // md no longer has, and remembers md's series for the next call.
 func (t *Tracker) EndGone(md pmetric.Metrics, now pcommon.Timestamp) {
-	current := make(map[string]series, len(t.last))
+	current := t.spare
+	if current == nil {
+		current = make(map[uint64]series, len(t.last))
+	}
+	var h xxhash.Digest
 	for i := 0; i < md.ResourceMetrics().Len(); i++ {
 		rm := md.ResourceMetrics().At(i)
-		resKey := mapKey(rm.Resource().Attributes())
 		for j := 0; j < rm.ScopeMetrics().Len(); j++ {
 			sm := rm.ScopeMetrics().At(j)
-			scopeKey := resKey + "\x01" + sm.Scope().Name() + "\x01"
 			for k := 0; k < sm.Metrics().Len(); k++ {
 				m := sm.Metrics().At(k)
 				dps, ok := numberPoints(m)
@@ -54,7 +60,16 @@ func (t *Tracker) EndGone(md pmetric.Metrics, now pcommon.Timestamp) {
 					continue
 				}
 				for l := 0; l < dps.Len(); l++ {
-					key := scopeKey + m.Name() + "\x01" + mapKey(dps.At(l).Attributes())
+					// A hash, not a concatenated string: a collection keys every one of its series.
+					h.Reset()
+					hashMap(&h, rm.Resource().Attributes())
+					_, _ = h.Write(separator)
+					_, _ = h.WriteString(sm.Scope().Name())
+					_, _ = h.Write(separator)
+					_, _ = h.WriteString(m.Name())
+					_, _ = h.Write(separator)
+					hashMap(&h, dps.At(l).Attributes())
+					key := h.Sum64()
 					if prev, seen := t.last[key]; seen {
 						current[key] = prev
 						continue
@@ -76,7 +91,8 @@ func (t *Tracker) EndGone(md pmetric.Metrics, now pcommon.Timestamp) {
 			ended = append(ended, s)
 		}
 	}
-	t.last = current
+	clear(t.last)
+	t.last, t.spare = current, t.last
 	if len(ended) > 0 {
 		appendEnds(md, ended, now)
 	}
@@ -136,6 +152,26 @@ func copyIdentity(from, to pmetric.Metric) {
 		sum := to.SetEmptySum()
 		sum.SetIsMonotonic(from.Sum().IsMonotonic())
 		sum.SetAggregationTemporality(from.Sum().AggregationTemporality())
+	}
+}
+
+var (
+	separator = []byte{1}
+	equals    = []byte{'='}
+	nul       = []byte{0}
+)
+
+// hashMap adds attributes to h by their content, in their order (as mapKey).
+func hashMap(h *xxhash.Digest, attrs pcommon.Map) {
+	for k, v := range attrs.All() {
+		_, _ = h.WriteString(k)
+		_, _ = h.Write(equals)
+		if v.Type() == pcommon.ValueTypeStr {
+			_, _ = h.WriteString(v.Str())
+		} else {
+			_, _ = h.WriteString(v.AsString())
+		}
+		_, _ = h.Write(nul)
 	}
 }
 

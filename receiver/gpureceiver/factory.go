@@ -28,7 +28,7 @@ func NewFactory() receiver.Factory {
 }
 
 func newFactory(newLibrary libraryFactory) receiver.Factory {
-	shared := &sharedReceivers{receivers: map[*Config]*gpuReceiver{}, newLibrary: newLibrary}
+	shared := &sharedReceivers{newLibrary: newLibrary}
 	return receiver.NewFactory(
 		metadata.Type,
 		createDefaultConfig,

@@ -27,7 +27,7 @@ func writeScenario(t *testing.T, clock *fakeClock, body string) *simulated.Serve
 	require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
 	sc, err := simulated.LoadScenario(path)
 	require.NoError(t, err)
-	srv := simulated.New(sc, clock.now)
+	srv := simulated.New(sc, clock.Now)
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -44,7 +44,7 @@ func assertUp(t *testing.T, md pmetric.Metrics, up map[string]int64) {
 func TestLostGPU(t *testing.T) {
 	clock := newFakeClock()
 	src := startSource(t, testConfig(), simServer(t, "dgxh100.yaml", clock), clock, nil)
-	clock.advance(30 * time.Second)
+	clock.Advance(30 * time.Second)
 	md := src.scrape()
 
 	assertUp(t, md, map[string]int64{"0": 1, "1": 1, "2": 0, "3": 1, "4": 1, "5": 0, "6": 1, "7": 1})
@@ -73,7 +73,7 @@ faults:
 	cfg.CallTimeout = 2 * time.Second
 	src := startSource(t, cfg, srv, clock, nil)
 
-	clock.advance(15 * time.Second)
+	clock.Advance(15 * time.Second)
 	for range 2 {
 		md := src.scrape()
 		assertUp(t, md, map[string]int64{"0": 1, "2": 1, "3": 0, "4": 1, "7": 1})
@@ -84,7 +84,7 @@ faults:
 		assert.Len(t, points(gpuResource(t, md, "4"), "gpu_utilization"), 1)
 	}
 
-	clock.advance(time.Minute)
+	clock.Advance(time.Minute)
 	require.Eventually(t, func() bool { return !src.gpus[3].lane.hung.Load() }, 10*time.Second, 5*time.Millisecond)
 	md := src.scrape()
 	assertUp(t, md, map[string]int64{"3": 1})
@@ -165,7 +165,7 @@ func TestMissingSymbols(t *testing.T) {
 		}
 	}
 	src := startSource(t, testConfig(), oldDriver{srv}, clock, nil)
-	clock.advance(30 * time.Second)
+	clock.Advance(30 * time.Second)
 	rm := gpuResource(t, src.scrape(), "0")
 	assert.Equal(t, int64(1), value(t, rm, "gpu_clock_event_reason", "reason", "hw_slowdown"))
 	assert.Equal(t, int64(healthWarning), value(t, rm, "gpu_health", "condition", "power"))

@@ -5,7 +5,6 @@ package gpureceiver
 
 import (
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,31 +15,17 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fakeclock"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 )
 
 // fakeClock drives both the scenario and the receiver, so readings and timestamps do not
 // depend on how fast the test runs.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type fakeClock = fakeclock.Clock
 
 func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+	return fakeclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 }
 
 func testConfig() *Config {
@@ -54,7 +39,7 @@ func simServer(t testing.TB, scenario string, clock *fakeClock) *simulated.Serve
 	t.Helper()
 	sc, err := simulated.LoadScenario(filepath.Join("testdata", "scenarios", scenario))
 	require.NoError(t, err)
-	srv := simulated.New(sc, clock.now)
+	srv := simulated.New(sc, clock.Now)
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -62,7 +47,7 @@ func simServer(t testing.TB, scenario string, clock *fakeClock) *simulated.Serve
 // startSource starts a source on lib as the receiver does and stops it at the end of the test.
 func startSource(t testing.TB, cfg *Config, lib nvml.Interface, clock *fakeClock, emit func(plog.Logs)) *gpuSource {
 	t.Helper()
-	ss := sourceSettings{cfg: cfg, set: receivertest.NewNopSettings(metadata.Type), nodeName: "gpu-node-07", now: clock.now, emitLogs: emit}
+	ss := sourceSettings{cfg: cfg, set: receivertest.NewNopSettings(metadata.Type), nodeName: "gpu-node-07", now: clock.Now, emitLogs: emit}
 	release := func() {}
 	if c, ok := lib.(interface{ Close() }); ok {
 		release = c.Close

@@ -41,7 +41,7 @@ func TestAgainstNvidiaSMI(t *testing.T) {
 	require.NoError(t, err)
 	rows, err := csv.NewReader(strings.NewReader(string(out))).ReadAll()
 	require.NoError(t, err)
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	md := src.scrape()
 	require.Len(t, rows, md.ResourceMetrics().Len()-1, "one resource per GPU nvidia-smi lists, plus the node")
 

@@ -17,29 +17,23 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver"
 	"go.uber.org/zap"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/sharedcomponent"
 )
 
 // sharedReceivers gives the metrics and the logs pipeline of one configured receiver the same
 // instance: one NVML library, one event watcher, one kernel log reader, one XID count.
 type sharedReceivers struct {
 	newLibrary libraryFactory
-	mu         sync.Mutex
-	receivers  map[*Config]*gpuReceiver
+	receivers  sharedcomponent.Registry[*Config, *gpuReceiver]
 }
 
 func (s *sharedReceivers) get(cfg *Config, set receiver.Settings) *gpuReceiver {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r, ok := s.receivers[cfg]; ok {
+	return s.receivers.GetOrCreate(cfg, func() *gpuReceiver {
+		r := &gpuReceiver{cfg: cfg, set: set, newLibrary: s.newLibrary}
+		r.forget = func() { s.receivers.Forget(cfg, r) }
 		return r
-	}
-	r := &gpuReceiver{cfg: cfg, set: set, newLibrary: s.newLibrary, forget: func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		delete(s.receivers, cfg)
-	}}
-	s.receivers[cfg] = r
-	return r
+	})
 }
 
 // gpuReceiver is the component both pipelines get; Start and Shutdown run once.

@@ -39,7 +39,7 @@ func TestScrapeGolden(t *testing.T) {
 			cfg := testConfig()
 			sink := &logSink{}
 			src := startSource(t, cfg, simServer(t, name+".yaml", clock), clock, sink.emit)
-			clock.advance(30 * time.Second)
+			clock.Advance(30 * time.Second)
 			// XIDs arrive through the event watcher's goroutine: read once it has them all.
 			xids := scenarioXIDs(t, name+".yaml")
 			require.Eventually(t, func() bool { return len(sink.records()) == xids }, 10*time.Second, 5*time.Millisecond)

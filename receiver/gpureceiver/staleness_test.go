@@ -28,7 +28,7 @@ processes:
 	sc, err := simulated.LoadScenario(scenario)
 	require.NoError(t, err)
 	clock := newFakeClock()
-	srv := simulated.New(sc, clock.now)
+	srv := simulated.New(sc, clock.Now)
 	t.Cleanup(srv.Close)
 	cfg := testConfig()
 	cfg.XID.NVMLEvents = false
@@ -53,11 +53,11 @@ processes:
 	first := src.scrape()
 	assert.ElementsMatch(t, []string{"4242", "4343"}, pidsOf(first, false))
 
-	clock.advance(time.Minute)
+	clock.Advance(time.Minute)
 	second := src.scrape()
 	assert.Equal(t, []string{"4343"}, pidsOf(second, false))
 	assert.Equal(t, []string{"4242"}, pidsOf(second, true), "the departed process's series is ended")
 
-	clock.advance(time.Minute)
+	clock.Advance(time.Minute)
 	assert.Empty(t, pidsOf(src.scrape(), true), "and only once")
 }

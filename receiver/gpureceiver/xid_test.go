@@ -124,7 +124,7 @@ func newTestTracker(clock *fakeClock, sink *logSink, overrides map[string]XIDInf
 		table:        newXIDTable(overrides),
 		dedupWindow:  2 * time.Second,
 		healthWindow: time.Hour,
-		now:          clock.now,
+		now:          clock.Now,
 		logger:       zap.NewNop(),
 		resource:     func(*gpuIdentity) pcommon.Resource { return pcommon.NewResource() },
 		emit:         sink.emit,
@@ -150,12 +150,12 @@ func TestXIDDedup(t *testing.T) {
 	}
 
 	tr.add(nvmlXID(a, 79))
-	clock.advance(500 * time.Millisecond)
+	clock.Advance(500 * time.Millisecond)
 	tr.add(kmsgXID(a, 79)) // the same occurrence
 	tr.add(kmsgXID(a, 79)) // a second one: the NVML event was matched already
 	tr.add(kmsgXID(b, 79)) // another GPU
 	tr.add(nvmlXID(a, 13)) // another code
-	clock.advance(3 * time.Second)
+	clock.Advance(3 * time.Second)
 	tr.add(nvmlXID(a, 79)) // after the window: not the unmatched kmsg line's twin
 
 	codes, counts := tr.countsOf("GPU-a")
@@ -226,12 +226,12 @@ func TestXIDHealthWindow(t *testing.T) {
 	tr.add(xidOccurrence{gpu: gpu, code: 45, source: metadata.AttributeSourceNvml})
 	assert.Equal(t, int64(healthOK), tr.healthOf("GPU-a"))
 	tr.add(xidOccurrence{gpu: gpu, code: 48, source: metadata.AttributeSourceNvml})
-	clock.advance(30 * time.Minute)
+	clock.Advance(30 * time.Minute)
 	tr.add(xidOccurrence{gpu: gpu, code: 31, source: metadata.AttributeSourceNvml})
 	assert.Equal(t, int64(healthFatal), tr.healthOf("GPU-a"))
-	clock.advance(45 * time.Minute)
+	clock.Advance(45 * time.Minute)
 	assert.Equal(t, int64(healthWarning), tr.healthOf("GPU-a"))
-	clock.advance(time.Hour)
+	clock.Advance(time.Hour)
 	assert.Equal(t, int64(healthOK), tr.healthOf("GPU-a"))
 }
 
@@ -248,7 +248,7 @@ faults:
 `)
 	sink := &logSink{}
 	src := startSource(t, testConfig(), srv, clock, sink.emit)
-	clock.advance(10 * time.Second)
+	clock.Advance(10 * time.Second)
 	require.Eventually(t, func() bool { return len(sink.records()) == 3 }, 10*time.Second, 5*time.Millisecond)
 
 	md := src.scrape()

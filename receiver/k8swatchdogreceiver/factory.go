@@ -5,7 +5,6 @@ package k8swatchdogreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiv
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -14,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/scraper"
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/sharedcomponent"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/k8swatchdogreceiver/internal/metadata"
 )
 
@@ -55,7 +55,7 @@ func createDefaultConfig() component.Config {
 
 func createMetrics(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Metrics) (receiver.Metrics, error) {
 	c := cfg.(*Config)
-	w := watchdogs.get(c, set)
+	w := sharedWatchdog(c, set)
 	s, err := scraper.NewMetrics(w.scrape, scraper.WithStart(w.start), scraper.WithShutdown(w.shutdown))
 	if err != nil {
 		return nil, err
@@ -64,7 +64,7 @@ func createMetrics(_ context.Context, set receiver.Settings, cfg component.Confi
 }
 
 func createLogs(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Logs) (receiver.Logs, error) {
-	w := watchdogs.get(cfg.(*Config), set)
+	w := sharedWatchdog(cfg.(*Config), set)
 	w.logs = next
 	return logsReceiver{w}, nil
 }
@@ -80,29 +80,13 @@ func (r logsReceiver) Shutdown(ctx context.Context) error { return r.w.shutdown(
 
 // watchdogs shares one watchdog between the metrics and the logs receiver of one component: the
 // collector creates both from the same *Config, and two sets of informers would list and watch
-// the whole cluster twice. (contrib's internal/sharedcomponent does the same; it cannot be
-// imported from outside contrib.)
-var watchdogs = &registry{m: map[*Config]*watchdog{}}
+// the whole cluster twice.
+var watchdogs sharedcomponent.Registry[*Config, *watchdog]
 
-type registry struct {
-	mu sync.Mutex
-	m  map[*Config]*watchdog
-}
-
-func (r *registry) get(cfg *Config, set receiver.Settings) *watchdog {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if w, ok := r.m[cfg]; ok {
+func sharedWatchdog(cfg *Config, set receiver.Settings) *watchdog {
+	return watchdogs.GetOrCreate(cfg, func() *watchdog {
+		w := newWatchdog(cfg, set)
+		w.release = func() { watchdogs.Forget(cfg, w) }
 		return w
-	}
-	w := newWatchdog(cfg, set)
-	w.release = func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if r.m[cfg] == w {
-			delete(r.m, cfg)
-		}
-	}
-	r.m[cfg] = w
-	return w
+	})
 }

@@ -4,6 +4,7 @@
 package taskreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver"
 
 import (
+	"cmp"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/tasklabels"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
 )
 
@@ -27,29 +29,14 @@ const (
 	kindService
 )
 
-const unknownLabel = "unknown"
-
-// taskEnvVars maps each task label to the environment variables it is read from, first found wins.
-var taskEnvVars = [...]struct {
-	set  func(*metadata.ResourceBuilder, string)
-	vars []string
-}{
-	{(*metadata.ResourceBuilder).SetUsername, []string{"PAI_USER_NAME"}},
-	{(*metadata.ResourceBuilder).SetJobName, []string{"PAI_JOB_NAME"}},
-	{(*metadata.ResourceBuilder).SetRoleName, []string{"PAI_CURRENT_TASK_ROLE_NAME"}},
-	{(*metadata.ResourceBuilder).SetTaskIndex, []string{"PAI_TASK_INDEX", "FC_TASK_INDEX"}},
-	{(*metadata.ResourceBuilder).SetJobInstanceID, []string{"FC_FRAMEWORK_ATTEMPT_INSTANCE_UID"}},
-	{(*metadata.ResourceBuilder).SetVirtualCluster, []string{"PAI_VIRTUAL_CLUSTER"}},
-}
-
 // containerState is what is kept between collections: the container's identity (its environment
 // does not change, so it is read once; only the task labels are kept) and the previous counters
 // for rates.
 type containerState struct {
 	identified bool
 	kind       containerKind
-	taskLabels [len(taskEnvVars)]string // in taskEnvVars' order
-	service    string
+	labels     tasklabels.Labels
+	service    string // the process name, for a service whose container is not named
 
 	prev        containerSample
 	hasPrev     bool
@@ -72,6 +59,10 @@ func (s *taskScraper) scrapeContainers(now pcommon.Timestamp) {
 	if err != nil {
 		s.readFailed("cgroup")
 		return
+	}
+	if s.pods, err = s.podCache.Get(); err != nil {
+		// The last good index (or none) names what it can.
+		s.readFailed("pod_logs")
 	}
 	hostNetNS := s.hostNetNamespace()
 	if hostNetNS == 0 {
@@ -145,16 +136,12 @@ func (s *taskScraper) identify(st *containerState, f cgroupfs.Found, pids []int)
 			continue
 		}
 		st.identified = true
-		env := parseEnviron(environ)
-		hasTaskEnv := false
-		for i, l := range taskEnvVars {
-			st.taskLabels[i] = firstEnv(env, l.vars)
-			hasTaskEnv = hasTaskEnv || st.taskLabels[i] != unknownLabel
-		}
+		var hasTaskEnv bool
+		st.labels, hasTaskEnv = tasklabels.FromEnv(tasklabels.ParseEnviron(environ))
 		switch {
 		case len(pids) == 1 && comm == "pause" && f.PodUID != "":
 			st.kind = kindSandbox
-		case f.PodUID != "" && s.isServiceNamespace(pid):
+		case f.PodUID != "" && s.isServiceNamespace(pid, f.PodUID):
 			st.kind, st.service = kindService, comm
 		case f.PodUID != "" || hasTaskEnv:
 			st.kind = kindTask
@@ -165,11 +152,14 @@ func (s *taskScraper) identify(st *containerState, f cgroupfs.Found, pids []int)
 	}
 }
 
-// isServiceNamespace reads the pod's namespace from the service-account mount Kubernetes puts
-// in every container that has one; containers without it are not services.
-func (s *taskScraper) isServiceNamespace(pid int) bool {
+// isServiceNamespace reads the pod's namespace from the kubelet's log layout, else from the
+// service-account mount Kubernetes puts in every container that has one.
+func (s *taskScraper) isServiceNamespace(pid int, podUID string) bool {
 	if len(s.cfg.ServiceNamespaces) == 0 {
 		return false
+	}
+	if pod, ok := s.pods.PodByUID(podUID); ok {
+		return slices.Contains(s.cfg.ServiceNamespaces, pod.Namespace)
 	}
 	b, err := os.ReadFile(filepath.Join(s.cfg.RootPath, "proc", strconv.Itoa(pid), "root",
 		"var", "run", "secrets", "kubernetes.io", "serviceaccount", "namespace"))
@@ -177,16 +167,6 @@ func (s *taskScraper) isServiceNamespace(pid int) bool {
 		return false
 	}
 	return slices.Contains(s.cfg.ServiceNamespaces, strings.TrimSpace(string(b)))
-}
-
-func parseEnviron(environ []string) map[string]string {
-	env := make(map[string]string, len(environ))
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			env[k] = v
-		}
-	}
-	return env
 }
 
 // netNamespace returns the inode of a process's network namespace, 0 when it cannot be read.
@@ -288,29 +268,30 @@ func (s *taskScraper) recordContainer(now pcommon.Timestamp, f cgroupfs.Found, s
 	rb := s.containerMB.NewResourceBuilder()
 	rb.SetNodeName(s.nodeName)
 	rb.SetContainerID(f.ID)
+	var containerName string
 	if f.PodUID != "" {
 		rb.SetPodUID(f.PodUID)
+		if pod, ok := s.pods.PodByUID(f.PodUID); ok {
+			rb.SetNamespace(pod.Namespace)
+			rb.SetPodName(pod.Name)
+			if containerName = s.pods.ContainerName(f.PodUID, f.ID); containerName != "" {
+				rb.SetContainerName(containerName)
+			}
+		}
 	}
 	if st.hostNetwork {
 		rb.SetHostNetwork("true")
 	}
 	if st.kind == kindService {
-		rb.SetName(st.service)
+		rb.SetName(cmp.Or(containerName, st.service))
 	} else {
-		for i, l := range taskEnvVars {
-			l.set(rb, st.taskLabels[i])
+		labels := st.labels
+		if pod, ok := s.pods.PodByUID(f.PodUID); ok {
+			labels.FallBackToPod(pod.Namespace, pod.Name)
 		}
+		labels.SetOn(rb)
 	}
 	s.containerMB.EmitForResource(metadata.WithResource(rb.Emit()))
-}
-
-func firstEnv(env map[string]string, vars []string) string {
-	for _, v := range vars {
-		if val := env[v]; val != "" {
-			return val
-		}
-	}
-	return unknownLabel
 }
 
 // containerRecorders are the record functions of one metric family (task_* or service_*), which

@@ -52,7 +52,7 @@ func createDefaultConfig() component.Config {
 func createMetrics(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Metrics) (receiver.Metrics, error) {
 	c := cfg.(*Config)
 	s := newTaskScraper(c, set)
-	sc, err := scraper.NewMetrics(s.scrape, scraper.WithStart(s.start))
+	sc, err := scraper.NewMetrics(s.scrape, scraper.WithStart(s.start), scraper.WithShutdown(s.shutdown))
 	if err != nil {
 		return nil, err
 	}

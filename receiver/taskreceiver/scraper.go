@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/collector/scraper/scrapererror"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/podlogs"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/staleness"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
 )
@@ -46,6 +47,11 @@ type taskScraper struct {
 	proc     procfs.FS
 	block    blockdevice.FS
 	cgroups  cgroupHierarchy
+	// podCache names pods and containers (shared with every component reading this root);
+	// pods is its index for the collection under way.
+	podCache    *podlogs.Cache
+	releasePods func()
+	pods        *podlogs.Index
 
 	mountPointsExclude *regexp.Regexp
 	fsTypesExclude     *regexp.Regexp
@@ -100,10 +106,19 @@ func (s *taskScraper) start(context.Context, component.Host) error {
 	s.statfsCalls = newCallGuard(s.cfg.Filesystem.StatfsTimeout)
 	s.cmdlineCalls = newCallGuard(cmdlineTimeout)
 
+	s.podCache, s.releasePods = podlogs.Shared(root)
+
 	mount := filepath.Join(root, "sys", "fs", "cgroup")
 	if s.cgroups, err = newCgroupHierarchy(mount, filepath.Join(root, "proc")); err != nil {
 		// A node without cgroups still has node metrics; say once why tasks are missing.
 		s.logger.Warn("No cgroup hierarchy found: task and service metrics are off", zap.Error(err))
+	}
+	return nil
+}
+
+func (s *taskScraper) shutdown(context.Context) error {
+	if s.releasePods != nil {
+		s.releasePods()
 	}
 	return nil
 }

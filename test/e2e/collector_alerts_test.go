@@ -18,8 +18,8 @@ import (
 func TestEdgeQueueAlerts(t *testing.T) {
 	root := repoRoot(t)
 	telemetry, closed := freePort(t), freePort(t)
-	startCollector(t, filepath.Join(root, "distro", "demo.yaml"),
-		"receivers::gpu::scenario="+filepath.Join(root, "distro", "scenarios", "dgx-a100-demo.yaml"),
+	startDemo(t, filepath.Join(root, "distro", "scenarios", "dgx-a100-demo.yaml"),
+		filepath.Join(root, "distro", "scenarios", "pods", "dgx-a100-demo.yaml"),
 		"receivers::gpu::collection_interval=1s",
 		"receivers::task::collection_interval=1s",
 		fmt.Sprintf("exporters::otlp/gateway::endpoint=127.0.0.1:%d", closed),

@@ -27,12 +27,12 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/test/kube"
 )
 
-// needsAttribution are the dashboard queries on the gpu_attribution processor's series
+// onAttribution are the dashboard queries on the gpu_attribution processor's series
 // (task_gpu_percent, task_gpu_mem_percent, gpu_used_by_external_process_count,
-// gpu_used_by_zombie_container_count), which no component of this branch produces yet (issue
-// 11). They are run and reported by name; one that returns data fails the test, so the set is
-// emptied when the processor lands. Keys are "<dashboard uid>/<panel title>/<refId>".
-var needsAttribution = map[string]bool{
+// gpu_used_by_zombie_container_count). Filled with a job, they must return data for a job that
+// holds GPUs (the demo's) and none for one that holds none (the fixture host's); otherwise they
+// must return data. Keys are "<dashboard uid>/<panel title>/<refId>".
+var onAttribution = map[string]bool{
 	"pai_clusterview/Jobs on GPUs/A":                             true,
 	"pai_clusterview/Jobs below 10 % GPU utilization (10 min)/A": true,
 	"pai_nodeview/Task GPU utilization/A":                        true,
@@ -63,9 +63,13 @@ func startMonitoredCluster(t *testing.T) monitoredCluster {
 	cluster.GrantWatchdog("watchdog")
 	populateCluster(t, cluster.Admin)
 
-	agent := startCollector(t, filepath.Join(root, "distro", "demo.yaml"),
-		"receivers::gpu::scenario="+filepath.Join(root, "test", "e2e", "testdata", "demo-compressed.yaml"),
+	agent, _ := startDemo(t, filepath.Join(root, "test", "e2e", "testdata", "demo-compressed.yaml"),
+		filepath.Join(root, "distro", "scenarios", "pods", "dgx-a100-demo.yaml"),
 		"receivers::gpu::collection_interval=1s",
+		"receivers::task/demo::collection_interval=1s",
+		"processors::gpu_attribution::refresh_interval=1s",
+		"processors::gpu_attribution::pod_resources::timeout=500ms",
+		"processors::gpu_attribution::zombie_after=2s",
 		"receivers::task::collection_interval=1s",
 		"receivers::task::root_path="+filepath.Join(root, "receiver", "taskreceiver", "testdata", "hosts", "v1-systemd-containerd"),
 		"receivers::task::service_namespaces=[pai]",
@@ -96,6 +100,13 @@ func startMonitoredCluster(t *testing.T) monitoredCluster {
 		`rate(task_cpu_seconds_total[30s])`,
 		`irate(node_cpu_seconds_total[30s])`,
 		`node:gpu_devices_detected:count`,
+		`task_gpu_percent`,
+		`gpu_used_by_zombie_container_count`,
+		// GPU 6's hung call is over (its MIG slice's job is attributed again).
+		`gpu_nvml_timeouts_total{minor_number="6"}`,
+		`gpu_up{minor_number="6"} == 1`,
+		`task_gpu_mem_percent{job_name="dave~bert-infer"}`,
+		`rate(task_cpu_seconds_total{job_name="alice~resnet50"}[30s])`,
 	} {
 		eventually(t, q, func() bool { return series(t, api, q) > 0 })
 	}
@@ -279,6 +290,31 @@ func expand(expr string, vars map[string]string) string {
 	return expr
 }
 
+// gpuHolders are the jobs with series of each attribution metric (a job on a MIG slice has
+// task_gpu_mem_percent, no task_gpu_percent).
+type gpuHolders map[string]map[string]bool
+
+func (mc monitoredCluster) gpuHolders(t *testing.T) gpuHolders {
+	h := gpuHolders{}
+	for _, metric := range []string{"task_gpu_mem_percent", "task_gpu_percent"} {
+		h[metric] = map[string]bool{}
+		for _, job := range mc.labelValues(t, metric, "job_name") {
+			h[metric][job] = true
+		}
+	}
+	require.NotEmpty(t, h["task_gpu_percent"], "the demo's jobs hold GPUs")
+	return h
+}
+
+// hold tells whether job has a series of the attribution metric expr queries.
+func (h gpuHolders) hold(job, expr string) bool {
+	metric := "task_gpu_percent"
+	if strings.Contains(expr, "task_gpu_mem_percent") {
+		metric = "task_gpu_mem_percent"
+	}
+	return h[metric][job]
+}
+
 // TestDashboards runs every query of every panel of deploy/grafana/*.json, with the template
 // variables filled from the data, against the monitored cluster: each must return data. Also the
 // shipped recording rules must produce series on it.
@@ -289,7 +325,7 @@ func TestDashboards(t *testing.T) {
 	require.Len(t, files, 4, "cluster overview, node, job and GPU health")
 
 	seen := map[string]bool{}
-	var awaiting []string
+	holders := mc.gpuHolders(t)
 	for _, file := range files {
 		raw, err := os.ReadFile(file)
 		require.NoError(t, err)
@@ -305,9 +341,8 @@ func TestDashboards(t *testing.T) {
 						require.NotRegexp(t, `\$[A-Za-z_{]`, expr, "a template variable the test does not fill")
 						n, err := mc.query(expr)
 						require.NoError(t, err, expr)
-						if needsAttribution[key] {
-							assert.Zero(t, n, "%s returns data now: remove it from needsAttribution", key)
-							awaiting = append(awaiting, key)
+						if job, ok := vars["job"]; ok && onAttribution[key] && !holders.hold(job, expr) {
+							assert.Zero(t, n, "a job that holds no GPU has attribution data: %s", expr)
 							return
 						}
 						assert.Positive(t, n, "no data: %s", expr)
@@ -316,13 +351,9 @@ func TestDashboards(t *testing.T) {
 			}
 		}
 	}
-	for key := range needsAttribution {
-		assert.True(t, seen[key], "needsAttribution names %q, which no dashboard has", key)
+	for key := range onAttribution {
+		assert.True(t, seen[key], "onAttribution names %q, which no dashboard has", key)
 	}
-	slices.Sort(awaiting)
-	awaiting = slices.Compact(awaiting)
-	t.Logf("NOT CHECKED, waiting for the gpu_attribution processor (issue 11): %d queries:\n  %s",
-		len(awaiting), strings.Join(awaiting, "\n  "))
 
 	// The recording rules (deploy/prometheus/rules) on the demo's data.
 	for _, record := range []string{

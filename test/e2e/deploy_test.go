@@ -262,7 +262,8 @@ func TestDeployedConfigsValidate(t *testing.T) {
 				// DaemonSet's hostfs volume), node_exporter's textfile directory. Here: this
 				// machine's / and a temporary directory.
 				if strings.Contains(config, "root_path: /hostfs") {
-					args = append(args, "--set", "receivers::task::root_path=/", "--set", "receivers::gpu::root_path=/")
+					args = append(args, "--set", "receivers::task::root_path=/", "--set", "receivers::gpu::root_path=/",
+						"--set", "processors::gpu_attribution::root_path=/")
 				}
 				if slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, "exporters::textfile::directory=") }) {
 					args = append(args, "--set", "exporters::textfile::directory="+t.TempDir())

@@ -6,11 +6,16 @@
 package e2e
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
+	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
 // TestDemoXID79 runs `make demo`'s configuration with a scenario that makes GPU 3 fall off the
@@ -18,8 +23,8 @@ import (
 // the seven others keep reporting, and the XID leaves as a log record.
 func TestDemoXID79(t *testing.T) {
 	root := repoRoot(t)
-	metrics, console := startCollectorWithOutput(t, filepath.Join(root, "distro", "demo.yaml"),
-		"receivers::gpu::scenario="+filepath.Join(root, "receiver", "gpureceiver", "testdata", "scenarios", "xid79.yaml"),
+	metrics, console := startDemo(t, filepath.Join(root, "receiver", "gpureceiver", "testdata", "scenarios", "xid79.yaml"),
+		filepath.Join("testdata", "no-pods.yaml"),
 		"receivers::gpu::collection_interval=1s",
 		"receivers::task::collection_interval=1s",
 		"exporters::debug::verbosity=detailed",
@@ -47,4 +52,26 @@ func TestDemoXID79(t *testing.T) {
 		return strings.Contains(console.Output(), "XID 79 on GPU 3 ")
 	})
 	assert.Equal(t, 1, strings.Count(console.Output(), "XID 79 on GPU 3 "), "one log record for one occurrence")
+}
+
+// startDemo runs `make demo`: the demo node (internal/demonode, as cmd/demonode lays it out) for
+// scenario with podsFile's pods, and the collector on distro/demo.yaml beside it, with the GPU
+// scenario and --set overrides. It returns the metrics URL and the console.
+func startDemo(t *testing.T, scenario, podsFile string, sets ...string) (string, *stack.Process) {
+	t.Helper()
+	root := repoRoot(t)
+	pods, err := demonode.LoadPods(podsFile)
+	require.NoError(t, err)
+	batch, err := demonode.SimulatedBatch(scenario)
+	require.NoError(t, err)
+	// Short: the pod-resources socket lives below it (unix socket paths are limited to 108 bytes).
+	dir, err := os.MkdirTemp("", "demo")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	node, err := demonode.Start(filepath.Join(dir, "node"), pods, demonode.GPUs(batch))
+	require.NoError(t, err)
+	t.Cleanup(node.Close)
+	t.Setenv("OTELCOL_GPU_DEMO_ROOT", node.Root)
+	return startCollectorWithOutput(t, filepath.Join(root, "distro", "demo.yaml"),
+		append([]string{"receivers::gpu::scenario=" + scenario}, sets...)...)
 }

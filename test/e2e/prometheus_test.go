@@ -73,7 +73,9 @@ func TestPrometheusScrapes(t *testing.T) {
 	assert.Equal(t, 1, series(t, api, `gpu_nvml_up{job="machine"}`))
 	// Labels as dashboards select them.
 	assert.Equal(t, 1, series(t, api, `task_mem_usage_byte{job="fixture",job_name="carol~llama-ft",username="carol",role_name="trainer",task_index="3",virtual_cluster="default"}`))
-	assert.Equal(t, 1, series(t, api, `service_cpu_seconds_total{job="fixture",name="prometheus"}`))
+	assert.Equal(t, 1, series(t, api, `task_mem_usage_byte{job="fixture",job_name="carol~llama-ft",namespace="default",pod_name="llama-ft-trainer-3",container_name="trainer"}`), "the task's pod")
+	assert.Equal(t, 1, series(t, api, `task_mem_usage_byte{job="fixture",job_name="batch/nightly-etl-7f9c"}`), "a plain Kubernetes job named after its pod")
+	assert.Equal(t, 1, series(t, api, `service_cpu_seconds_total{job="fixture",name="prometheus-server"}`), "a service named by its container")
 	assert.Equal(t, 1, series(t, api, `zombie_process_count{job="fixture",command="nvidia-smi"} == 2`))
 }
 

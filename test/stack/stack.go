@@ -139,6 +139,7 @@ func StartAgent(tb testing.TB, s *Secrets, o AgentOptions) *Agent {
 	args = append(args,
 		"receivers::task::root_path="+o.RootPath,
 		"receivers::gpu::root_path="+o.RootPath,
+		"processors::gpu_attribution::root_path="+o.RootPath,
 		"exporters::otlp_grpc/gateway::endpoint="+o.Gateway,
 		"exporters::otlp_grpc/gateway::tls::ca_file="+o.CAFile,
 		"extensions::bearertokenauth/gateway::filename="+o.TokenFile,

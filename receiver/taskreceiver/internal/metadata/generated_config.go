@@ -1379,11 +1379,14 @@ func (rac *ResourceAttributeConfig) Unmarshal(parser *confmap.Conf) error {
 // ResourceAttributesConfig provides config for task resource attributes.
 type ResourceAttributesConfig struct {
 	ContainerID    ResourceAttributeConfig `mapstructure:"container_id"`
+	ContainerName  ResourceAttributeConfig `mapstructure:"container_name"`
 	HostNetwork    ResourceAttributeConfig `mapstructure:"host_network"`
 	JobInstanceID  ResourceAttributeConfig `mapstructure:"job_instance_id"`
 	JobName        ResourceAttributeConfig `mapstructure:"job_name"`
 	Name           ResourceAttributeConfig `mapstructure:"name"`
+	Namespace      ResourceAttributeConfig `mapstructure:"namespace"`
 	NodeName       ResourceAttributeConfig `mapstructure:"node_name"`
+	PodName        ResourceAttributeConfig `mapstructure:"pod_name"`
 	PodUID         ResourceAttributeConfig `mapstructure:"pod_uid"`
 	RoleName       ResourceAttributeConfig `mapstructure:"role_name"`
 	TaskIndex      ResourceAttributeConfig `mapstructure:"task_index"`
@@ -1394,6 +1397,9 @@ type ResourceAttributesConfig struct {
 func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 	return ResourceAttributesConfig{
 		ContainerID: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		ContainerName: ResourceAttributeConfig{
 			Enabled: true,
 		},
 		HostNetwork: ResourceAttributeConfig{
@@ -1408,7 +1414,13 @@ func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 		Name: ResourceAttributeConfig{
 			Enabled: true,
 		},
+		Namespace: ResourceAttributeConfig{
+			Enabled: true,
+		},
 		NodeName: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		PodName: ResourceAttributeConfig{
 			Enabled: true,
 		},
 		PodUID: ResourceAttributeConfig{

@@ -2906,6 +2906,12 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	if mbc.ResourceAttributes.ContainerID.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["container_id"] = filter.CreateFilter(mbc.ResourceAttributes.ContainerID.MetricsExclude)
 	}
+	if mbc.ResourceAttributes.ContainerName.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["container_name"] = filter.CreateFilter(mbc.ResourceAttributes.ContainerName.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.ContainerName.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["container_name"] = filter.CreateFilter(mbc.ResourceAttributes.ContainerName.MetricsExclude)
+	}
 	if mbc.ResourceAttributes.HostNetwork.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["host_network"] = filter.CreateFilter(mbc.ResourceAttributes.HostNetwork.MetricsInclude)
 	}
@@ -2930,11 +2936,23 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	if mbc.ResourceAttributes.Name.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["name"] = filter.CreateFilter(mbc.ResourceAttributes.Name.MetricsExclude)
 	}
+	if mbc.ResourceAttributes.Namespace.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["namespace"] = filter.CreateFilter(mbc.ResourceAttributes.Namespace.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.Namespace.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["namespace"] = filter.CreateFilter(mbc.ResourceAttributes.Namespace.MetricsExclude)
+	}
 	if mbc.ResourceAttributes.NodeName.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["node_name"] = filter.CreateFilter(mbc.ResourceAttributes.NodeName.MetricsInclude)
 	}
 	if mbc.ResourceAttributes.NodeName.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["node_name"] = filter.CreateFilter(mbc.ResourceAttributes.NodeName.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.PodName.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["pod_name"] = filter.CreateFilter(mbc.ResourceAttributes.PodName.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.PodName.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["pod_name"] = filter.CreateFilter(mbc.ResourceAttributes.PodName.MetricsExclude)
 	}
 	if mbc.ResourceAttributes.PodUID.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["pod_uid"] = filter.CreateFilter(mbc.ResourceAttributes.PodUID.MetricsInclude)

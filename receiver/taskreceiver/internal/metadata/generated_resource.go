@@ -28,6 +28,13 @@ func (rb *ResourceBuilder) SetContainerID(val string) {
 	}
 }
 
+// SetContainerName sets provided value as "container_name" attribute.
+func (rb *ResourceBuilder) SetContainerName(val string) {
+	if rb.config.ContainerName.Enabled {
+		rb.res.Attributes().PutStr("container_name", val)
+	}
+}
+
 // SetHostNetwork sets provided value as "host_network" attribute.
 func (rb *ResourceBuilder) SetHostNetwork(val string) {
 	if rb.config.HostNetwork.Enabled {
@@ -56,10 +63,24 @@ func (rb *ResourceBuilder) SetName(val string) {
 	}
 }
 
+// SetNamespace sets provided value as "namespace" attribute.
+func (rb *ResourceBuilder) SetNamespace(val string) {
+	if rb.config.Namespace.Enabled {
+		rb.res.Attributes().PutStr("namespace", val)
+	}
+}
+
 // SetNodeName sets provided value as "node_name" attribute.
 func (rb *ResourceBuilder) SetNodeName(val string) {
 	if rb.config.NodeName.Enabled {
 		rb.res.Attributes().PutStr("node_name", val)
+	}
+}
+
+// SetPodName sets provided value as "pod_name" attribute.
+func (rb *ResourceBuilder) SetPodName(val string) {
+	if rb.config.PodName.Enabled {
+		rb.res.Attributes().PutStr("pod_name", val)
 	}
 }
 

@@ -14,11 +14,14 @@ func TestResourceBuilder(t *testing.T) {
 			cfg := loadResourceAttributesConfig(t, tt)
 			rb := NewResourceBuilder(cfg)
 			rb.SetContainerID("container_id-val")
+			rb.SetContainerName("container_name-val")
 			rb.SetHostNetwork("host_network-val")
 			rb.SetJobInstanceID("job_instance_id-val")
 			rb.SetJobName("job_name-val")
 			rb.SetName("name-val")
+			rb.SetNamespace("namespace-val")
 			rb.SetNodeName("node_name-val")
+			rb.SetPodName("pod_name-val")
 			rb.SetPodUID("pod_uid-val")
 			rb.SetRoleName("role_name-val")
 			rb.SetTaskIndex("task_index-val")
@@ -30,9 +33,9 @@ func TestResourceBuilder(t *testing.T) {
 
 			switch tt {
 			case "default":
-				assert.Equal(t, 11, res.Attributes().Len())
+				assert.Equal(t, 14, res.Attributes().Len())
 			case "all_set":
-				assert.Equal(t, 11, res.Attributes().Len())
+				assert.Equal(t, 14, res.Attributes().Len())
 			case "none_set":
 				assert.Equal(t, 0, res.Attributes().Len())
 				return
@@ -43,6 +46,11 @@ func TestResourceBuilder(t *testing.T) {
 			assert.True(t, ok)
 			if ok {
 				assert.Equal(t, "container_id-val", containerIDAttrVal.Str())
+			}
+			containerNameAttrVal, ok := res.Attributes().Get("container_name")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "container_name-val", containerNameAttrVal.Str())
 			}
 			hostNetworkAttrVal, ok := res.Attributes().Get("host_network")
 			assert.True(t, ok)
@@ -64,10 +72,20 @@ func TestResourceBuilder(t *testing.T) {
 			if ok {
 				assert.Equal(t, "name-val", nameAttrVal.Str())
 			}
+			namespaceAttrVal, ok := res.Attributes().Get("namespace")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "namespace-val", namespaceAttrVal.Str())
+			}
 			nodeNameAttrVal, ok := res.Attributes().Get("node_name")
 			assert.True(t, ok)
 			if ok {
 				assert.Equal(t, "node_name-val", nodeNameAttrVal.Str())
+			}
+			podNameAttrVal, ok := res.Attributes().Get("pod_name")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "pod_name-val", podNameAttrVal.Str())
 			}
 			podUIDAttrVal, ok := res.Attributes().Get("pod_uid")
 			assert.True(t, ok)

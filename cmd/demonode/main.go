@@ -1,0 +1,88 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Command demonode runs a command (the collector) beside the Kubernetes node of `make demo`:
+//
+//	demonode [-scenario FILE] [-pods FILE] -- bin/otelcol-gpu --config distro/demo.yaml
+//
+// It writes the node (internal/demonode: a /proc + cgroup tree with the demo jobs' processes,
+// the kubelet's log layout, a pod-resources gRPC server on a unix socket) into a temporary
+// directory, runs the command with OTELCOL_GPU_DEMO_ROOT naming it, passes SIGINT and SIGTERM
+// on, and removes the node when the command exits.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
+)
+
+func main() {
+	scenario := flag.String("scenario", "distro/scenarios/dgx-a100-demo.yaml", "GPU scenario of the gpu receiver's simulated backend")
+	podsFile := flag.String("pods", "", "pods file (default: pods/<scenario file name> beside the scenario)")
+	flag.Parse()
+	if flag.NArg() == 0 {
+		fmt.Fprintln(os.Stderr, "usage: demonode [-scenario FILE] [-pods FILE] -- COMMAND [ARG...]")
+		os.Exit(2)
+	}
+	if *podsFile == "" {
+		*podsFile = filepath.Join(filepath.Dir(*scenario), "pods", filepath.Base(*scenario))
+	}
+	code, err := run(*scenario, *podsFile, flag.Args())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demonode:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func run(scenario, podsFile string, command []string) (int, error) {
+	pods, err := demonode.LoadPods(podsFile)
+	if err != nil {
+		return 1, err
+	}
+	batch, err := demonode.SimulatedBatch(scenario)
+	if err != nil {
+		return 1, err
+	}
+	root, err := os.MkdirTemp("", "otelcol-gpu-demo-")
+	if err != nil {
+		return 1, err
+	}
+	defer os.RemoveAll(root)
+	node, err := demonode.Start(filepath.Join(root, "node"), pods, demonode.GPUs(batch))
+	if err != nil {
+		return 1, err
+	}
+	defer node.Close()
+
+	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), "OTELCOL_GPU_DEMO_ROOT="+node.Root)
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	if err := cmd.Start(); err != nil {
+		return 1, err
+	}
+	fmt.Fprintf(os.Stderr, "demonode: the demo node is at %s (pod-resources socket %s)\n", node.Root, demonode.Socket(node.Root))
+	go func() {
+		for s := range signals {
+			_ = cmd.Process.Signal(s)
+		}
+	}()
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), nil
+	}
+	return 0, err
+}

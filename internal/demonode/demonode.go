@@ -1,0 +1,299 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package demonode lays out the Kubernetes node behind `make demo`'s simulated GPUs, so the demo
+// runs through the production code paths: a /proc + cgroup tree (cgroup v2, systemd driver,
+// containerd) holding the demo jobs' containers and their processes, with the pids the
+// simulated GPUs report, the kubelet's log layout naming their pods, and a real pod-resources
+// gRPC server on a unix socket handing out the GPUs. Pods and their devices come from a pods
+// file beside the GPU scenario; GPU and MIG UUIDs from the scenario itself, read through the gpu
+// receiver's simulated backend.
+package demonode // import "github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.yaml.in/yaml/v3"
+	v1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources/podresourcestest"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver"
+)
+
+// Pods is the content of a pods file (distro/scenarios/pods/*.yaml).
+type Pods struct {
+	Pods []Pod `yaml:"pods"`
+	// HostProcesses run outside any container (GPU processes there are external).
+	HostProcesses []HostProcess `yaml:"host_processes"`
+}
+
+// Pod states: what the kubelet still knows of the pod.
+const (
+	StateRunning  = "running"  // listed by pod-resources, logs kept
+	StateFinished = "finished" // not listed, logs kept: a container still running is a zombie
+	StateGone     = "gone"     // neither: a container still running is a zombie
+)
+
+// Pod is one pod of the demo node.
+type Pod struct {
+	Namespace  string      `yaml:"namespace"`
+	Name       string      `yaml:"name"`
+	State      string      `yaml:"state"`
+	Containers []Container `yaml:"containers"`
+}
+
+// Container is one of a pod's containers.
+type Container struct {
+	Name    string            `yaml:"name"`
+	Env     map[string]string `yaml:"env"`
+	PIDs    []int             `yaml:"pids"`
+	Devices []Devices         `yaml:"devices"`
+}
+
+// Devices are what the kubelet gave a container of one resource. IDs name the scenario's GPUs:
+// "gpu:N" (its UUID), "gpu:N::R" (time-slicing replica R of it), "mig:N:I" (slice I of GPU N).
+type Devices struct {
+	Resource string   `yaml:"resource"`
+	IDs      []string `yaml:"ids"`
+}
+
+// HostProcess is a process outside any container.
+type HostProcess struct {
+	PID  int    `yaml:"pid"`
+	Comm string `yaml:"comm"`
+}
+
+// LoadPods reads a pods file strictly.
+func LoadPods(path string) (*Pods, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var p Pods
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for i, pod := range p.Pods {
+		if !slices.Contains([]string{StateRunning, StateFinished, StateGone}, pod.State) {
+			return nil, fmt.Errorf("%s: pods[%d]: state must be running, finished or gone, got %q", path, i, pod.State)
+		}
+	}
+	return &p, nil
+}
+
+// GPU is the identity of one simulated GPU.
+type GPU struct {
+	UUID string
+	MIG  []string // MIG UUIDs in slice order
+}
+
+// SimulatedBatch is one collection of the gpu receiver on scenario's simulated GPUs.
+func SimulatedBatch(scenario string) (pmetric.Metrics, error) {
+	f := gpureceiver.NewFactory()
+	cfg := f.CreateDefaultConfig().(*gpureceiver.Config)
+	cfg.Backend = "simulated"
+	cfg.Scenario = scenario
+	cfg.NodeName = "gpu-node-07"
+	cfg.CollectionInterval = time.Hour
+	cfg.InitialDelay = 0
+	cfg.XID.Kmsg = false
+	sink := &consumertest.MetricsSink{}
+	r, err := f.CreateMetrics(context.Background(), receivertest.NewNopSettings(f.Type()), cfg, sink)
+	if err != nil {
+		return pmetric.Metrics{}, err
+	}
+	if err := r.Start(context.Background(), nil); err != nil {
+		return pmetric.Metrics{}, err
+	}
+	defer func() { _ = r.Shutdown(context.Background()) }()
+	for deadline := time.Now().Add(30 * time.Second); len(sink.AllMetrics()) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return pmetric.Metrics{}, errors.New("the simulated gpu receiver sent no batch within 30s")
+		}
+	}
+	return sink.AllMetrics()[0], nil
+}
+
+// GPUs reads the GPUs' identities from a gpu receiver batch, by index.
+func GPUs(md pmetric.Metrics) map[int]GPU {
+	gpus := map[int]GPU{}
+	for i := 0; i < md.ResourceMetrics().Len(); i++ {
+		rm := md.ResourceMetrics().At(i)
+		minor, ok1 := rm.Resource().Attributes().Get("minor_number")
+		uuid, ok2 := rm.Resource().Attributes().Get("uuid")
+		if !ok1 || !ok2 {
+			continue
+		}
+		index, err := strconv.Atoi(minor.Str())
+		if err != nil {
+			continue
+		}
+		g := GPU{UUID: uuid.Str()}
+		for j := 0; j < rm.ScopeMetrics().Len(); j++ {
+			ms := rm.ScopeMetrics().At(j).Metrics()
+			for k := 0; k < ms.Len(); k++ {
+				if m := ms.At(k); m.Name() == "gpu_mig_memory_total_bytes" {
+					for l := 0; l < m.Gauge().DataPoints().Len(); l++ {
+						if v, ok := m.Gauge().DataPoints().At(l).Attributes().Get("mig_uuid"); ok {
+							g.MIG = append(g.MIG, v.Str())
+						}
+					}
+				}
+			}
+		}
+		gpus[index] = g
+	}
+	return gpus
+}
+
+// Node is a started demo node.
+type Node struct {
+	Root    string
+	kubelet *podresourcestest.Server
+}
+
+// Socket is where the node's kubelet serves pod-resources, the default under Root.
+func Socket(root string) string {
+	return filepath.Join(root, "var", "lib", "kubelet", "pod-resources", "kubelet.sock")
+}
+
+// Start writes the node under root (which must not exist or be empty) and serves its kubelet.
+func Start(root string, pods *Pods, gpus map[int]GPU) (*Node, error) {
+	host := hostfixture.Host{CgroupVersion: 2}
+	for _, p := range pods.HostProcesses {
+		host.Processes = append(host.Processes, hostfixture.Process{PID: p.PID, Comm: p.Comm, Cmdline: []string{p.Comm}, State: "S", RSSPages: 1000})
+	}
+	var listed []*v1.PodResources
+	netns := uint32(4026540000) // each container its own network namespace, as a pod's are
+	for _, pod := range pods.Pods {
+		uid := podUID(pod)
+		entry := &v1.PodResources{Namespace: pod.Namespace, Name: pod.Name}
+		for _, c := range pod.Containers {
+			hc := hostfixture.Container{
+				CgroupPath: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice/cri-containerd-" + containerID(pod, c) + ".scope",
+				CPUUsec:    3_600_000_000, MemUsage: 8 << 30, MemLimit: 32 << 30, InactiveFile: 1 << 30,
+			}
+			if pod.State != StateGone {
+				hc.Pod = &hostfixture.PodLogs{Namespace: pod.Namespace, Name: pod.Name, Container: c.Name}
+			}
+			env := environ(c.Env)
+			netns++
+			for _, pid := range c.PIDs {
+				hc.Processes = append(hc.Processes, hostfixture.Process{PID: pid, Comm: "python3", Cmdline: []string{"python3", "train.py"}, Env: env, State: "S", RSSPages: 250_000,
+					NetNS: netns, RxBytes: 40 << 30, TxBytes: 12 << 30})
+			}
+			host.Containers = append(host.Containers, hc)
+			ctr := &v1.ContainerResources{Name: c.Name}
+			for _, d := range c.Devices {
+				ids := make([]string, 0, len(d.IDs))
+				for _, id := range d.IDs {
+					resolved, err := deviceID(id, gpus)
+					if err != nil {
+						return nil, fmt.Errorf("pod %s/%s container %s: %w", pod.Namespace, pod.Name, c.Name, err)
+					}
+					ids = append(ids, resolved)
+				}
+				ctr.Devices = append(ctr.Devices, &v1.ContainerDevices{ResourceName: d.Resource, DeviceIds: ids})
+			}
+			entry.Containers = append(entry.Containers, ctr)
+		}
+		if pod.State == StateRunning {
+			listed = append(listed, entry)
+		}
+	}
+	if err := hostfixture.Write(root, host); err != nil {
+		return nil, err
+	}
+	srv, err := podresourcestest.NewServer(Socket(root))
+	if err != nil {
+		return nil, err
+	}
+	srv.SetPods(listed...)
+	srv.SetAllocatable(allocatable(gpus)...)
+	return &Node{Root: root, kubelet: srv}, nil
+}
+
+// Close stops the node's kubelet.
+func (n *Node) Close() { n.kubelet.Close() }
+
+func allocatable(gpus map[int]GPU) []*v1.ContainerDevices {
+	whole := &v1.ContainerDevices{ResourceName: "nvidia.com/gpu"}
+	mig := &v1.ContainerDevices{ResourceName: "nvidia.com/mig-1g.10gb"}
+	for i := 0; i < len(gpus); i++ {
+		if len(gpus[i].MIG) > 0 {
+			mig.DeviceIds = append(mig.DeviceIds, gpus[i].MIG...)
+		} else {
+			whole.DeviceIds = append(whole.DeviceIds, gpus[i].UUID)
+		}
+	}
+	return []*v1.ContainerDevices{whole, mig}
+}
+
+// deviceID turns "gpu:N", "gpu:N::R" or "mig:N:I" into the id a device plugin would report.
+func deviceID(id string, gpus map[int]GPU) (string, error) {
+	kind, rest, _ := strings.Cut(id, ":")
+	switch kind {
+	case "gpu":
+		index, replica, isReplica := strings.Cut(rest, "::")
+		g, ok := gpus[atoi(index)]
+		if !ok {
+			return "", fmt.Errorf("device %q: no GPU %s in the scenario", id, index)
+		}
+		if isReplica {
+			return g.UUID + "::" + replica, nil
+		}
+		return g.UUID, nil
+	case "mig":
+		index, slice, _ := strings.Cut(rest, ":")
+		g := gpus[atoi(index)]
+		if s := atoi(slice); s >= 0 && s < len(g.MIG) {
+			return g.MIG[s], nil
+		}
+		return "", fmt.Errorf("device %q: GPU %s has no MIG slice %s in the scenario", id, index, slice)
+	}
+	return "", fmt.Errorf("device %q: want gpu:N, gpu:N::R or mig:N:I", id)
+}
+
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+func environ(env map[string]string) []string {
+	out := []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// podUID and containerID are derived from the names, so a demo node is the same every run.
+func podUID(p Pod) string {
+	h := sha256.Sum256([]byte(p.Namespace + "/" + p.Name))
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+func containerID(p Pod, c Container) string {
+	h := sha256.Sum256([]byte(p.Namespace + "/" + p.Name + "/" + c.Name))
+	return fmt.Sprintf("%x", h)
+}

@@ -1,0 +1,122 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package demonode
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/podlogs"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources"
+)
+
+const (
+	scenario = "../../distro/scenarios/dgx-a100-demo.yaml"
+	podsFile = "../../distro/scenarios/pods/dgx-a100-demo.yaml"
+)
+
+// TestDemoPodsOwnTheScenarioProcesses: every GPU process of the demo scenario belongs to a pod
+// container or a host process of the pods file, so the demo's attribution has no accidental
+// externals.
+func TestDemoPodsOwnTheScenarioProcesses(t *testing.T) {
+	pods, err := LoadPods(podsFile)
+	require.NoError(t, err)
+	batch, err := SimulatedBatch(scenario)
+	require.NoError(t, err)
+	var owned []int
+	for _, p := range pods.Pods {
+		for _, c := range p.Containers {
+			owned = append(owned, c.PIDs...)
+		}
+	}
+	for _, p := range pods.HostProcesses {
+		owned = append(owned, p.PID)
+	}
+	seen := 0
+	for i := 0; i < batch.ResourceMetrics().Len(); i++ {
+		ms := batch.ResourceMetrics().At(i).ScopeMetrics().At(0).Metrics()
+		for j := 0; j < ms.Len(); j++ {
+			if m := ms.At(j); m.Name() == "gpu_process_memory_used_bytes" {
+				for k := 0; k < m.Gauge().DataPoints().Len(); k++ {
+					pid, _ := m.Gauge().DataPoints().At(k).Attributes().Get("pid")
+					n, err := strconv.Atoi(pid.Str())
+					require.NoError(t, err)
+					assert.Contains(t, owned, n, "GPU process %d has no owner in %s", n, podsFile)
+					seen++
+				}
+			}
+		}
+	}
+	assert.Positive(t, seen)
+}
+
+// TestStart: the node's tree names each container's pod, and its kubelet lists the running pods
+// with their devices resolved to the scenario's UUIDs.
+func TestStart(t *testing.T) {
+	pods, err := LoadPods(podsFile)
+	require.NoError(t, err)
+	batch, err := SimulatedBatch(scenario)
+	require.NoError(t, err)
+	gpus := GPUs(batch)
+	require.Len(t, gpus, 8)
+	require.Len(t, gpus[6].MIG, 2, "GPU 6 is in MIG mode")
+
+	dir, err := os.MkdirTemp("", "demonode")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	node, err := Start(filepath.Join(dir, "n"), pods, gpus)
+	require.NoError(t, err)
+	t.Cleanup(node.Close)
+
+	found, err := cgroupfs.FindContainers(filepath.Join(node.Root, "sys/fs/cgroup"))
+	require.NoError(t, err)
+	assert.Len(t, found, 6)
+	ix, err := podlogs.Read(node.Root)
+	require.NoError(t, err)
+	named := 0
+	for _, f := range found {
+		if p, ok := ix.PodByUID(f.PodUID); ok {
+			named++
+			assert.NotEmpty(t, ix.ContainerName(f.PodUID, f.ID), p.Name)
+		}
+	}
+	assert.Equal(t, 5, named, "all but the gone pod's container")
+
+	c, err := podresources.New(podresources.Settings{Socket: Socket(node.Root), RefreshInterval: time.Hour, Timeout: 5 * time.Second, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	c.Refresh()
+	snap := c.Snapshot()
+	require.NotNil(t, snap)
+	assert.Len(t, snap.Pods, 5, "the gone pod is not listed")
+	alice := snap.Devices[podresources.ContainerKey{PodKey: podresources.PodKey{Namespace: "research", Pod: "resnet50-worker-0"}, Container: "trainer"}]
+	require.Len(t, alice, 1)
+	assert.Equal(t, []string{gpus[0].UUID, gpus[1].UUID, gpus[2].UUID, gpus[3].UUID}, alice[0].IDs)
+	bob := snap.Devices[podresources.ContainerKey{PodKey: podresources.PodKey{Namespace: "notebooks", Pod: "bob-jupyter"}, Container: "notebook"}]
+	assert.Equal(t, []string{gpus[5].UUID + "::0"}, bob[0].IDs)
+	dave := snap.Devices[podresources.ContainerKey{PodKey: podresources.PodKey{Namespace: "serving", Pod: "bert-infer-0"}, Container: "server"}]
+	assert.Equal(t, []string{gpus[6].MIG[0]}, dave[0].IDs)
+	assert.True(t, slices.ContainsFunc(snap.Allocatable, func(d podresources.Device) bool { return slices.Contains(d.IDs, gpus[6].MIG[1]) }))
+}
+
+func TestDeviceIDErrors(t *testing.T) {
+	gpus := map[int]GPU{0: {UUID: "GPU-a"}}
+	for id, want := range map[string]string{
+		"gpu:9":   "no GPU 9",
+		"mig:0:0": "GPU 0 has no MIG slice 0",
+		"tpu:0":   "want gpu:N, gpu:N::R or mig:N:I",
+	} {
+		_, err := deviceID(id, gpus)
+		assert.ErrorContains(t, err, want, id)
+	}
+}

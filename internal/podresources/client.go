@@ -1,0 +1,251 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package podresources reads which devices the kubelet gave each container, from the kubelet's
+// pod-resources API (k8s.io/kubelet/pkg/apis/podresources/v1) on its unix socket. The kubelet is
+// asked on the client's own interval, under a timeout, and the answer is cached: nothing that
+// reads the cache (a collection, a scrape) ever waits on the kubelet. One client serves every
+// component of a collector that names the same socket (see Shared).
+package podresources // import "github.com/otelcol-gpu/otelcol-gpu/internal/podresources"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+	v1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/refresh"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/sharedcomponent"
+)
+
+// DefaultSocket is where the kubelet serves the API, relative to the host's root.
+const DefaultSocket = "var/lib/kubelet/pod-resources/kubelet.sock"
+
+// maxMessageBytes bounds one List answer; a node with hundreds of pods stays well below it.
+const maxMessageBytes = 16 << 20
+
+// PodKey names a pod the way the API does (it carries no UID).
+type PodKey struct{ Namespace, Pod string }
+
+// ContainerKey names a container the way the API does.
+type ContainerKey struct {
+	PodKey
+	Container string
+}
+
+// Device is what the kubelet allocated of one extended resource.
+type Device struct {
+	Resource string
+	IDs      []string
+}
+
+// Snapshot is one answer of the kubelet.
+type Snapshot struct {
+	// At is when the kubelet answered.
+	At time.Time
+	// Pods are every pod the kubelet lists, with or without devices.
+	Pods map[PodKey]struct{}
+	// Devices are each container's allocated devices; containers without any are absent.
+	Devices map[ContainerKey][]Device
+	// Allocatable are the devices the kubelet can hand out, read at the first answer and after
+	// each recovery (they change only when a device plugin does).
+	Allocatable []Device
+}
+
+// Settings of a client.
+type Settings struct {
+	// Socket is the path of the kubelet's pod-resources socket.
+	Socket string
+	// RefreshInterval is how often the kubelet is asked: the only rate of calls to it.
+	RefreshInterval time.Duration
+	// Timeout bounds each call.
+	Timeout time.Duration
+	Logger  *zap.Logger
+}
+
+// Client caches the kubelet's pod-resources answers.
+type Client struct {
+	set    Settings
+	conn   *grpc.ClientConn
+	lister v1.PodResourcesListerClient
+	// newTicker is the refresh clock, a seam for tests.
+	newTicker refresh.Ticker
+	loop      *refresh.Loop
+
+	mu          sync.RWMutex
+	snapshot    *Snapshot
+	allocatable []Device
+	failing     bool
+
+	calls, failures atomic.Int64
+	closeOnce       sync.Once
+}
+
+// New makes a client; no connection is attempted before Start.
+func New(set Settings) (*Client, error) {
+	if set.Logger == nil {
+		set.Logger = zap.NewNop()
+	}
+	conn, err := grpc.NewClient("unix:"+set.Socket,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes)),
+		// Reconnect within one refresh interval once the kubelet is back (gRPC's default backoff
+		// grows to two minutes).
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: max(set.RefreshInterval, time.Second)},
+			MinConnectTimeout: set.Timeout,
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("pod-resources socket %s: %w", set.Socket, err)
+	}
+	return &Client{
+		set:       set,
+		conn:      conn,
+		lister:    v1.NewPodResourcesListerClient(conn),
+		newTicker: refresh.RealTicker,
+	}, nil
+}
+
+// Start asks the kubelet now and then on every refresh interval, in the background.
+func (c *Client) Start() {
+	c.loop = refresh.Start(c.set.RefreshInterval, c.newTicker, c.Refresh)
+}
+
+// Close stops the refreshes and the connection; it waits for a refresh under way (bounded by
+// the timeout).
+func (c *Client) Close() {
+	c.closeOnce.Do(func() {
+		if c.loop != nil {
+			c.loop.Stop()
+		}
+		_ = c.conn.Close()
+	})
+}
+
+// Snapshot is the kubelet's last answer, or nil when the last refresh failed (or none ran yet):
+// the caller then falls back to its next source rather than trust an old allocation.
+func (c *Client) Snapshot() *Snapshot {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.snapshot
+}
+
+// Calls is how many calls were made to the kubelet; Failures how many refreshes failed.
+func (c *Client) Calls() int64    { return c.calls.Load() }
+func (c *Client) Failures() int64 { return c.failures.Load() }
+
+// Refresh asks the kubelet once: List every time, GetAllocatableResources only while it is not
+// known (first answer, after a failure).
+func (c *Client) Refresh() {
+	ctx, cancel := context.WithTimeout(context.Background(), c.set.Timeout)
+	defer cancel()
+	snap, err := c.list(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.failures.Add(1)
+		c.snapshot, c.allocatable = nil, nil
+		if !c.failing {
+			c.failing = true
+			if _, statErr := os.Stat(c.set.Socket); errors.Is(statErr, fs.ErrNotExist) {
+				// Not a Kubernetes node (make run on a workstation), or the socket is not mounted.
+				c.set.Logger.Info("No kubelet pod-resources socket: GPU allocations come from the next source", zap.String("socket", c.set.Socket))
+			} else {
+				c.set.Logger.Warn("The kubelet's pod-resources API does not answer: GPU allocations come from the next source until it does",
+					zap.String("socket", c.set.Socket), zap.Error(err))
+			}
+		}
+		return
+	}
+	if c.failing {
+		c.failing = false
+		c.set.Logger.Info("The kubelet's pod-resources API answers again", zap.String("socket", c.set.Socket))
+	}
+	c.snapshot = snap
+}
+
+func (c *Client) list(ctx context.Context) (*Snapshot, error) {
+	c.mu.RLock()
+	allocatable := c.allocatable
+	c.mu.RUnlock()
+	if allocatable == nil {
+		c.calls.Add(1)
+		resp, err := c.lister.GetAllocatableResources(ctx, &v1.AllocatableResourcesRequest{})
+		if err != nil {
+			return nil, fmt.Errorf("GetAllocatableResources: %w", err)
+		}
+		allocatable = devices(resp.GetDevices())
+		if allocatable == nil {
+			allocatable = []Device{}
+		}
+		c.mu.Lock()
+		c.allocatable = allocatable
+		c.mu.Unlock()
+	}
+	c.calls.Add(1)
+	resp, err := c.lister.List(ctx, &v1.ListPodResourcesRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("List: %w", err)
+	}
+	snap := &Snapshot{At: time.Now(), Pods: map[PodKey]struct{}{}, Devices: map[ContainerKey][]Device{}, Allocatable: allocatable}
+	for _, p := range resp.GetPodResources() {
+		if p == nil {
+			continue
+		}
+		pod := PodKey{Namespace: p.GetNamespace(), Pod: p.GetName()}
+		if pod.Pod == "" {
+			return nil, errors.New("List: a pod without a name")
+		}
+		snap.Pods[pod] = struct{}{}
+		for _, ctr := range p.GetContainers() {
+			if d := devices(ctr.GetDevices()); len(d) > 0 {
+				snap.Devices[ContainerKey{PodKey: pod, Container: ctr.GetName()}] = d
+			}
+		}
+	}
+	return snap, nil
+}
+
+func devices(in []*v1.ContainerDevices) []Device {
+	var out []Device
+	for _, d := range in {
+		if d == nil || len(d.GetDeviceIds()) == 0 {
+			continue
+		}
+		out = append(out, Device{Resource: d.GetResourceName(), IDs: d.GetDeviceIds()})
+	}
+	return out
+}
+
+// shared holds one started client per socket for the whole collector.
+var shared sharedcomponent.Registry[string, *sharedcomponent.Opened[*Client]]
+
+// Shared returns the collector's client for set.Socket, started, and what gives it back; the
+// first caller's interval and timeout are the client's (components of one collector name the
+// same ones in practice).
+func Shared(set Settings) (*Client, func(), error) {
+	return acquire(set, refresh.RealTicker)
+}
+
+func acquire(set Settings, newTicker refresh.Ticker) (*Client, func(), error) {
+	return sharedcomponent.Open(&shared, set.Socket, func() (*Client, error) {
+		c, err := New(set)
+		if err != nil {
+			return nil, err
+		}
+		c.newTicker = newTicker
+		c.Start()
+		return c, nil
+	})
+}

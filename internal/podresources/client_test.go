@@ -1,0 +1,157 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package podresources
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+	v1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources/podresourcestest"
+)
+
+const gpu = "nvidia.com/gpu"
+
+// socketPath is short: unix socket paths are limited to 108 bytes and t.TempDir() can be long.
+func socketPath(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "podres")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "kubelet.sock")
+}
+
+func startServer(t *testing.T) *podresourcestest.Server {
+	srv, err := podresourcestest.NewServer(socketPath(t))
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func newClient(t *testing.T, socket string, timeout time.Duration) (*Client, *observer.ObservedLogs) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	c, err := New(Settings{Socket: socket, RefreshInterval: time.Hour, Timeout: timeout, Logger: zap.New(core)})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c, logs
+}
+
+func TestListAndAllocatable(t *testing.T) {
+	srv := startServer(t)
+	srv.SetAllocatable(&v1.ContainerDevices{ResourceName: gpu, DeviceIds: []string{"GPU-a", "GPU-b"}})
+	srv.SetPods(
+		podresourcestest.Pod("team-a", "train-0", podresourcestest.Container("main", gpu, "GPU-a"), podresourcestest.Container("sidecar", "")),
+		podresourcestest.Pod("kube-system", "dns"),
+	)
+	c, _ := newClient(t, srv.Socket, 5*time.Second)
+
+	c.Refresh()
+	snap := c.Snapshot()
+	require.NotNil(t, snap)
+	assert.Equal(t, map[PodKey]struct{}{{"team-a", "train-0"}: {}, {"kube-system", "dns"}: {}}, snap.Pods)
+	assert.Equal(t, map[ContainerKey][]Device{
+		{PodKey{"team-a", "train-0"}, "main"}: {{Resource: gpu, IDs: []string{"GPU-a"}}},
+	}, snap.Devices, "only containers with devices")
+	assert.Equal(t, []Device{{Resource: gpu, IDs: []string{"GPU-a", "GPU-b"}}}, snap.Allocatable)
+
+	c.Refresh()
+	assert.Equal(t, 1, srv.Calls("GetAllocatableResources"), "allocatable is read once while the kubelet answers")
+	assert.Equal(t, 2, srv.Calls("List"))
+	assert.EqualValues(t, 3, c.Calls())
+}
+
+// TestUnavailable: a socket that is missing, refuses, or hangs costs a failed refresh, one log
+// line and no snapshot (the caller falls back); the client recovers when the kubelet is back.
+func TestUnavailable(t *testing.T) {
+	t.Run("missing", func(t *testing.T) {
+		c, logs := newClient(t, socketPath(t), 5*time.Second)
+		c.Refresh()
+		c.Refresh()
+		assert.Nil(t, c.Snapshot())
+		assert.EqualValues(t, 2, c.Failures())
+		assert.Equal(t, 1, logs.FilterMessageSnippet("GPU allocations come from the next source").Len(), "one log line, not one per refresh")
+		assert.Equal(t, zapcore.InfoLevel, logs.All()[0].Level, "no socket is not a fault: not every node is a kubelet node")
+	})
+	t.Run("refusing", func(t *testing.T) {
+		// A socket file nobody listens on, as a kubelet that died leaves it.
+		socket := socketPath(t)
+		l, err := net.Listen("unix", socket)
+		require.NoError(t, err)
+		l.(*net.UnixListener).SetUnlinkOnClose(false)
+		require.NoError(t, l.Close())
+		c, logs := newClient(t, socket, 5*time.Second)
+		c.Refresh()
+		assert.Nil(t, c.Snapshot())
+		assert.EqualValues(t, 1, c.Failures())
+		assert.Equal(t, 1, logs.FilterMessageSnippet("GPU allocations come from the next source").Len())
+		assert.Equal(t, zapcore.WarnLevel, logs.All()[0].Level)
+	})
+	t.Run("hanging then back", func(t *testing.T) {
+		srv := startServer(t)
+		srv.SetPods(podresourcestest.Pod("ns", "p", podresourcestest.Container("c", gpu, "GPU-a")))
+		c, logs := newClient(t, srv.Socket, 50*time.Millisecond)
+		c.Refresh()
+		require.NotNil(t, c.Snapshot())
+
+		srv.Hang(true)
+		c.Refresh() // returns at the timeout
+		assert.Nil(t, c.Snapshot(), "an old allocation is not trusted once the kubelet stops answering")
+		assert.EqualValues(t, 1, c.Failures())
+		assert.Equal(t, 1, logs.FilterMessageSnippet("GPU allocations come from the next source").Len())
+
+		srv.Hang(false)
+		c.Refresh()
+		require.NotNil(t, c.Snapshot())
+		assert.Len(t, c.Snapshot().Devices, 1)
+		assert.Equal(t, 1, logs.FilterMessageSnippet("answers again").Len())
+		assert.Equal(t, 2, srv.Calls("GetAllocatableResources"), "allocatable is read again after a failure")
+	})
+}
+
+// TestSharedRefreshesOnItsOwnClock: components that share a socket share one client, and the
+// kubelet is called once per tick of the refresh clock, however often the cache is read.
+func TestSharedRefreshesOnItsOwnClock(t *testing.T) {
+	srv := startServer(t)
+	set := Settings{Socket: srv.Socket, RefreshInterval: 10 * time.Second, Timeout: 5 * time.Second, Logger: zap.NewNop()}
+	tick := make(chan time.Time)
+	a, releaseA, err := acquire(set, func(time.Duration) (<-chan time.Time, func()) { return tick, func() {} })
+	require.NoError(t, err)
+	b, releaseB, err := Shared(set)
+	require.NoError(t, err)
+	assert.Same(t, a, b)
+
+	waitCalls(t, srv, 1) // the refresh at start
+	for i := 0; i < 5; i++ {
+		tick <- time.Now()
+		for j := 0; j < 100; j++ {
+			a.Snapshot()
+			b.Snapshot()
+		}
+	}
+	waitCalls(t, srv, 6)
+	releaseA()
+	assert.Equal(t, 1, shared.Len(), "still held by b")
+	releaseB()
+	assert.Equal(t, 0, shared.Len())
+	assert.Equal(t, 6, srv.Calls("List"), "no call after the last release")
+}
+
+func waitCalls(t *testing.T, srv *podresourcestest.Server, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.Calls("List") < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the kubelet got %d List calls, want %d", srv.Calls("List"), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,107 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gpuattributionprocessor // import "github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor"
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"go.opentelemetry.io/collector/confmap"
+
+	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
+)
+
+// Allocation sources, asked in the configured order; for each GPU the first that knows a holder wins.
+const (
+	SourcePodResources         = "pod_resources"
+	SourceNvidiaVisibleDevices = "nvidia_visible_devices"
+	SourceProcess              = "process"
+)
+
+var knownSources = []string{SourcePodResources, SourceNvidiaVisibleDevices, SourceProcess}
+
+// Config of the gpu_attribution processor.
+type Config struct {
+	metadata.MetricsBuilderConfig `mapstructure:",squash"`
+
+	// RootPath is where the host's / is mounted: /proc, /sys/fs/cgroup, /var/log/pods and the
+	// kubelet's socket are read below it.
+	RootPath string `mapstructure:"root_path"`
+	// AllocationSources are asked in this order.
+	AllocationSources []string `mapstructure:"allocation_sources"`
+	// RefreshInterval is how often the node's containers are listed (and, with pod_resources,
+	// how often the kubelet is called): never per batch.
+	RefreshInterval time.Duration `mapstructure:"refresh_interval"`
+	// ZombieAfter is how long a container must outlive its pod to be a zombie.
+	ZombieAfter  time.Duration      `mapstructure:"zombie_after"`
+	PodResources PodResourcesConfig `mapstructure:"pod_resources"`
+}
+
+// PodResourcesConfig is the kubelet's pod-resources API.
+type PodResourcesConfig struct {
+	// Socket is the kubelet's socket; empty means var/lib/kubelet/pod-resources/kubelet.sock
+	// under root_path.
+	Socket string `mapstructure:"socket"`
+	// Timeout bounds each call to the kubelet.
+	Timeout time.Duration `mapstructure:"timeout"`
+	// ResourceNames are the extended resources that are GPUs; a trailing * matches a prefix
+	// (nvidia.com/mig-* is every MIG profile).
+	ResourceNames []string `mapstructure:"resource_names"`
+}
+
+var _ confmap.Validator = (*Config)(nil)
+
+// Validate checks the configuration at start-up, naming the key at fault.
+func (cfg *Config) Validate() error {
+	var errs []error
+	if !filepath.IsAbs(cfg.RootPath) {
+		errs = append(errs, fmt.Errorf("root_path must be an absolute path, got %q", cfg.RootPath))
+	}
+	if len(cfg.AllocationSources) == 0 {
+		errs = append(errs, fmt.Errorf("allocation_sources must name at least one of %v", knownSources))
+	}
+	for i, s := range cfg.AllocationSources {
+		switch {
+		case !slices.Contains(knownSources, s):
+			errs = append(errs, fmt.Errorf("allocation_sources[%d]: unknown source %q, want one of %v", i, s, knownSources))
+		case slices.Index(cfg.AllocationSources, s) != i:
+			errs = append(errs, fmt.Errorf("allocation_sources[%d]: %q is listed twice", i, s))
+		}
+	}
+	if cfg.RefreshInterval <= 0 {
+		errs = append(errs, fmt.Errorf("refresh_interval must be positive, got %s", cfg.RefreshInterval))
+	}
+	if cfg.ZombieAfter <= 0 {
+		errs = append(errs, fmt.Errorf("zombie_after must be positive, got %s", cfg.ZombieAfter))
+	}
+	if cfg.usesPodResources() {
+		p := cfg.PodResources
+		if p.Socket != "" && !filepath.IsAbs(p.Socket) {
+			errs = append(errs, fmt.Errorf("pod_resources::socket must be an absolute path, got %q", p.Socket))
+		}
+		if p.Timeout <= 0 {
+			errs = append(errs, fmt.Errorf("pod_resources::timeout must be positive, got %s", p.Timeout))
+		} else if cfg.RefreshInterval > 0 && p.Timeout > cfg.RefreshInterval {
+			errs = append(errs, fmt.Errorf("pod_resources::timeout (%s) must not exceed refresh_interval (%s): calls would pile up", p.Timeout, cfg.RefreshInterval))
+		}
+		if len(p.ResourceNames) == 0 {
+			errs = append(errs, errors.New("pod_resources::resource_names must name at least one resource, e.g. nvidia.com/gpu"))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (cfg *Config) usesPodResources() bool {
+	return slices.Contains(cfg.AllocationSources, SourcePodResources)
+}
+
+func (cfg *Config) socket() string {
+	if cfg.PodResources.Socket != "" {
+		return cfg.PodResources.Socket
+	}
+	return filepath.Join(cfg.RootPath, "var", "lib", "kubelet", "pod-resources", "kubelet.sock")
+}

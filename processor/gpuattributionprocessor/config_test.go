@@ -1,0 +1,79 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gpuattributionprocessor
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
+)
+
+func TestLoadConfig(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+
+	def := createDefaultConfig().(*Config)
+	custom := createDefaultConfig().(*Config)
+	custom.RootPath = "/hostfs"
+	custom.AllocationSources = []string{SourceNvidiaVisibleDevices, SourceProcess}
+	custom.RefreshInterval = 30 * time.Second
+	custom.ZombieAfter = 10 * time.Minute
+	custom.PodResources = PodResourcesConfig{Socket: "/run/kubelet.sock", Timeout: 2 * time.Second, ResourceNames: []string{"nvidia.com/gpu", "example.com/shared-gpu"}}
+
+	for id, want := range map[component.ID]*Config{
+		component.NewID(metadata.Type):                   def,
+		component.NewIDWithName(metadata.Type, "custom"): custom,
+	} {
+		t.Run(id.String(), func(t *testing.T) {
+			cfg := createDefaultConfig()
+			sub, err := cm.Sub(id.String())
+			require.NoError(t, err)
+			require.NoError(t, sub.Unmarshal(cfg))
+			require.NoError(t, cfg.(*Config).Validate())
+			assert.Equal(t, want, cfg)
+		})
+	}
+	assert.Equal(t, "/var/lib/kubelet/pod-resources/kubelet.sock", def.socket(), "the kubelet's socket under root_path")
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*Config)
+		want   string
+	}{
+		{"relative root", func(c *Config) { c.RootPath = "hostfs" }, `root_path must be an absolute path, got "hostfs"`},
+		{"no sources", func(c *Config) { c.AllocationSources = nil }, "allocation_sources must name at least one of [pod_resources nvidia_visible_devices process]"},
+		{"unknown source", func(c *Config) { c.AllocationSources = []string{"process", "crystal_ball"} }, `allocation_sources[1]: unknown source "crystal_ball"`},
+		{"twice", func(c *Config) { c.AllocationSources = []string{"process", "process"} }, `allocation_sources[1]: "process" is listed twice`},
+		{"refresh", func(c *Config) { c.RefreshInterval = 0 }, "refresh_interval must be positive, got 0s"},
+		{"zombie", func(c *Config) { c.ZombieAfter = -time.Second }, "zombie_after must be positive, got -1s"},
+		{"socket", func(c *Config) { c.PodResources.Socket = "kubelet.sock" }, `pod_resources::socket must be an absolute path, got "kubelet.sock"`},
+		{"timeout", func(c *Config) { c.PodResources.Timeout = 0 }, "pod_resources::timeout must be positive, got 0s"},
+		{"timeout above refresh", func(c *Config) { c.PodResources.Timeout = time.Minute }, "pod_resources::timeout (1m0s) must not exceed refresh_interval (10s)"},
+		{"resources", func(c *Config) { c.PodResources.ResourceNames = nil }, "pod_resources::resource_names must name at least one resource"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := createDefaultConfig().(*Config)
+			tt.modify(cfg)
+			err := cfg.Validate()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+	t.Run("pod_resources settings unchecked when it is not a source", func(t *testing.T) {
+		cfg := createDefaultConfig().(*Config)
+		cfg.AllocationSources = []string{SourceProcess}
+		cfg.PodResources.Timeout = 0
+		assert.NoError(t, cfg.Validate())
+	})
+}

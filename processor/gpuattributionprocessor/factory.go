@@ -1,0 +1,49 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gpuattributionprocessor // import "github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor"
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processorhelper"
+
+	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
+)
+
+// NewFactory creates the gpu_attribution processor factory.
+func NewFactory() processor.Factory {
+	return processor.NewFactory(
+		metadata.Type,
+		createDefaultConfig,
+		processor.WithMetrics(createMetrics, metadata.MetricsStability),
+	)
+}
+
+func createDefaultConfig() component.Config {
+	return &Config{
+		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
+		RootPath:             "/",
+		AllocationSources:    []string{SourcePodResources, SourceNvidiaVisibleDevices, SourceProcess},
+		RefreshInterval:      10 * time.Second,
+		ZombieAfter:          5 * time.Minute,
+		PodResources: PodResourcesConfig{
+			// dcgm-exporter's default is 10 s inside the scrape; here it only bounds a refresh.
+			Timeout:       5 * time.Second,
+			ResourceNames: []string{"nvidia.com/gpu", "nvidia.com/mig-*"},
+		},
+	}
+}
+
+func createMetrics(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Metrics) (processor.Metrics, error) {
+	p := newGPUAttribution(cfg.(*Config), set)
+	return processorhelper.NewMetrics(ctx, set, cfg, next, p.processMetrics,
+		processorhelper.WithCapabilities(consumer.Capabilities{MutatesData: true}),
+		processorhelper.WithStart(p.start),
+		processorhelper.WithShutdown(p.shutdown),
+	)
+}

@@ -1,0 +1,348 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gpuattributionprocessor // import "github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor"
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/procfs"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/podlogs"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/refresh"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/sharedcomponent"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/tasklabels"
+	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
+)
+
+// container is what the node knows of one container. Identity (cgroup path, environment) is read
+// once; names and zombie state are the latest refresh's. A published container is never changed.
+type container struct {
+	id, podUID string
+	// cgroupDir is the container's cgroup directory; it is gone once the container is.
+	cgroupDir string
+	// task: a container of a pod, or one whose environment carries job labels; the others (a
+	// pod's sandbox, a plain container outside Kubernetes) are not tasks.
+	task    bool
+	labels  tasklabels.Labels // from the environment only
+	visible visibleDevices
+
+	pod      podlogs.Pod
+	podKnown bool
+	name     string // container name in its pod, "" where the kubelet's layout does not tell
+}
+
+// taskLabels are the task's labels, the job named after its pod where the environment does not.
+func (c *container) taskLabels() tasklabels.Labels {
+	l := c.labels
+	if c.podKnown {
+		l.FallBackToPod(c.pod.Namespace, c.pod.Name)
+	}
+	return l
+}
+
+// inventory is one refresh of the node, read by every batch without locks.
+type inventory struct {
+	containers map[string]*container // by id
+	// byName finds a container the kubelet names (pod-resources has names, no ids).
+	byName  map[podresources.ContainerKey]*container
+	zombies map[string]metadata.AttributeZombieType // confirmed, by container id
+	pods    *podlogs.Index
+}
+
+type nodeSettings struct {
+	root            string
+	refreshInterval time.Duration
+	zombieAfter     time.Duration
+	// kubelet is nil when pod_resources is not an allocation source.
+	kubelet *podresources.Settings
+	logger  *zap.Logger
+	// Seams for tests: the clock, the refresh ticker and a signal after each refresh.
+	now       func() time.Time
+	newTicker refresh.Ticker
+	refreshed chan<- struct{}
+}
+
+// node lists the containers of one host on its own interval, for every processor of the
+// collector that reads the same root (shared through nodes).
+type node struct {
+	set       nodeSettings
+	proc      procfs.FS
+	cgroupDir string // the hierarchy walked: the v2 root or v1's memory controller
+	version   cgroupfs.Version
+
+	pods           *podlogs.Cache
+	releasePods    func()
+	kubelet        *podresources.Client
+	releaseKubelet func()
+
+	// Owned by the refresh loop.
+	known       map[string]*container
+	orphanSince map[string]time.Time
+	cgroupFail  bool
+
+	inv                 atomic.Pointer[inventory]
+	visibleDeviceErrors atomic.Int64
+	processReadErrors   atomic.Int64
+	loop                *refresh.Loop
+}
+
+var nodes sharedcomponent.Registry[string, *sharedcomponent.Opened[*node]]
+
+// acquireNode returns the collector's node for set.root, started; the first caller's settings
+// are the node's.
+func acquireNode(set nodeSettings) (*node, func(), error) {
+	return sharedcomponent.Open(&nodes, filepath.Clean(set.root), func() (*node, error) {
+		n, err := newNode(set)
+		if err != nil {
+			return nil, err
+		}
+		n.start()
+		return n, nil
+	})
+}
+
+func newNode(set nodeSettings) (*node, error) {
+	proc, err := procfs.NewFS(filepath.Join(set.root, "proc"))
+	if err != nil {
+		return nil, fmt.Errorf("root_path: %w", err)
+	}
+	if set.now == nil {
+		set.now = time.Now
+	}
+	if set.newTicker == nil {
+		set.newTicker = refresh.RealTicker
+	}
+	n := &node{
+		set:         set,
+		proc:        proc,
+		known:       map[string]*container{},
+		orphanSince: map[string]time.Time{},
+	}
+	mount := filepath.Join(set.root, "sys", "fs", "cgroup")
+	if n.version, err = cgroupfs.DetectVersion(mount); err != nil {
+		// GPU processes are still resolved from /proc/<pid>/cgroup; only idle holders, the
+		// environment source and zombies need the walk.
+		set.logger.Warn("No cgroup hierarchy found: idle GPU holders and zombie containers are not seen", zap.Error(err))
+	} else {
+		n.cgroupDir = mount
+		if n.version == cgroupfs.V1 {
+			n.cgroupDir = filepath.Join(mount, "memory")
+		}
+	}
+	n.pods, n.releasePods = podlogs.Shared(set.root)
+	if set.kubelet != nil {
+		if n.kubelet, n.releaseKubelet, err = podresources.Shared(*set.kubelet); err != nil {
+			n.releasePods()
+			return nil, err
+		}
+	}
+	n.inv.Store(&inventory{containers: map[string]*container{}, byName: map[podresources.ContainerKey]*container{}, pods: podlogs.Empty()})
+	return n, nil
+}
+
+func (n *node) start() {
+	n.loop = refresh.Start(n.set.refreshInterval, n.set.newTicker, func() {
+		n.refresh()
+		if n.set.refreshed != nil {
+			n.set.refreshed <- struct{}{}
+		}
+	})
+}
+
+// Close stops the refreshes and gives back what the node shares.
+func (n *node) Close() {
+	n.loop.Stop()
+	if n.releaseKubelet != nil {
+		n.releaseKubelet()
+	}
+	n.releasePods()
+}
+
+// current is the latest inventory.
+func (n *node) current() *inventory { return n.inv.Load() }
+
+// kubeletSnapshot is the kubelet's latest answer, nil when it is not a source or does not answer.
+func (n *node) kubeletSnapshot() *podresources.Snapshot {
+	if n.kubelet == nil {
+		return nil
+	}
+	return n.kubelet.Snapshot()
+}
+
+func (n *node) refresh() {
+	now := n.set.now()
+	pods, err := n.pods.Get()
+	if err != nil {
+		n.set.logger.Debug("The kubelet's log layout could not be read", zap.Error(err))
+	}
+	var found []cgroupfs.Found
+	if n.cgroupDir != "" {
+		if found, err = cgroupfs.FindContainers(n.cgroupDir); err != nil {
+			if !n.cgroupFail {
+				n.set.logger.Warn("The cgroup tree could not be walked: idle GPU holders and zombies are not updated", zap.Error(err))
+			}
+			n.cgroupFail = true
+			return
+		}
+		n.cgroupFail = false
+	}
+	kube := n.kubeletSnapshot()
+	inv := &inventory{
+		containers: make(map[string]*container, len(found)),
+		byName:     make(map[podresources.ContainerKey]*container, len(found)),
+		zombies:    map[string]metadata.AttributeZombieType{},
+		pods:       pods,
+	}
+	known := make(map[string]*container, len(found))
+	for _, f := range found {
+		c := n.known[f.ID]
+		if c == nil {
+			if c = n.identify(f); c == nil {
+				continue // no readable process yet: tried again next time
+			}
+		}
+		known[f.ID] = c
+		named := *c
+		named.pod, named.podKnown = pods.PodByUID(c.podUID)
+		if c.podUID == "" {
+			named.podKnown = false
+		}
+		if named.podKnown {
+			named.name = pods.ContainerName(c.podUID, c.id)
+		}
+		inv.containers[c.id] = &named
+		if named.podKnown && named.name != "" {
+			inv.byName[podresources.ContainerKey{PodKey: podresources.PodKey{Namespace: named.pod.Namespace, Pod: named.pod.Name}, Container: named.name}] = &named
+		}
+		if t, orphan := orphanType(&named, pods, kube); orphan {
+			since, seen := n.orphanSince[c.id]
+			if !seen {
+				since = now
+			}
+			n.orphanSince[c.id] = since
+			if now.Sub(since) >= n.set.zombieAfter {
+				inv.zombies[c.id] = t
+			}
+		} else {
+			delete(n.orphanSince, c.id)
+		}
+	}
+	for id := range n.orphanSince {
+		if _, ok := inv.containers[id]; !ok {
+			delete(n.orphanSince, id)
+		}
+	}
+	n.known = known
+	n.inv.Store(inv)
+}
+
+// orphanType tells whether a pod's container outlived its pod, and how: the kubelet no longer
+// lists the pod but keeps its logs (it finished), or it has no trace of it (it is gone). Without
+// the log layout nothing can be said; without the kubelet's answer, only "gone".
+func orphanType(c *container, pods *podlogs.Index, kube *podresources.Snapshot) (metadata.AttributeZombieType, bool) {
+	if c.podUID == "" || !c.task || !pods.Present() {
+		return 0, false
+	}
+	if !c.podKnown {
+		return metadata.AttributeZombieTypePodGone, true
+	}
+	if kube != nil {
+		if _, listed := kube.Pods[podresources.PodKey{Namespace: c.pod.Namespace, Pod: c.pod.Name}]; !listed {
+			return metadata.AttributeZombieTypePodFinished, true
+		}
+	}
+	return 0, false
+}
+
+// identify reads a new container's identity from the first of its processes that can be read.
+func (n *node) identify(f cgroupfs.Found) *container {
+	dir := filepath.Join(n.cgroupDir, f.Path)
+	procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	sc := bufio.NewScanner(bytes.NewReader(procs))
+	for sc.Scan() {
+		pid, err := strconv.Atoi(sc.Text())
+		if err != nil {
+			continue
+		}
+		if c := n.identifyProcess(pid, f.Container, dir); c != nil {
+			return c
+		}
+	}
+	return nil
+}
+
+// identifyProcess reads a container's identity from one of its processes; nil when the process
+// cannot be read (it exited).
+func (n *node) identifyProcess(pid int, ctr cgroupfs.Container, cgroupDir string) *container {
+	p, err := n.proc.Proc(pid)
+	if err != nil {
+		return nil
+	}
+	environ, err := p.Environ()
+	if err != nil {
+		return nil
+	}
+	comm, _ := p.Comm()
+	env := tasklabels.ParseEnviron(environ)
+	labels, fromEnv := tasklabels.FromEnv(env)
+	visible, malformed := parseVisibleDevices(env)
+	n.visibleDeviceErrors.Add(int64(malformed))
+	sandbox := comm == "pause" && ctr.PodUID != ""
+	return &container{
+		id:        ctr.ID,
+		podUID:    ctr.PodUID,
+		cgroupDir: cgroupDir,
+		task:      !sandbox && (ctr.PodUID != "" || fromEnv),
+		labels:    labels,
+		visible:   visible,
+	}
+}
+
+// containerOfProcess resolves a GPU process to its container through /proc/<pid>/cgroup, for
+// every layout cgroupfs knows: the refreshed inventory's entry, or (a container newer than the
+// last refresh) one identified from the process itself. ok is false when the process cannot be
+// read; c is nil for a process outside any container.
+func (n *node) containerOfProcess(pid int, inv *inventory) (c *container, ok bool) {
+	p, err := n.proc.Proc(pid)
+	if err != nil {
+		return nil, false
+	}
+	cgroups, err := p.Cgroups()
+	if err != nil {
+		return nil, false
+	}
+	for _, cg := range cgroups {
+		ctr, isContainer := cgroupfs.ParseContainer(cg.Path)
+		if !isContainer {
+			continue
+		}
+		if known := inv.containers[ctr.ID]; known != nil {
+			return known, true
+		}
+		c := n.identifyProcess(pid, ctr, "")
+		if c == nil {
+			return nil, false
+		}
+		c.pod, c.podKnown = inv.pods.PodByUID(c.podUID)
+		c.podKnown = c.podKnown && c.podUID != ""
+		if c.podKnown {
+			c.name = inv.pods.ContainerName(c.podUID, c.id)
+		}
+		return c, true
+	}
+	return nil, true
+}

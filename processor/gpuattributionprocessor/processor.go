@@ -1,0 +1,576 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gpuattributionprocessor // import "github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor"
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/processor"
+	"golang.org/x/sys/unix"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/staleness"
+	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
+)
+
+// Names the gpu receiver gives what attribution reads.
+const (
+	metricUtilization   = "gpu_utilization"
+	metricMemUtil       = "gpu_mem_utilization"
+	metricProcessMemory = "gpu_process_memory_used_bytes"
+	metricProcessSM     = "gpu_process_sm_utilization"
+	metricMIGUsed       = "gpu_mig_memory_used_bytes"
+	metricMIGTotal      = "gpu_mig_memory_total_bytes"
+	attrMinor           = "minor_number"
+	attrUUID            = "uuid"
+	attrNodeName        = "node_name"
+	attrSimulated       = "simulated"
+	attrPID             = "pid"
+	attrMIGUUID         = "mig_uuid"
+)
+
+// gpuReading is what one GPU's resource in a gpu receiver batch says.
+type gpuReading struct {
+	minor, uuid         string
+	nodeName, simulated string
+	ts                  pcommon.Timestamp
+	util, memUtil       float64
+	hasUtil, hasMemUtil bool
+	procs               []gpuProcess
+	migs                []migReading
+}
+
+type gpuProcess struct {
+	pid     int
+	pidAttr string
+	memory  int64
+	sm      int64
+	// owner is the process's container (nil outside any); resolved is false when its /proc entry
+	// could not be read (it exited between NVML's answer and ours).
+	owner    *container
+	resolved bool
+}
+
+type migReading struct {
+	uuid        string
+	used, total int64
+}
+
+type gpuAttribution struct {
+	cfg      *Config
+	set      processor.Settings
+	sources  []string
+	isGPURes func(string) bool
+	node     *node
+	release  func()
+	// adjustNode is a seam for tests (clock, refresh ticks); nil in production.
+	adjustNode func(*nodeSettings)
+
+	// mu serialises batches of the gpu receiver; the state below is theirs.
+	mu    sync.Mutex
+	mb    *metadata.MetricsBuilder
+	stale *staleness.Tracker
+	// owners caches each GPU process's container for one inventory (cleared when it changes,
+	// so names learnt since are picked up).
+	owners    map[int]pidOwner
+	ownersInv *inventory
+	// resources caches each task's resource for one inventory: building 18 attributes per task
+	// and batch was most of a batch's allocations.
+	resources map[*container]pcommon.Resource
+	scratch   scratch
+}
+
+// scratch is a batch's working state, kept between batches so it is not allocated each time.
+type scratch struct {
+	devs        deviceIndex
+	byContainer map[*container][]target
+	holders     map[target]int
+	seen        map[int]bool
+	alive       map[*container]bool
+}
+
+func (s *scratch) reset() {
+	if s.devs == nil {
+		*s = scratch{devs: deviceIndex{}, byContainer: map[*container][]target{}, holders: map[target]int{}, seen: map[int]bool{}, alive: map[*container]bool{}}
+	}
+	clear(s.byContainer)
+	clear(s.holders)
+	clear(s.seen)
+	clear(s.alive)
+}
+
+type pidOwner struct {
+	c        *container
+	resolved bool
+}
+
+func newGPUAttribution(cfg *Config, set processor.Settings) *gpuAttribution {
+	return &gpuAttribution{
+		cfg:       cfg,
+		set:       set,
+		sources:   cfg.AllocationSources,
+		isGPURes:  resourceMatcher(cfg.PodResources.ResourceNames),
+		mb:        metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, set),
+		stale:     staleness.NewTracker(),
+		owners:    map[int]pidOwner{},
+		resources: map[*container]pcommon.Resource{},
+	}
+}
+
+// resourceMatcher matches extended resource names, a trailing * as a prefix.
+func resourceMatcher(names []string) func(string) bool {
+	return func(r string) bool {
+		for _, n := range names {
+			if prefix, ok := strings.CutSuffix(n, "*"); ok && strings.HasPrefix(r, prefix) || n == r {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func (p *gpuAttribution) start(context.Context, component.Host) error {
+	set := nodeSettings{
+		root:            p.cfg.RootPath,
+		refreshInterval: p.cfg.RefreshInterval,
+		zombieAfter:     p.cfg.ZombieAfter,
+		logger:          p.set.Logger,
+	}
+	if p.cfg.usesPodResources() {
+		set.kubelet = &podresources.Settings{Socket: p.cfg.socket(), RefreshInterval: p.cfg.RefreshInterval, Timeout: p.cfg.PodResources.Timeout, Logger: p.set.Logger}
+	}
+	if p.adjustNode != nil {
+		p.adjustNode(&set)
+	}
+	var err error
+	p.node, p.release, err = acquireNode(set)
+	return err
+}
+
+func (p *gpuAttribution) shutdown(context.Context) error {
+	if p.release != nil {
+		p.release()
+		p.release = nil
+	}
+	return nil
+}
+
+// processMetrics passes every batch on; a batch with GPUs (the gpu receiver's) gains the
+// attribution. Nothing here waits on the kubelet or walks the host: those are the node's
+// refreshes, and the join needs no other receiver's batch.
+func (p *gpuAttribution) processMetrics(_ context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
+	gpus := readGPUs(md)
+	if len(gpus) == 0 {
+		return md, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.attribute(gpus)
+	// A task that ended, a process that left: their series end now, not at metric_expiration.
+	p.stale.EndGone(out, gpus[0].ts)
+	out.ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
+	return md, nil
+}
+
+// readGPUs finds the GPUs of a batch: resources with minor_number and uuid.
+func readGPUs(md pmetric.Metrics) []gpuReading {
+	var gpus []gpuReading // nil for a batch without GPUs: nothing allocated for the task receiver's
+	for i := 0; i < md.ResourceMetrics().Len(); i++ {
+		rm := md.ResourceMetrics().At(i)
+		attrs := rm.Resource().Attributes()
+		minor, ok := attrs.Get(attrMinor)
+		if !ok {
+			continue
+		}
+		uuid, ok := attrs.Get(attrUUID)
+		if !ok {
+			continue
+		}
+		if gpus == nil {
+			gpus = make([]gpuReading, 0, md.ResourceMetrics().Len())
+		}
+		g := gpuReading{minor: minor.AsString(), uuid: uuid.AsString()}
+		if v, ok := attrs.Get(attrNodeName); ok {
+			g.nodeName = v.AsString()
+		}
+		if v, ok := attrs.Get(attrSimulated); ok {
+			g.simulated = v.AsString()
+		}
+		for j := 0; j < rm.ScopeMetrics().Len(); j++ {
+			ms := rm.ScopeMetrics().At(j).Metrics()
+			for k := 0; k < ms.Len(); k++ {
+				g.read(ms.At(k))
+			}
+		}
+		if !g.hasUtil && !g.hasMemUtil && len(g.procs) == 0 && len(g.migs) == 0 {
+			continue // a GPU with nothing to attribute this time (lost, or a stale end)
+		}
+		slices.SortFunc(g.procs, func(a, b gpuProcess) int { return a.pid - b.pid })
+		g.migs = slices.DeleteFunc(g.migs, func(m migReading) bool { return m.total <= 0 })
+		slices.SortFunc(g.migs, func(a, b migReading) int { return strings.Compare(a.uuid, b.uuid) })
+		gpus = append(gpus, g)
+	}
+	return gpus
+}
+
+// process is the GPU's entry for pid, added when new; a GPU has a handful.
+func (g *gpuReading) process(pidAttr string) *gpuProcess {
+	for i := range g.procs {
+		if g.procs[i].pidAttr == pidAttr {
+			return &g.procs[i]
+		}
+	}
+	pid, err := strconv.Atoi(pidAttr)
+	if err != nil {
+		return nil
+	}
+	g.procs = append(g.procs, gpuProcess{pid: pid, pidAttr: pidAttr})
+	return &g.procs[len(g.procs)-1]
+}
+
+func (g *gpuReading) mig(uuid string) *migReading {
+	for i := range g.migs {
+		if g.migs[i].uuid == uuid {
+			return &g.migs[i]
+		}
+	}
+	g.migs = append(g.migs, migReading{uuid: uuid})
+	return &g.migs[len(g.migs)-1]
+}
+
+func (g *gpuReading) read(m pmetric.Metric) {
+	if m.Type() != pmetric.MetricTypeGauge {
+		return
+	}
+	dps := m.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dp := dps.At(i)
+		if dp.Flags().NoRecordedValue() {
+			continue
+		}
+		if g.ts == 0 {
+			g.ts = dp.Timestamp()
+		}
+		switch m.Name() {
+		case metricUtilization:
+			g.util, g.hasUtil = number(dp), true
+		case metricMemUtil:
+			g.memUtil, g.hasMemUtil = number(dp), true
+		case metricProcessMemory, metricProcessSM:
+			if g.procs == nil {
+				g.procs = make([]gpuProcess, 0, dps.Len())
+			}
+			pidAttr, ok := dp.Attributes().Get(attrPID)
+			if !ok {
+				continue
+			}
+			pr := g.process(pidAttr.Str())
+			if pr == nil {
+				continue
+			}
+			if m.Name() == metricProcessMemory {
+				pr.memory = int64(number(dp))
+			} else {
+				pr.sm = int64(number(dp))
+			}
+		case metricMIGUsed, metricMIGTotal:
+			u, ok := dp.Attributes().Get(attrMIGUUID)
+			if !ok {
+				continue
+			}
+			mr := g.mig(u.Str())
+			if m.Name() == metricMIGUsed {
+				mr.used = int64(number(dp))
+			} else {
+				mr.total = int64(number(dp))
+			}
+		}
+	}
+}
+
+func number(dp pmetric.NumberDataPoint) float64 {
+	if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
+		return float64(dp.IntValue())
+	}
+	return dp.DoubleValue()
+}
+
+// holding is one task's claim on one target.
+type holding struct {
+	t target
+	c *container
+}
+
+// attribute builds the batch's attribution metrics.
+func (p *gpuAttribution) attribute(gpus []gpuReading) pmetric.Metrics {
+	inv := p.node.current()
+	p.scratch.reset()
+	p.resolveOwners(gpus, inv)
+	devs := p.scratch.devs
+	devs.fill(gpus)
+	holdings := p.holdings(gpus, inv, devs)
+	ts := gpus[0].ts
+
+	// One resource per task, in container id order so output is stable.
+	byContainer := p.scratch.byContainer
+	tasks := make([]*container, 0, len(holdings))
+	for _, h := range holdings {
+		if _, ok := byContainer[h.c]; !ok {
+			tasks = append(tasks, h.c)
+		}
+		byContainer[h.c] = append(byContainer[h.c], h.t)
+	}
+	slices.SortFunc(tasks, func(a, b *container) int { return strings.Compare(a.id, b.id) })
+	holders := p.scratch.holders
+	for _, h := range holdings {
+		holders[h.t]++
+	}
+	for _, c := range tasks {
+		for _, t := range byContainer[c] {
+			p.recordShare(gpus, t, c, holders[t], ts)
+		}
+		p.mb.EmitForResource(metadata.WithResource(p.taskResource(c, &gpus[0])))
+	}
+
+	// Processes outside any pod, and zombies, per GPU.
+	for _, g := range gpus {
+		zombieSeen := map[string]bool{}
+		for _, pr := range g.procs {
+			switch {
+			case !pr.resolved:
+			case pr.owner == nil || !pr.owner.task:
+				p.mb.RecordGpuUsedByExternalProcessCountDataPoint(ts, 1, g.minor, g.uuid, pr.pidAttr)
+			case !zombieSeen[pr.owner.id]:
+				if _, zombie := inv.zombies[pr.owner.id]; zombie {
+					zombieSeen[pr.owner.id] = true
+					p.mb.RecordGpuUsedByZombieContainerCountDataPoint(ts, 1, g.minor, g.uuid, pr.owner.id)
+				}
+			}
+		}
+	}
+	counts := map[metadata.AttributeZombieType]int64{}
+	for _, t := range inv.zombies {
+		counts[t]++
+	}
+	for _, t := range []metadata.AttributeZombieType{metadata.AttributeZombieTypePodFinished, metadata.AttributeZombieTypePodGone} {
+		p.mb.RecordZombieContainerCountDataPoint(ts, counts[t], t)
+	}
+	var kubeletFailures int64
+	if p.node.kubelet != nil {
+		kubeletFailures = p.node.kubelet.Failures()
+	}
+	p.mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, kubeletFailures, metadata.AttributeSourcePodResources)
+	p.mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, p.node.visibleDeviceErrors.Load(), metadata.AttributeSourceNvidiaVisibleDevices)
+	p.mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, p.node.processReadErrors.Load(), metadata.AttributeSourceProcess)
+	rb := p.mb.NewResourceBuilder()
+	rb.SetNodeName(gpus[0].nodeName)
+	if gpus[0].simulated != "" {
+		rb.SetSimulated(gpus[0].simulated)
+	}
+	return p.mb.Emit(metadata.WithResource(rb.Emit()))
+}
+
+// resolveOwners finds each GPU process's container, once per process and inventory.
+func (p *gpuAttribution) resolveOwners(gpus []gpuReading, inv *inventory) {
+	if inv != p.ownersInv {
+		clear(p.owners)
+		clear(p.resources)
+		p.ownersInv = inv
+	}
+	seen := p.scratch.seen
+	for i := range gpus {
+		for j := range gpus[i].procs {
+			pr := &gpus[i].procs[j]
+			o, ok := p.owners[pr.pid]
+			if !ok {
+				o.c, o.resolved = p.node.containerOfProcess(pr.pid, inv)
+				if !o.resolved {
+					p.node.processReadErrors.Add(1)
+				}
+				p.owners[pr.pid] = o
+			}
+			pr.owner, pr.resolved = o.c, o.resolved
+			seen[pr.pid] = true
+		}
+	}
+	for pid := range p.owners {
+		if !seen[pid] {
+			delete(p.owners, pid)
+		}
+	}
+}
+
+// holdings asks the sources in order; on each GPU the first source that knows a holder of it
+// (of the whole GPU or of one of its MIG slices) decides all of its holders.
+func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs deviceIndex) []holding {
+	decided := make([]bool, len(gpus))
+	out := make([]holding, 0, 4*len(gpus))
+	// A container with a process on a GPU runs, by NVML's word; any other holder is checked, so
+	// that one which stopped leaves at this batch, not at the next refresh.
+	alive := p.scratch.alive
+	for _, g := range gpus {
+		for _, pr := range g.procs {
+			if pr.owner != nil {
+				alive[pr.owner] = true
+			}
+		}
+	}
+	isAlive := func(c *container) bool {
+		a, ok := alive[c]
+		if !ok {
+			a = unix.Access(c.cgroupDir, unix.F_OK) == nil
+			alive[c] = a
+		}
+		return a
+	}
+	for _, source := range p.sources {
+		var claims []holding
+		claim := func(t target, c *container) {
+			// A zombie holds nothing: its pod is gone (it shows as gpu_used_by_zombie_container_count).
+			if _, zombie := inv.zombies[c.id]; zombie || decided[t.gpu] || !c.task {
+				return
+			}
+			if !slices.Contains(claims, holding{t, c}) {
+				claims = append(claims, holding{t, c})
+			}
+		}
+		switch source {
+		case SourcePodResources:
+			kube := p.node.kubeletSnapshot()
+			if kube == nil {
+				continue
+			}
+			for key, devices := range kube.Devices {
+				c := inv.byName[key]
+				if c == nil || !isAlive(c) {
+					continue
+				}
+				for _, d := range devices {
+					if !p.isGPURes(d.Resource) {
+						continue
+					}
+					for _, id := range d.IDs {
+						if t, ok := devs.resolve(id); ok {
+							claim(t, c)
+						}
+					}
+				}
+			}
+		case SourceNvidiaVisibleDevices:
+			for _, c := range inv.containers {
+				if len(c.visible) == 0 || !isAlive(c) {
+					continue
+				}
+				for _, id := range c.visible {
+					if t, ok := devs.resolve(id); ok {
+						claim(t, c)
+					}
+				}
+			}
+		case SourceProcess:
+			for i, g := range gpus {
+				for _, pr := range g.procs {
+					if pr.owner != nil {
+						claim(target{gpu: i, mig: -1}, pr.owner)
+					}
+				}
+			}
+		}
+		for _, h := range claims {
+			decided[h.t.gpu] = true
+		}
+		out = append(out, claims...)
+	}
+	// Map iteration above is random: order by GPU, slice, then container.
+	slices.SortFunc(out, func(a, b holding) int {
+		if a.t.gpu != b.t.gpu {
+			return a.t.gpu - b.t.gpu
+		}
+		if a.t.mig != b.t.mig {
+			return a.t.mig - b.t.mig
+		}
+		return strings.Compare(a.c.id, b.c.id)
+	})
+	return out
+}
+
+// recordShare records c's use of t: the device's values on a GPU it holds alone, its share by
+// its processes on a GPU held by several, the slice's memory on a MIG slice.
+func (p *gpuAttribution) recordShare(gpus []gpuReading, t target, c *container, holders int, ts pcommon.Timestamp) {
+	g := &gpus[t.gpu]
+	if t.mig >= 0 {
+		m := g.migs[t.mig]
+		p.mb.RecordTaskGpuMemPercentDataPoint(ts, float64(m.used)/float64(m.total)*100, g.minor, g.uuid, m.uuid)
+		return
+	}
+	if holders == 1 {
+		if g.hasUtil {
+			p.mb.RecordTaskGpuPercentDataPoint(ts, g.util, g.minor, g.uuid, "")
+		}
+		if g.hasMemUtil {
+			p.mb.RecordTaskGpuMemPercentDataPoint(ts, g.memUtil, g.minor, g.uuid, "")
+		}
+		return
+	}
+	var sm, smAll, mem, memAll int64
+	for _, pr := range g.procs {
+		smAll += pr.sm
+		memAll += pr.memory
+		if pr.owner == c {
+			sm += pr.sm
+			mem += pr.memory
+		}
+	}
+	if g.hasUtil {
+		p.mb.RecordTaskGpuPercentDataPoint(ts, share(g.util, sm, smAll), g.minor, g.uuid, "")
+	}
+	if g.hasMemUtil {
+		p.mb.RecordTaskGpuMemPercentDataPoint(ts, share(g.memUtil, mem, memAll), g.minor, g.uuid, "")
+	}
+}
+
+// share is part of all of value; nothing to split by gives 0 (no process of the task ran).
+func share(value float64, part, all int64) float64 {
+	if all <= 0 {
+		return 0
+	}
+	return value * float64(part) / float64(all)
+}
+
+func (p *gpuAttribution) taskResource(c *container, g *gpuReading) pcommon.Resource {
+	if res, ok := p.resources[c]; ok {
+		return res
+	}
+	rb := p.mb.NewResourceBuilder()
+	rb.SetNodeName(g.nodeName)
+	if g.simulated != "" {
+		rb.SetSimulated(g.simulated)
+	}
+	c.taskLabels().SetOn(rb)
+	rb.SetContainerID(c.id)
+	if c.podUID != "" {
+		rb.SetPodUID(c.podUID)
+		rb.SetK8sPodUID(c.podUID)
+	}
+	if c.podKnown {
+		rb.SetNamespace(c.pod.Namespace)
+		rb.SetPodName(c.pod.Name)
+		rb.SetK8sNamespaceName(c.pod.Namespace)
+		rb.SetK8sPodName(c.pod.Name)
+		if c.name != "" {
+			rb.SetContainerName(c.name)
+			rb.SetK8sContainerName(c.name)
+		}
+	}
+	res := rb.Emit()
+	p.resources[c] = res
+	return res
+}

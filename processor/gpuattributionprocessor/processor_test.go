@@ -1,0 +1,240 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gpuattributionprocessor
+
+import (
+	"flag"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources/podresourcestest"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected metrics in testdata/expected")
+
+const scenario = "testdata/scenarios/node.yaml"
+
+func startKubelet(t *testing.T, ids gpuIDs) *podresourcestest.Server {
+	srv, err := podresourcestest.NewServer(filepath.Join(socketDir(t), "kubelet.sock"))
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	srv.SetPods(kubeletPods(ids)...)
+	return srv
+}
+
+func compareGolden(t *testing.T, name string, actual pmetric.Metrics) {
+	t.Helper()
+	file := filepath.Join("testdata", "expected", name+".yaml")
+	if *update {
+		require.NoError(t, golden.WriteMetrics(t, file, actual))
+	}
+	expected, err := golden.ReadMetrics(file)
+	require.NoError(t, err)
+	require.NoError(t, pmetrictest.CompareMetrics(expected, actual,
+		pmetrictest.IgnoreTimestamp(), pmetrictest.IgnoreStartTimestamp(),
+		pmetrictest.IgnoreResourceMetricsOrder(), pmetrictest.IgnoreMetricsOrder(), pmetrictest.IgnoreMetricDataPointsOrder()))
+}
+
+// TestAttribution: the kubelet answers. Exclusive GPUs get the device's values, the two pods on
+// the time-sliced GPU their own shares, the MIG pod its slice's memory, the idle holder its
+// GPU's zeros; the environment fills in for a GPU the kubelet gives nobody; the host process is
+// external and the container whose pod is gone a zombie (after zombie_after).
+func TestAttribution(t *testing.T) {
+	batch := gpuBatch(t, scenario)
+	ids := idsOf(batch)
+	e := newTestEnv(t, testHost(), startKubelet(t, ids))
+	e.advance(5 * time.Minute)
+	e.refresh()
+	out := e.process(batch)
+	compareGolden(t, "kubelet", out)
+
+	byJob := points(out, "job_name", "minor_number", "mig_uuid")
+	util, mem := byJob["task_gpu_percent"], byJob["task_gpu_mem_percent"]
+	device := deviceValues(batch)
+
+	for _, gpu := range []string{"0", "1"} {
+		assert.Equal(t, device[gpu].util, util["alice~resnet|"+gpu+"|"].value, "an exclusive GPU: the device's utilization")
+		assert.Equal(t, device[gpu].mem, mem["alice~resnet|"+gpu+"|"].value)
+	}
+	bob, carol := util["bob~explore|2|"].value, util["team-c/notebook-carol|2|"].value
+	assert.InDelta(t, device["2"].util, bob+carol, 1e-9, "shares of a time-sliced GPU add up to the device")
+	assert.InDelta(t, device["2"].util*30/40, bob, 1e-9, "bob's processes ran 30 of the GPU's 40 SM percent")
+	assert.Less(t, bob, device["2"].util)
+	assert.Less(t, carol, device["2"].util, "neither gets the whole device")
+	assert.InDelta(t, device["2"].mem, mem["bob~explore|2|"].value+mem["team-c/notebook-carol|2|"].value, 1e-9)
+	assert.InDelta(t, device["2"].mem*4000/16000, mem["bob~explore|2|"].value, 1e-9)
+
+	migKey := "dave~bert|3|" + ids[3].MIG[0]
+	assert.InDelta(t, 3000.0/19968*100, mem[migKey].value, 1e-9, "a MIG slice: the slice's memory")
+	assert.NotContains(t, util, migKey, "NVML has no utilization in MIG mode")
+	assert.NotContains(t, mem, "dave~bert|3|", "the MIG pod holds its slice, not the GPU")
+
+	assert.Equal(t, device["5"].util, util["frank~sweep|5|"].value, "NVIDIA_VISIBLE_DEVICES where the kubelet gives the GPU to nobody")
+	assert.Equal(t, 0.0, util["grace~queued|6|"].value, "an idle holder shows its GPU idle")
+	assert.Contains(t, util, "heidi~odd|7|", "the well-formed item of a malformed NVIDIA_VISIBLE_DEVICES")
+	assert.NotContains(t, util, "erin~old|4|", "a zombie holds no GPU")
+
+	byGPU := points(out, "node_name", "minor_number", "pid", "container_id", "type", "source")
+	assert.Equal(t, map[string]point{"gpu-node-07|4|4001|||": {value: 1}}, byGPU["gpu_used_by_external_process_count"])
+	assert.Equal(t, map[string]point{"gpu-node-07|4||" + ctrID(zombie) + "||": {value: 1}}, byGPU["gpu_used_by_zombie_container_count"])
+	assert.Equal(t, 1.0, byGPU["zombie_container_count"]["gpu-node-07||||pod_gone|"].value)
+	assert.Equal(t, 1.0, byGPU["zombie_container_count"]["gpu-node-07||||pod_finished|"].value, "listed by nobody, logs kept")
+	assert.Equal(t, 3.0, byGPU["gpu_attribution_source_errors_total"]["gpu-node-07|||||nvidia_visible_devices"].value, `"bogus", "" and "GPU-"`)
+	assert.Equal(t, 0.0, byGPU["gpu_attribution_source_errors_total"]["gpu-node-07|||||pod_resources"].value)
+}
+
+type deviceValue struct{ util, mem float64 }
+
+func deviceValues(md pmetric.Metrics) map[string]deviceValue {
+	out := map[string]deviceValue{}
+	for _, g := range readGPUs(md) {
+		out[g.minor] = deviceValue{util: g.util, mem: g.memUtil}
+	}
+	return out
+}
+
+// TestZombieNeedsTime: a container whose pod is gone is a zombie only zombie_after later.
+func TestZombieNeedsTime(t *testing.T) {
+	batch := gpuBatch(t, scenario)
+	e := newTestEnv(t, testHost(), startKubelet(t, idsOf(batch)))
+	byGPU := points(e.process(batch), "node_name", "type")
+	assert.Equal(t, 0.0, byGPU["zombie_container_count"]["gpu-node-07|pod_gone"].value)
+	assert.Empty(t, byGPU["gpu_used_by_zombie_container_count"])
+	assert.Contains(t, points(e.process(batch), "job_name")["task_gpu_percent"], "erin~old", "until then it is a task")
+
+	e.advance(5*time.Minute - time.Second)
+	e.refresh()
+	assert.Equal(t, 0.0, points(e.process(batch), "node_name", "type")["zombie_container_count"]["gpu-node-07|pod_gone"].value)
+	e.advance(time.Second)
+	e.refresh()
+	assert.Equal(t, 1.0, points(e.process(batch), "node_name", "type")["zombie_container_count"]["gpu-node-07|pod_gone"].value)
+}
+
+// TestKubeletUnavailable: missing, refusing or hanging, the kubelet costs one failed refresh,
+// one log line and a counter; attribution falls back to the environment and the processes, and
+// a batch never waits on the kubelet.
+func TestKubeletUnavailable(t *testing.T) {
+	batch := gpuBatch(t, scenario)
+	ids := idsOf(batch)
+	cases := map[string]func(t *testing.T) *podresourcestest.Server{
+		"missing": func(*testing.T) *podresourcestest.Server { return nil },
+		"refusing": func(t *testing.T) *podresourcestest.Server {
+			socket := filepath.Join(socketDir(t), "kubelet.sock")
+			l, err := net.Listen("unix", socket)
+			require.NoError(t, err)
+			l.(*net.UnixListener).SetUnlinkOnClose(false)
+			require.NoError(t, l.Close())
+			return &podresourcestest.Server{Socket: socket}
+		},
+		"hanging": func(t *testing.T) *podresourcestest.Server {
+			srv := startKubelet(t, ids)
+			srv.Hang(true)
+			return srv
+		},
+	}
+	for name, kubelet := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := newTestEnv(t, testHost(), kubelet(t), func(cfg *Config) { cfg.PodResources.Timeout = 100 * time.Millisecond })
+			e.advance(5 * time.Minute)
+			e.refresh()
+			out := e.process(batch)
+			compareGolden(t, "no-kubelet", withoutSourceErrors(out))
+
+			assert.Positive(t, points(out, "node_name", "source")["gpu_attribution_source_errors_total"]["gpu-node-07|pod_resources"].value)
+			assert.Equal(t, 1, e.logs.FilterMessageSnippet("GPU allocations come from the next source").Len())
+			util := points(out, "job_name", "minor_number")["task_gpu_percent"]
+			assert.Contains(t, util, "alice~resnet|0", "the processes say who is on the GPU")
+			assert.Contains(t, util, "frank~sweep|5", "the environment")
+			assert.NotContains(t, util, "grace~queued|6", "an idle holder is known to the kubelet only")
+		})
+	}
+}
+
+// withoutSourceErrors is md without the error counter, whose pod_resources value depends on how
+// many refreshes failed.
+func withoutSourceErrors(in pmetric.Metrics) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	in.CopyTo(md)
+	for i := 0; i < md.ResourceMetrics().Len(); i++ {
+		sms := md.ResourceMetrics().At(i).ScopeMetrics()
+		for j := 0; j < sms.Len(); j++ {
+			sms.At(j).Metrics().RemoveIf(func(m pmetric.Metric) bool { return m.Name() == "gpu_attribution_source_errors_total" })
+		}
+	}
+	return md
+}
+
+// TestTaskThatEnds: a holder whose container stops leaves at the next batch (a NoRecordedValue
+// end), without waiting for a refresh or for metric_expiration.
+func TestTaskThatEnds(t *testing.T) {
+	batch := gpuBatch(t, scenario)
+	host := testHost()
+	e := newTestEnv(t, host, startKubelet(t, idsOf(batch)))
+	require.Contains(t, points(e.process(batch), "job_name")["task_gpu_percent"], "grace~queued")
+
+	var idleCgroup string
+	for _, c := range host.Containers {
+		if c.Processes[0].PID == 6001 {
+			idleCgroup = filepath.Join(e.root, "sys/fs/cgroup", c.CgroupPath)
+		}
+	}
+	require.NoError(t, os.RemoveAll(idleCgroup))
+	got := points(e.process(batch), "job_name")["task_gpu_percent"]
+	assert.Equal(t, point{absent: true}, got["grace~queued"], "the series ends")
+	assert.False(t, got["alice~resnet"].absent, "the others go on")
+	assert.NotContains(t, points(e.process(batch), "job_name")["task_gpu_percent"], "grace~queued", "and is not sent again")
+}
+
+// TestOtherBatchesPassThrough: the task receiver's batch (no GPUs) is not touched, so the
+// order in which receivers' batches arrive does not matter.
+func TestOtherBatchesPassThrough(t *testing.T) {
+	e := newTestEnv(t, testHost(), nil)
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("job_name", "alice~resnet")
+	rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty().SetName("task_cpu_percent")
+	before := pmetric.NewMetrics()
+	md.CopyTo(before)
+	out, err := e.attr.processMetrics(t.Context(), md)
+	require.NoError(t, err)
+	assert.NoError(t, pmetrictest.CompareMetrics(before, out))
+}
+
+func FuzzParseVisibleDevices(f *testing.F) {
+	for _, s := range []string{"0,1", "GPU-abc,MIG-def", "all", "none", "void", "", "7,bogus,,GPU-", " 3 , 4 "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		devices, malformed := parseVisibleDevices(map[string]string{"NVIDIA_VISIBLE_DEVICES": v})
+		if malformed < 0 {
+			t.Fatal("negative count")
+		}
+		for _, d := range devices {
+			if !isIndex(d) && !isUUID(d) {
+				t.Fatalf("%q accepted from %q", d, v)
+			}
+		}
+	})
+}
+
+// TestProcessThatExited: a GPU process whose /proc entry is gone by the time it is read (it
+// exited after NVML listed it) is counted as a read error, not reported as external as OpenPAI
+// did.
+func TestProcessThatExited(t *testing.T) {
+	batch := gpuBatch(t, scenario)
+	e := newTestEnv(t, testHost(), startKubelet(t, idsOf(batch)))
+	require.NoError(t, os.RemoveAll(filepath.Join(e.root, "proc", "4001")))
+	byGPU := points(e.process(batch), "node_name", "pid", "source")
+	assert.Empty(t, byGPU["gpu_used_by_external_process_count"])
+	assert.Equal(t, 1.0, byGPU["gpu_attribution_source_errors_total"]["gpu-node-07||process"].value)
+}
