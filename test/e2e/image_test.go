@@ -110,7 +110,9 @@ mount --bind -o ro / "$ROOT/hostfs"
 exec chroot --userspec=65532:65532 "$ROOT" /otelcol-gpu validate --config "/distro/$CONFIG"`
 			cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script)
 			cmd.Env = []string{"ROOT=" + root, "CONFIG=" + name, "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
-				"MY_POD_IP=10.0.0.1", "K8S_NODE_NAME=node-1", "K8S_NODE_IP=10.0.0.1", "OTELCOL_GPU_GATEWAY=otelcol-gpu-gateway.otelcol-gpu.svc"}
+				"MY_POD_IP=10.0.0.1", "K8S_NODE_NAME=node-1", "K8S_NODE_IP=10.0.0.1", "OTELCOL_GPU_GATEWAY=otelcol-gpu-gateway.otelcol-gpu.svc",
+				// demo.yaml's demo node (cmd/demonode writes it); any host tree passes validation.
+				"OTELCOL_GPU_DEMO_ROOT=/hostfs"}
 			out, err := cmd.CombinedOutput()
 			assert.NoError(t, err, "validate %s from the image's root (needs root, for chroot and mount): %s", name, out)
 		})
