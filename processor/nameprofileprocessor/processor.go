@@ -20,13 +20,14 @@ const (
 	attrMinorNumber   = "minor_number"
 	attrUUID          = "uuid"
 	attrNodeName      = "node_name"
-	attrJobName       = "job_name" // on every task resource of gpu_attribution
+	attrJobName       = "job_name" // on every task resource of gpu_attribution, whose task_gpu_* points name the GPU
 	attrNamespace     = "namespace"
 	attrPodName       = "pod_name"
 	attrContainerName = "container_name"
 	metricGPUInfo     = "gpu_info"
 	metricXIDErrors   = "gpu_xid_errors_total"
 	metricTaskGPU     = "task_gpu_percent"
+	metricTaskGPUMem  = "task_gpu_mem_percent" // alone on a MIG slice, which has no utilization
 )
 
 type nameProfile struct {
@@ -112,14 +113,15 @@ func gpuIdentities(md pmetric.Metrics) map[string]gpuIdentity {
 	for i := 0; i < rms.Len(); i++ {
 		rm := rms.At(i)
 		res := resourceAttrs{rm.Resource().Attributes()}
-		uuid := res.str(attrUUID)
-		if uuid == "" || !res.has(attrMinorNumber) {
+		if res.has(attrJobName) {
+			h := holder{res.str(attrNamespace), res.str(attrPodName), res.str(attrContainerName)}
+			for uuid := range heldGPUs(rm) {
+				holders[uuid] = append(holders[uuid], h)
+			}
 			continue
 		}
-		if res.has(attrJobName) {
-			if hasMetric(rm, metricTaskGPU) {
-				holders[uuid] = append(holders[uuid], holder{res.str(attrNamespace), res.str(attrPodName), res.str(attrContainerName)})
-			}
+		uuid := res.str(attrUUID)
+		if uuid == "" || !res.has(attrMinorNumber) {
 			continue
 		}
 		id := gpuIdentity{minor: res.str(attrMinorNumber), uuid: uuid, nodeName: res.str(attrNodeName)}
@@ -136,6 +138,24 @@ func gpuIdentities(md pmetric.Metrics) map[string]gpuIdentity {
 		}
 	}
 	return ids
+}
+
+// heldGPUs are the UUIDs of the GPUs a task resource has task_gpu_* points for (a task holds a
+// GPU once however many of its MIG slices it holds).
+func heldGPUs(rm pmetric.ResourceMetrics) map[string]bool {
+	held := map[string]bool{}
+	for _, name := range []string{metricTaskGPU, metricTaskGPUMem} {
+		m, ok := findMetric(rm, name)
+		if !ok || m.Type() != pmetric.MetricTypeGauge {
+			continue
+		}
+		for i := 0; i < m.Gauge().DataPoints().Len(); i++ {
+			if uuid, ok := m.Gauge().DataPoints().At(i).Attributes().Get(attrUUID); ok && uuid.Str() != "" {
+				held[uuid.Str()] = true
+			}
+		}
+	}
+	return held
 }
 
 // recordLastXID appends DCGM_FI_DEV_XID_ERRORS to a GPU's metrics: the code whose counter
@@ -326,11 +346,6 @@ func firstTimestamp(m pmetric.Metric) pcommon.Timestamp {
 		}
 	}
 	return 0
-}
-
-func hasMetric(rm pmetric.ResourceMetrics, name string) bool {
-	_, ok := findMetric(rm, name)
-	return ok
 }
 
 func findMetric(rm pmetric.ResourceMetrics, name string) (pmetric.Metric, bool) {

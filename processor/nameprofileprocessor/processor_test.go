@@ -8,6 +8,7 @@ import (
 	"context"
 	"flag"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
@@ -41,7 +42,8 @@ func demoBatch(t *testing.T) pmetric.Metrics {
 	return md
 }
 
-// addHolder adds a task resource as gpu_attribution emits it (the keys the profiles read).
+// addHolder adds a task resource as gpu_attribution emits it (the keys the profiles read): the
+// task on the resource, the GPU it holds on its task_gpu_percent point.
 func addHolder(md pmetric.Metrics, minor int, uuid, job, namespace, pod, container string) {
 	rm := md.ResourceMetrics().AppendEmpty()
 	attrs := rm.Resource().Attributes()
@@ -50,12 +52,13 @@ func addHolder(md pmetric.Metrics, minor int, uuid, job, namespace, pod, contain
 	attrs.PutStr("namespace", namespace)
 	attrs.PutStr("pod_name", pod)
 	attrs.PutStr("container_name", container)
-	attrs.PutStr("minor_number", string(rune('0'+minor)))
-	attrs.PutStr("uuid", uuid)
 	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
 	m.SetName("task_gpu_percent")
 	m.SetUnit("%")
-	m.SetEmptyGauge().DataPoints().AppendEmpty().SetDoubleValue(50)
+	pt := m.SetEmptyGauge().DataPoints().AppendEmpty()
+	pt.SetDoubleValue(50)
+	pt.Attributes().PutStr("minor_number", strconv.Itoa(minor))
+	pt.Attributes().PutStr("uuid", uuid)
 }
 
 func runProfile(t *testing.T, profile string, batches ...pmetric.Metrics) []pmetric.Metrics {

@@ -40,7 +40,7 @@ type metricDCGMFIDEVXIDERRORS struct {
 // init fills DCGM_FI_DEV_XID_ERRORS metric with initial data.
 func (m *metricDCGMFIDEVXIDERRORS) init() {
 	m.data.SetName("DCGM_FI_DEV_XID_ERRORS")
-	m.data.SetDescription("dcgm profile: value of the last XID error encountered on the GPU (dcgm-exporter's meaning), 0 from the first collection until one happens. Repeats are not visible here: gpu_xid_errors_total counts them beside it.")
+	m.data.SetDescription("Value of the last XID error encountered.")
 	m.data.SetUnit("1")
 	m.data.SetEmptyGauge()
 }

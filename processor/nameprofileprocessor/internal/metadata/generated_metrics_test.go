@@ -92,7 +92,7 @@ func TestMetricsBuilder(t *testing.T) {
 					validatedMetrics["DCGM_FI_DEV_XID_ERRORS"] = true
 					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-					assert.Equal(t, "dcgm profile: value of the last XID error encountered on the GPU (dcgm-exporter's meaning), 0 from the first collection until one happens. Repeats are not visible here: gpu_xid_errors_total counts them beside it.", mi.Description())
+					assert.Equal(t, "Value of the last XID error encountered.", mi.Description())
 					assert.Equal(t, "1", mi.Unit())
 					dp := mi.Gauge().DataPoints().At(0)
 					assert.Equal(t, start, dp.StartTimestamp())
