@@ -6,16 +6,23 @@
 package e2e
 
 import (
+	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"google.golang.org/grpc"
+	_ "google.golang.org/grpc/encoding/gzip" // the otlp exporter compresses by default
 )
 
 // dcgmDashboard is the PromQL of NVIDIA's dcgm-exporter Grafana dashboard
@@ -198,4 +205,92 @@ func withoutValues(page string) string {
 	}
 	flush()
 	return strings.Join(out, "\n") + "\n"
+}
+
+// otlpSink is a real OTLP/gRPC metrics endpoint that keeps what it receives.
+type otlpSink struct {
+	pmetricotlp.UnimplementedGRPCServer
+	mu       sync.Mutex
+	received []pmetric.Metrics
+}
+
+func (s *otlpSink) Export(_ context.Context, req pmetricotlp.ExportRequest) (pmetricotlp.ExportResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	md := pmetric.NewMetrics()
+	req.Metrics().CopyTo(md)
+	s.received = append(s.received, md)
+	return pmetricotlp.NewExportResponse(), nil
+}
+
+// points are the data points received so far of the metric name, with their attributes.
+func (s *otlpSink) points(name string) []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for _, md := range s.received {
+		for i := 0; i < md.ResourceMetrics().Len(); i++ {
+			sms := md.ResourceMetrics().At(i).ScopeMetrics()
+			for j := 0; j < sms.Len(); j++ {
+				ms := sms.At(j).Metrics()
+				for k := 0; k < ms.Len(); k++ {
+					if m := ms.At(k); m.Name() == name && m.Type() == pmetric.MetricTypeGauge {
+						for l := 0; l < m.Gauge().DataPoints().Len(); l++ {
+							pt := m.Gauge().DataPoints().At(l)
+							attrs := pt.Attributes().AsRaw()
+							attrs["value"] = pt.DoubleValue()
+							out = append(out, attrs)
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestSemconvOverOTLP runs distro/semconv-otlp.yaml on the demo's simulated GPUs with a real
+// OTLP/gRPC endpoint: the OTLP pipeline sends OpenTelemetry's hardware names, each point with its
+// GPU's hw.id and hw.type, while the same collection's Prometheus page keeps the contract's.
+func TestSemconvOverOTLP(t *testing.T) {
+	root := repoRoot(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := grpc.NewServer()
+	sink := &otlpSink{}
+	pmetricotlp.RegisterGRPCServer(srv, sink)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	t.Setenv("OTELCOL_GPU_OTLP_ENDPOINT", lis.Addr().String())
+
+	metrics := startCollector(t, filepath.Join(root, "distro", "semconv-otlp.yaml"),
+		"receivers::gpu::backend=simulated",
+		"receivers::gpu::scenario="+filepath.Join(root, "distro", "scenarios", "dgx-a100-demo.yaml"),
+		"receivers::gpu::collection_interval=1s",
+		"receivers::task::collection_interval=1s",
+	)
+	eventually(t, "hw.gpu.utilization of the 7 GPUs outside MIG mode over OTLP", func() bool {
+		ids := map[any]bool{}
+		for _, p := range sink.points("hw.gpu.utilization") {
+			ids[p["hw.id"]] = true
+		}
+		return len(ids) == 7
+	})
+	for _, p := range sink.points("hw.gpu.utilization") {
+		assert.Regexp(t, `^GPU-`, p["hw.id"])
+		assert.Equal(t, "gpu", p["hw.type"])
+		assert.Equal(t, "general", p["hw.gpu.task"])
+		assert.Regexp(t, `^nvidia[0-7]$`, p["hw.name"])
+		assert.Contains(t, p["hw.model"], "A100")
+		assert.NotContains(t, p, "vender")
+		assert.GreaterOrEqual(t, p["value"], 0.0)
+		assert.LessOrEqual(t, p["value"], 1.0, "a fraction, not a percentage")
+	}
+	assert.NotEmpty(t, sink.points("hw.temperature"))
+	assert.Empty(t, sink.points("gpu_utilization"), "renamed on the OTLP pipeline")
+
+	families, _, err := scrape(metrics)
+	require.NoError(t, err)
+	assert.Contains(t, families, "gpu_utilization", "the scrape pipeline keeps the contract's names")
+	assert.NotContains(t, families, "hw_gpu_utilization")
 }
