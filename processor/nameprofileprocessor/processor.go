@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/metricpoints"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/nameprofileprocessor/internal/metadata"
 )
 
@@ -239,21 +240,11 @@ func (p *nameProfile) renameMetrics(ms pmetric.MetricSlice, id gpuIdentity, isGP
 }
 
 func copyPoints(src, dst pmetric.Metric, r rename, extra []attribute) {
-	var from pmetric.NumberDataPointSlice
-	switch src.Type() {
-	case pmetric.MetricTypeGauge:
-		from = src.Gauge().DataPoints()
-	case pmetric.MetricTypeSum:
-		from = src.Sum().DataPoints()
-	default:
+	from, ok := metricpoints.Numbers(src)
+	if !ok {
 		return
 	}
-	var to pmetric.NumberDataPointSlice
-	if dst.Type() == pmetric.MetricTypeSum {
-		to = dst.Sum().DataPoints()
-	} else {
-		to = dst.Gauge().DataPoints()
-	}
+	to, _ := metricpoints.Numbers(dst)
 	for i := 0; i < from.Len(); i++ {
 		pt := from.At(i)
 		if r.where.key != "" {
@@ -317,16 +308,11 @@ func renameKeys(m pcommon.Map, keys map[string]string) {
 func forEachPointAttrs(ms pmetric.MetricSlice, f func(pcommon.Map)) {
 	for i := 0; i < ms.Len(); i++ {
 		m := ms.At(i)
-		switch m.Type() {
-		case pmetric.MetricTypeGauge:
-			for j := 0; j < m.Gauge().DataPoints().Len(); j++ {
-				f(m.Gauge().DataPoints().At(j).Attributes())
+		if pts, ok := metricpoints.Numbers(m); ok {
+			for j := 0; j < pts.Len(); j++ {
+				f(pts.At(j).Attributes())
 			}
-		case pmetric.MetricTypeSum:
-			for j := 0; j < m.Sum().DataPoints().Len(); j++ {
-				f(m.Sum().DataPoints().At(j).Attributes())
-			}
-		case pmetric.MetricTypeHistogram:
+		} else if m.Type() == pmetric.MetricTypeHistogram {
 			for j := 0; j < m.Histogram().DataPoints().Len(); j++ {
 				f(m.Histogram().DataPoints().At(j).Attributes())
 			}
@@ -335,15 +321,8 @@ func forEachPointAttrs(ms pmetric.MetricSlice, f func(pcommon.Map)) {
 }
 
 func firstTimestamp(m pmetric.Metric) pcommon.Timestamp {
-	switch m.Type() {
-	case pmetric.MetricTypeGauge:
-		if m.Gauge().DataPoints().Len() > 0 {
-			return m.Gauge().DataPoints().At(0).Timestamp()
-		}
-	case pmetric.MetricTypeSum:
-		if m.Sum().DataPoints().Len() > 0 {
-			return m.Sum().DataPoints().At(0).Timestamp()
-		}
+	if pts, ok := metricpoints.Numbers(m); ok && pts.Len() > 0 {
+		return pts.At(0).Timestamp()
 	}
 	return 0
 }

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/metricpoints"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/nameprofileprocessor/internal/metadata"
 )
 
@@ -182,12 +183,7 @@ func gpuValues(md pmetric.Metrics, metric, key, value string) map[string]float64
 		if !ok {
 			continue
 		}
-		var pts pmetric.NumberDataPointSlice
-		if m.Type() == pmetric.MetricTypeSum {
-			pts = m.Sum().DataPoints()
-		} else {
-			pts = m.Gauge().DataPoints()
-		}
+		pts, _ := metricpoints.Numbers(m)
 		for j := 0; j < pts.Len(); j++ {
 			pt := pts.At(j)
 			attrs := resourceAttrs{pt.Attributes()}
