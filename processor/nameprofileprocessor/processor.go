@@ -42,6 +42,7 @@ type nameProfile struct {
 
 // lastXID follows one GPU's XID counters to tell which code occurred last.
 type lastXID struct {
+	start  pcommon.Timestamp // of the counters, which a receiver's restart resets
 	counts map[string]int64
 	code   int64
 }
@@ -86,21 +87,18 @@ func (p *nameProfile) processMetrics(_ context.Context, md pmetric.Metrics) (pme
 		uuid := res.str(attrUUID)
 		id, isGPU := ids[uuid]
 		isGPU = isGPU && res.has(attrMinorNumber) && !res.has(attrJobName)
-		for j := 0; j < rm.ScopeMetrics().Len(); j++ {
-			sm := rm.ScopeMetrics().At(j)
-			if isGPU && p.profile.xidLastValue {
-				p.recordLastXID(sm.Metrics(), uuid)
-			}
-			p.renameMetrics(sm.Metrics(), id, isGPU)
-		}
-		switch {
-		case isGPU && p.profile.labelGPU != nil:
-			p.profile.labelGPU(res, id)
-		default:
-			renameKeys(res.m, p.profile.gpuKeys)
+		if isGPU && p.profile.xidLastValue && rm.ScopeMetrics().Len() > 0 {
+			// The gpu receiver's one scope holds the GPU's XID counters.
+			p.recordLastXID(rm.ScopeMetrics().At(0).Metrics(), uuid)
 		}
 		for j := 0; j < rm.ScopeMetrics().Len(); j++ {
+			p.renameMetrics(rm.ScopeMetrics().At(j).Metrics(), id, isGPU)
 			forEachPointAttrs(rm.ScopeMetrics().At(j).Metrics(), func(attrs pcommon.Map) { renameKeys(attrs, p.profile.gpuKeys) })
+		}
+		if isGPU && p.profile.labelGPU != nil {
+			p.profile.labelGPU(res, id)
+		} else {
+			renameKeys(res.m, p.profile.gpuKeys)
 		}
 	}
 	return md, nil
@@ -126,9 +124,11 @@ func gpuIdentities(md pmetric.Metrics) map[string]gpuIdentity {
 			continue
 		}
 		id := gpuIdentity{minor: res.str(attrMinorNumber), uuid: uuid, nodeName: res.str(attrNodeName)}
-		if info, ok := findMetric(rm, metricGPUInfo); ok && info.Gauge().DataPoints().Len() > 0 {
-			attrs := resourceAttrs{info.Gauge().DataPoints().At(0).Attributes()}
-			id.model, id.pciBusID, id.driverVersion = attrs.str("model"), attrs.str("pci_bus_id"), attrs.str("driver_version")
+		if info, ok := findMetric(rm, metricGPUInfo); ok {
+			if pts, ok := metricpoints.Numbers(info); ok && pts.Len() > 0 {
+				attrs := resourceAttrs{pts.At(0).Attributes()}
+				id.model, id.pciBusID, id.driverVersion = attrs.str("model"), attrs.str("pci_bus_id"), attrs.str("driver_version")
+			}
 		}
 		ids[uuid] = id
 	}
@@ -173,13 +173,18 @@ func (p *nameProfile) recordLastXID(ms pmetric.MetricSlice, uuid string) {
 	var now pcommon.Timestamp
 	if xids, ok := findIn(ms, metricXIDErrors); ok {
 		var grew int64 = -1
-		pts := xids.Sum().DataPoints()
+		pts, _ := metricpoints.Numbers(xids)
 		for i := 0; i < pts.Len(); i++ {
 			pt := pts.At(i)
 			now = pt.Timestamp()
+			if pt.StartTimestamp() != st.start {
+				// The receiver restarted (or this is the first batch): counting starts again.
+				st.start, st.counts = pt.StartTimestamp(), map[string]int64{}
+			}
 			code, _ := pt.Attributes().Get("xid")
-			if n := pt.IntValue(); n > st.counts[code.Str()] {
-				st.counts[code.Str()] = n
+			n, prev := pt.IntValue(), st.counts[code.Str()]
+			st.counts[code.Str()] = n
+			if n > prev {
 				if c, err := strconv.ParseInt(code.Str(), 10, 64); err == nil {
 					grew = max(grew, c)
 				}

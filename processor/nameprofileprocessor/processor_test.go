@@ -119,8 +119,8 @@ func TestOpenPAIIsTheCollectedBatch(t *testing.T) {
 	require.NoError(t, pmetrictest.CompareMetrics(collected, got[0]))
 }
 
-// xidBatch is one GPU's device resource with its XID counters (code → count so far).
-func xidBatch(counts map[string]int64) pmetric.Metrics {
+// xidBatch is one GPU's device resource with its XID counters (code → count since start).
+func xidBatch(start pcommon.Timestamp, counts map[string]int64) pmetric.Metrics {
 	md := pmetric.NewMetrics()
 	rm := md.ResourceMetrics().AppendEmpty()
 	rm.Resource().Attributes().PutStr("minor_number", "3")
@@ -137,7 +137,8 @@ func xidBatch(counts map[string]int64) pmetric.Metrics {
 		pt := sum.DataPoints().AppendEmpty()
 		pt.Attributes().PutStr("xid", code)
 		pt.SetIntValue(n)
-		pt.SetTimestamp(pcommon.Timestamp(1e9))
+		pt.SetStartTimestamp(start)
+		pt.SetTimestamp(start + 1e9)
 	}
 	return md
 }
@@ -146,12 +147,15 @@ func xidBatch(counts map[string]int64) pmetric.Metrics {
 // happened last, as dcgm-exporter reports it; gpu_xid_errors_total still counts every one.
 func TestXIDLastValue(t *testing.T) {
 	out := runProfile(t, ProfileDCGM,
-		xidBatch(nil),
-		xidBatch(map[string]int64{"13": 1}),
-		xidBatch(map[string]int64{"13": 1}),
-		xidBatch(map[string]int64{"13": 1, "79": 1}),
-		xidBatch(map[string]int64{"13": 2, "79": 1}),
-		xidBatch(map[string]int64{"13": 3, "48": 1, "79": 1}),
+		xidBatch(1e9, nil),
+		xidBatch(1e9, map[string]int64{"13": 1}),
+		xidBatch(1e9, map[string]int64{"13": 1}),
+		xidBatch(1e9, map[string]int64{"13": 1, "79": 1}),
+		xidBatch(1e9, map[string]int64{"13": 2, "79": 1}),
+		xidBatch(1e9, map[string]int64{"13": 3, "48": 1, "79": 1}),
+		xidBatch(1e9, map[string]int64{"13": 3, "48": 1, "79": 1}),
+		// The receiver restarted: its counts begin again, and this 79 is a new one.
+		xidBatch(5e9, map[string]int64{"79": 1}),
 	)
 	var last []int64
 	for _, md := range out {
@@ -166,7 +170,7 @@ func TestXIDLastValue(t *testing.T) {
 		assert.Equal(t, "3", gpu.Str())
 	}
 	// Two codes new in one batch cannot be ordered: the higher one is reported.
-	assert.Equal(t, []int64{0, 13, 13, 79, 13, 48}, last)
+	assert.Equal(t, []int64{0, 13, 13, 79, 13, 48, 48, 79}, last)
 }
 
 // gpuValues are each GPU's values of one metric in a batch, by UUID (the resource's uuid or
