@@ -32,7 +32,7 @@ var demoScenario = filepath.Join("..", "..", "distro", "scenarios", "dgx-a100-de
 
 // demoBatch is one collection of the gpu receiver on the demo's GPUs, with the task_gpu_percent
 // series gpu_attribution adds: GPU 0 held by one trainer, GPU 1 shared by two pods.
-func demoBatch(t *testing.T) pmetric.Metrics {
+func demoBatch(t testing.TB) pmetric.Metrics {
 	t.Helper()
 	md, err := demonode.SimulatedBatch(demoScenario)
 	require.NoError(t, err)
