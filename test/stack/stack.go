@@ -211,6 +211,13 @@ func (p *Process) Stop(sig syscall.Signal) {
 func (p *Process) Restart(tb testing.TB, sig syscall.Signal) *Process {
 	tb.Helper()
 	p.Stop(sig)
+	return p.StartAgain(tb)
+}
+
+// StartAgain starts a stopped process again with the same arguments and environment, e.g. a
+// gateway back after an outage the test made with Stop.
+func (p *Process) StartAgain(tb testing.TB) *Process {
+	tb.Helper()
 	return Start(tb, p.bin, p.args, p.env)
 }
 
