@@ -58,25 +58,8 @@ func TestEdgeLossIsReported(t *testing.T) {
 // runEdgeOutage plays the outage and returns what Prometheus lacks (see missingCollections).
 func runEdgeOutage(t *testing.T, agentSets ...string) []string {
 	t.Helper()
-	secrets := stack.NewSecrets(t)
-	store := startRemoteWriteStore(t)
-	gateway := stack.StartGateway(t, secrets,
-		"exporters::prometheusremotewrite/store::endpoint="+store.writeURL,
-		"service::pipelines::metrics/remote_write::receivers=[otlp]",
-		"service::pipelines::metrics/remote_write::processors=[memory_limiter]",
-		"service::pipelines::metrics/remote_write::exporters=[prometheusremotewrite/store]",
-	)
-	waitHealthy(t, "the gateway", gateway.Health)
-
-	options := agentOptions(t, gateway, edgeNode, "10.0.0.1")
-	options.Sets = append(options.Sets,
-		"receivers::gpu::backend=simulated",
-		"receivers::gpu::scenario="+filepath.Join(repoRoot(t), "distro", "scenarios", "dgx-a100-demo.yaml"),
-		"exporters::otlp_grpc/gateway::retry_on_failure::initial_interval=100ms",
-		"exporters::otlp_grpc/gateway::retry_on_failure::max_interval=500ms",
-	)
-	options.Sets = append(options.Sets, agentSets...)
-	agent := stack.StartAgent(t, secrets, options)
+	secrets, store, gateway := startEdgeStore(t)
+	agent := stack.StartAgent(t, secrets, edgeAgentOptions(t, gateway, agentSets...))
 	eventually(t, "the agent's first collections in Prometheus", func() bool {
 		return store.count(t, fmt.Sprintf(`collector_iteration_count_total{node_name=%q, name="task"} >= 2`, edgeNode)) == 1
 	})
@@ -107,6 +90,86 @@ func runEdgeOutage(t *testing.T, agentSets ...string) []string {
 	})
 	collected = append(collected, collections(t, agent))
 	return missingCollections(t, store.samples(t, fmt.Sprintf(`{node_name=%q}[1h]`, edgeNode)), collected)
+}
+
+// startEdgeStore starts a Prometheus that takes remote write and distro/gateway.yaml writing
+// into it (its prometheusremotewrite/store exporter, in the pipeline the README shows).
+func startEdgeStore(t testing.TB) (*stack.Secrets, remoteWriteStore, *stack.Gateway) {
+	t.Helper()
+	secrets := stack.NewSecrets(t)
+	store := startRemoteWriteStore(t)
+	gateway := stack.StartGateway(t, secrets,
+		"exporters::prometheusremotewrite/store::endpoint="+store.writeURL,
+		"service::pipelines::metrics/remote_write::receivers=[otlp]",
+		"service::pipelines::metrics/remote_write::processors=[memory_limiter]",
+		"service::pipelines::metrics/remote_write::exporters=[prometheusremotewrite/store]",
+	)
+	waitHealthy(t, "the gateway", gateway.Health)
+	return secrets, store, gateway
+}
+
+// edgeAgentOptions play the edge node with simulated GPUs on a fixture host, collecting every
+// second and retrying within a second: only what is about time is shortened.
+func edgeAgentOptions(t testing.TB, gateway *stack.Gateway, sets ...string) stack.AgentOptions {
+	options := agentOptions(t, gateway, edgeNode, "10.0.0.1")
+	options.Sets = append(options.Sets,
+		"receivers::gpu::backend=simulated",
+		"receivers::gpu::scenario="+filepath.Join(repoRoot(t), "distro", "scenarios", "dgx-a100-demo.yaml"),
+		"exporters::otlp_grpc/gateway::retry_on_failure::initial_interval=100ms",
+		"exporters::otlp_grpc/gateway::retry_on_failure::max_interval=500ms",
+	)
+	options.Sets = append(options.Sets, sets...)
+	return options
+}
+
+// TestEdgeQueueFull fills the agent's queue while the gateway is down (its bound made small):
+// the agent keeps running and serving its own page, refuses the newest collections and counts
+// them in otelcol_exporter_enqueue_failed_metric_points; what it had queued, the oldest, is
+// delivered when the gateway is back.
+func TestEdgeQueueFull(t *testing.T) {
+	secrets, store, gateway := startEdgeStore(t)
+	gateway.Process.Stop(syscall.SIGKILL)
+	agent := stack.StartAgent(t, secrets, edgeAgentOptions(t, gateway, "exporters::otlp_grpc/gateway::sending_queue::queue_size=300000"))
+
+	refused := func() float64 {
+		families, _, err := scrape(agent.Telemetry)
+		if err != nil || families["otelcol_exporter_enqueue_failed_metric_points"] == nil {
+			return 0
+		}
+		total := 0.0
+		for _, m := range families["otelcol_exporter_enqueue_failed_metric_points"].GetMetric() {
+			total += valueOf(m)
+		}
+		return total
+	}
+	eventually(t, "the full queue to refuse metric points", func() bool { return refused() > 0 })
+	full := collections(t, agent)
+	waitCollectedMore(t, agent, full["task"]+4)
+	select {
+	case <-agent.Process.Exited():
+		t.Fatal("the agent exited with a full queue")
+	default:
+	}
+	waitHealthy(t, "the agent with a full queue", agent.Health)
+
+	gateway.Process = gateway.Process.StartAgain(t)
+	back := time.Now()
+	waitLong(t, "a collection made after the gateway came back in Prometheus", func() bool {
+		q := fmt.Sprintf(`timestamp(collector_iteration_count_total{node_name=%q, name="task"}) > %d`, edgeNode, back.Unix())
+		return store.count(t, q) == 1
+	})
+	got := store.samples(t, fmt.Sprintf(`collector_iteration_count_total{node_name=%q}[1h]`, edgeNode))
+	require.Len(t, got, len(edgeReceivers))
+	gaps := 0
+	for _, s := range got {
+		assert.Equal(t, 1.0, s.values[0], "%s: the oldest collection is kept: %v", s, s.values)
+		for i := 1; i < len(s.values); i++ {
+			if s.values[i] != s.values[i-1]+1 {
+				gaps++
+			}
+		}
+	}
+	assert.Positive(t, gaps, "collections refused while the queue was full are missing: %v", got)
 }
 
 // collections reads, from the agent's own page, how often each receiver has collected in this
