@@ -19,8 +19,8 @@ E2E_PKGS     ?= ./test/... ./receiver/k8swatchdogreceiver/ ./cmd/gpureport/...
 KUBE_APISERVER = $$(test/kube/build-apiserver.sh)
 # kubectl of the same version, for the tests of deploy/.
 KUBECTL_TEST   = $$(test/kube/build-apiserver.sh kubectl)
-COMPONENTS   := $(shell find receiver processor exporter -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
-SOURCES      := $(shell find receiver processor exporter internal -name '*.go' 2>/dev/null) go.mod go.sum builder-config.yaml
+COMPONENTS   := $(shell find receiver processor exporter extension -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
+SOURCES      := $(shell find receiver processor exporter extension internal -name '*.go' 2>/dev/null) go.mod go.sum builder-config.yaml
 
 .PHONY: all build image run demo report test test-gpu unit e2e bench lint generate tools deps clean render deploy undeploy secrets
 

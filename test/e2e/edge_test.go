@@ -374,3 +374,49 @@ func (s remoteWriteStore) samples(t testing.TB, q string) []sampleSeries {
 	}
 	return out
 }
+
+// TestEdgeCorruptQueue starts the agent on a queue directory whose metrics queue file a power
+// cut left as garbage: the agent starts, says so, moves the file aside, and delivers to the
+// gateway. Without distro/agent.yaml's file_storage_check the same start fails (what contrib's
+// file_storage does on its own, recreate or not), so the test sees the difference.
+func TestEdgeCorruptQueue(t *testing.T) {
+	secrets := stack.NewSecrets(t)
+	gateway := stack.StartGateway(t, secrets)
+	waitHealthy(t, "the gateway", gateway.Health)
+	corruptQueue := func() string {
+		dir := filepath.Join(t.TempDir(), "queue")
+		require.NoError(t, os.MkdirAll(dir, 0o700))
+		file := filepath.Join(dir, "exporter_otlp_grpc_gateway_metrics")
+		require.NoError(t, os.WriteFile(file, []byte(strings.Repeat("left by a power cut\n", 4096)), 0o600))
+		return dir
+	}
+
+	t.Run("without-the-check", func(t *testing.T) {
+		options := agentOptions(t, gateway, "unchecked", "10.0.0.2")
+		options.QueueDir = corruptQueue()
+		options.Sets = append(options.Sets, "service::extensions=[health_check, bearertokenauth/gateway, file_storage/queue]")
+		agent := stack.StartAgent(t, secrets, options)
+		eventually(t, "the agent without the check to exit", func() bool {
+			select {
+			case <-agent.Process.Exited():
+				return true
+			default:
+				return false
+			}
+		})
+		assert.Contains(t, agent.Process.Output(), "invalid database")
+	})
+
+	options := agentOptions(t, gateway, edgeNode, "10.0.0.1")
+	options.QueueDir = corruptQueue()
+	agent := stack.StartAgent(t, secrets, options)
+	waitHealthy(t, "the agent on a corrupt queue", agent.Health)
+	eventually(t, "the agent's series on the gateway", func() bool {
+		body, err := httpGet(gateway.Metrics)
+		return err == nil && strings.Contains(string(body), fmt.Sprintf("node_name=%q", edgeNode))
+	})
+	assert.Contains(t, agent.Process.Output(), "A persistent queue file was corrupt and is moved aside")
+	aside, err := filepath.Glob(filepath.Join(options.QueueDir, "exporter_otlp_grpc_gateway_metrics.corrupt-*"))
+	require.NoError(t, err)
+	assert.Len(t, aside, 1, "the corrupt file is kept beside the queue for a post-mortem")
+}

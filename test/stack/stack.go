@@ -143,6 +143,8 @@ func StartAgent(tb testing.TB, s *Secrets, o AgentOptions) *Agent {
 		"exporters::otlp_grpc/gateway::tls::ca_file="+o.CAFile,
 		"extensions::bearertokenauth/gateway::filename="+o.TokenFile,
 		"extensions::file_storage/queue::directory="+o.QueueDir,
+		"extensions::file_storage/queue::compaction::directory="+o.QueueDir,
+		"extensions::file_storage_check/queue::directory="+o.QueueDir,
 	)
 	env := []string{"MY_POD_IP=127.0.0.1", "K8S_NODE_NAME=" + o.NodeName, "K8S_NODE_IP=" + o.NodeIP}
 	return &Agent{Endpoints: ep, Process: Start(tb, Binary(tb), config("agent.yaml", append(args, o.Sets...)), env)}
