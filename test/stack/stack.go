@@ -223,6 +223,9 @@ func (p *Process) StartAgain(tb testing.TB) *Process {
 	return Start(tb, p.bin, p.args, p.env)
 }
 
+// PID is the process's id (for reading its CPU time and memory under /proc).
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
 // Exited is closed when the process has exited.
 func (p *Process) Exited() <-chan struct{} { return p.exited }
 
