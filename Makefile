@@ -83,11 +83,13 @@ e2e: $(BIN) image
 	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_IMAGE=$(CURDIR)/$(IMAGE) KUBE_APISERVER_BIN=$(KUBE_APISERVER) KUBECTL_BIN=$(KUBECTL_TEST) \
 		$(GO) test -count=1 -tags e2e $(E2E_PKGS) $(if $(E2E_FLAGS),-args $(E2E_FLAGS))
 
-## bench: collection cost (Go benchmarks) and whole-process CPU/RSS next to node_exporter
+## bench: collection cost (Go benchmarks), whole-process CPU/RSS next to node_exporter, the gateway
+## at saturation (bench/gateway) and the edge queue's bytes per collection (test/e2e)
 bench: $(BIN)
 	$(GO) test -run '^$$' -bench . -benchmem ./receiver/... ./cmd/...
 	KUBE_APISERVER_BIN=$(KUBE_APISERVER) $(GO) test -tags e2e -run '^$$' -bench BenchmarkLargeCluster -benchtime 20x ./receiver/k8swatchdogreceiver/
 	$(GO) run ./bench/procload -otelcol $(BIN) -duration $(BENCH_DURATION)
+	OTELCOL_BIN=$(CURDIR)/$(BIN) $(GO) test -tags e2e -run '^$$' -bench . -benchtime 1x ./bench/gateway/ ./test/e2e/
 
 ## lint: go vet and gofmt
 lint:

@@ -10,6 +10,10 @@
 // long its /metrics page takes to render.
 //
 //	OTELCOL_BIN=$PWD/bin/otelcol-gpu go test -tags e2e -run '^$' -bench . -benchtime 1x ./bench/gateway/
+//
+// With BENCH_PROFILE_DIR set, the gateway also runs the pprof extension, and the benchmark
+// writes a CPU profile of the load (cpu-<series>.pprof) and a heap profile after it
+// (heap-<series>.pprof) there: `go tool pprof -top bin/otelcol-gpu FILE`.
 package gateway
 
 import (
@@ -18,6 +22,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -48,7 +55,14 @@ func BenchmarkGateway(b *testing.B) {
 
 func benchmarkGateway(b *testing.B, agents int, duration time.Duration) {
 	secrets := stack.NewSecrets(b)
-	gateway := stack.StartGateway(b, secrets)
+	profileDir := os.Getenv("BENCH_PROFILE_DIR")
+	var sets []string
+	pprof := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", stack.FreePort(b))
+	if profileDir != "" {
+		sets = append(sets, "extensions::pprof::endpoint="+strings.TrimSuffix(strings.TrimPrefix(pprof, "http://"), "/debug/pprof"),
+			"service::extensions=[health_check, bearertokenauth/agents, pprof]")
+	}
+	gateway := stack.StartGateway(b, secrets, sets...)
 	waitFor(b, "the gateway to be healthy", func() bool { _, err := get(gateway.Health); return err == nil })
 	proc, err := procfs.NewProc(gateway.Process.PID())
 	require.NoError(b, err)
@@ -97,6 +111,13 @@ func benchmarkGateway(b *testing.B, agents int, duration time.Duration) {
 			}
 		}()
 	}
+	if profileDir != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			saveProfile(b, fmt.Sprintf("%s/profile?seconds=%d", pprof, int(duration.Seconds()/2)), filepath.Join(profileDir, fmt.Sprintf("cpu-%d.pprof", agents*seriesPerAgent)))
+		}()
+	}
 	wg.Wait()
 	elapsed := time.Since(start).Seconds()
 	cpu := cpuSeconds(b, proc) - before
@@ -108,6 +129,9 @@ func benchmarkGateway(b *testing.B, agents int, duration time.Duration) {
 	render := time.Since(renderStart)
 	require.NoError(b, err)
 	series := countSeries(page)
+	if profileDir != "" {
+		saveProfile(b, pprof+"/heap", filepath.Join(profileDir, fmt.Sprintf("heap-%d.pprof", series)))
+	}
 
 	b.ReportMetric(float64(sent.Load())/elapsed, "dp/s")
 	b.ReportMetric(float64(sent.Load())/cpu, "dp/cpu-s")
@@ -140,6 +164,16 @@ func agentMetrics(agent int) pmetric.Metrics {
 		}
 	}
 	return md
+}
+
+func saveProfile(tb testing.TB, url, path string) {
+	body, err := get(url)
+	if err == nil {
+		err = os.WriteFile(path, body, 0o644)
+	}
+	if err != nil {
+		tb.Errorf("profile %s: %v", url, err)
+	}
 }
 
 func setTimestamps(md pmetric.Metrics, ts pcommon.Timestamp) {
