@@ -20,8 +20,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,7 +61,7 @@ func benchmarkGateway(b *testing.B, agents int, duration time.Duration) {
 			"service::extensions=[health_check, bearertokenauth/agents, pprof]")
 	}
 	gateway := stack.StartGateway(b, secrets, sets...)
-	waitFor(b, "the gateway to be healthy", func() bool { _, err := get(gateway.Health); return err == nil })
+	stack.Eventually(b, time.Minute, "the gateway to be healthy", func() bool { _, err := stack.Get(gateway.Health, 10*time.Second); return err == nil })
 	proc, err := procfs.NewProc(gateway.Process.PID())
 	require.NoError(b, err)
 
@@ -88,8 +86,8 @@ func benchmarkGateway(b *testing.B, agents int, duration time.Duration) {
 	for i := range agents {
 		require.NoError(b, send(i))
 	}
-	waitFor(b, "every series on the gateway's page", func() bool {
-		page, err := get(gateway.Metrics)
+	stack.Eventually(b, time.Minute, "every series on the gateway's page", func() bool {
+		page, err := stack.Get(gateway.Metrics, time.Minute)
 		return err == nil && countSeries(page) >= agents*seriesPerAgent
 	})
 
@@ -125,7 +123,7 @@ func benchmarkGateway(b *testing.B, agents int, duration time.Duration) {
 	require.NoError(b, err)
 
 	renderStart := time.Now()
-	page, err := get(gateway.Metrics)
+	page, err := stack.Get(gateway.Metrics, time.Minute)
 	render := time.Since(renderStart)
 	require.NoError(b, err)
 	series := countSeries(page)
@@ -167,7 +165,7 @@ func agentMetrics(agent int) pmetric.Metrics {
 }
 
 func saveProfile(tb testing.TB, url, path string) {
-	body, err := get(url)
+	body, err := stack.Get(url, 2*time.Minute)
 	if err == nil {
 		err = os.WriteFile(path, body, 0o644)
 	}
@@ -208,29 +206,4 @@ func countSeries(page []byte) int {
 		i = j + 1
 	}
 	return n
-}
-
-func get(url string) ([]byte, error) {
-	resp, err := http.Get(url) //nolint:gosec // the test's own loopback address
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return io.ReadAll(resp.Body)
-}
-
-// waitFor polls cond until it holds or a minute passes (a hung gateway), then fails.
-func waitFor(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	tb.Fatalf("timed out waiting for %s", what)
 }

@@ -222,11 +222,7 @@ func TestDeployedConfigsValidate(t *testing.T) {
 	for name, dir := range overlays {
 		t.Run(name, func(t *testing.T) {
 			objs := objects(t, render(t, dir))
-			configs := map[string]string{}
-			for _, o := range ofKind(objs, "ConfigMap") {
-				cm := convert[corev1.ConfigMap](t, o)
-				configs[cm.Name] = cm.Data["config.yaml"]
-			}
+			configs := collectorConfigs(t, objs)
 			var pods []corev1.PodSpec
 			for _, o := range ofKind(objs, "DaemonSet") {
 				pods = append(pods, convert[appsv1.DaemonSet](t, o).Spec.Template.Spec)
@@ -277,6 +273,16 @@ func TestDeployedConfigsValidate(t *testing.T) {
 	}
 }
 
+// collectorConfigs maps each ConfigMap's name to its config.yaml.
+func collectorConfigs(t testing.TB, objs []*unstructured.Unstructured) map[string]string {
+	configs := map[string]string{}
+	for _, o := range ofKind(objs, "ConfigMap") {
+		cm := convert[corev1.ConfigMap](t, o)
+		configs[cm.Name] = cm.Data["config.yaml"]
+	}
+	return configs
+}
+
 func configMapOf(t testing.TB, pod corev1.PodSpec) string {
 	i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == "config" })
 	require.GreaterOrEqual(t, i, 0, "a volume named config")
@@ -307,11 +313,7 @@ func TestOneWatchdog(t *testing.T) {
 	for name, dir := range overlays {
 		t.Run(name, func(t *testing.T) {
 			objs := objects(t, render(t, dir))
-			configs := map[string]string{}
-			for _, o := range ofKind(objs, "ConfigMap") {
-				cm := convert[corev1.ConfigMap](t, o)
-				configs[cm.Name] = cm.Data["config.yaml"]
-			}
+			configs := collectorConfigs(t, objs)
 			var watchdogs []*appsv1.Deployment
 			gatewayReplicas := int32(0)
 			for _, o := range ofKind(objs, "Deployment") {

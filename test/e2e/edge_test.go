@@ -79,7 +79,7 @@ func runEdgeOutage(t *testing.T, agentSets ...string) []string {
 	// The backlog drains in order, so once a collection made after the gateway came back is in
 	// Prometheus, everything before it has been delivered or dropped.
 	back := time.Now()
-	waitLong(t, "a collection made after the gateway came back in Prometheus", func() bool {
+	waitDrained(t, "a collection made after the gateway came back in Prometheus", func() bool {
 		for _, r := range edgeReceivers {
 			q := fmt.Sprintf(`timestamp(collector_iteration_count_total{node_name=%q, name=%q}) > %d`, edgeNode, r, back.Unix())
 			if store.count(t, q) != 1 {
@@ -154,7 +154,7 @@ func TestEdgeQueueFull(t *testing.T) {
 
 	gateway.Process = gateway.Process.StartAgain(t)
 	back := time.Now()
-	waitLong(t, "a collection made after the gateway came back in Prometheus", func() bool {
+	waitDrained(t, "a collection made after the gateway came back in Prometheus", func() bool {
 		q := fmt.Sprintf(`timestamp(collector_iteration_count_total{node_name=%q, name="task"}) > %d`, edgeNode, back.Unix())
 		return store.count(t, q) == 1
 	})
@@ -206,18 +206,11 @@ func waitCollectedMore(t testing.TB, agent *stack.Agent, n int) map[string]int {
 	return c
 }
 
-// waitLong is eventually with a deadline that also covers gRPC's reconnection backoff (it grows
-// during the outage) and the drain of the backlog.
-func waitLong(t testing.TB, what string, cond func() bool) {
+// waitDrained is eventually with a deadline that also covers gRPC's reconnection backoff (it
+// grows during the outage) and the drain of the backlog.
+func waitDrained(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
+	stack.Eventually(t, 3*time.Minute, what, cond)
 }
 
 // sample series: a series' labels and its samples' timestamps (ms) and values.
