@@ -282,6 +282,10 @@ func missingCollections(t testing.TB, all []sampleSeries, collected []map[string
 		receiver := slices.IndexFunc(edgeReceivers, func(r string) bool {
 			return strings.HasSuffix(s.labels["otel_scope_name"], "/receiver/"+r+"receiver")
 		})
+		if strings.HasSuffix(s.labels["otel_scope_name"], "/processor/gpuattributionprocessor") {
+			// The attribution's series are made from each gpu batch, and travel with it.
+			receiver = slices.Index(edgeReceivers, "gpu")
+		}
 		require.GreaterOrEqual(t, receiver, 0, "%s: from neither receiver", s)
 		for i, run := range runs[edgeReceivers[receiver]] {
 			// A run's samples lie between its first collection and the next run's (a
