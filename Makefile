@@ -20,8 +20,8 @@ E2E_PKGS     ?= ./test/... ./receiver/k8swatchdogreceiver/ ./cmd/gpureport/...
 KUBE_APISERVER = $$(test/kube/build-apiserver.sh)
 # kubectl of the same version, for the tests of deploy/.
 KUBECTL_TEST   = $$(test/kube/build-apiserver.sh kubectl)
-COMPONENTS   := $(shell find receiver processor exporter -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
-SOURCES      := $(shell find receiver processor exporter internal -name '*.go' 2>/dev/null) go.mod go.sum builder-config.yaml
+COMPONENTS   := $(shell find receiver processor exporter extension -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
+SOURCES      := $(shell find receiver processor exporter extension internal -name '*.go' 2>/dev/null) go.mod go.sum builder-config.yaml
 
 .PHONY: all build image run demo demo-dcgm report test test-gpu unit e2e bench lint generate tools deps clean render deploy undeploy secrets
 
@@ -89,11 +89,13 @@ e2e: $(BIN) image
 	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_IMAGE=$(CURDIR)/$(IMAGE) KUBE_APISERVER_BIN=$(KUBE_APISERVER) KUBECTL_BIN=$(KUBECTL_TEST) \
 		$(GO) test -count=1 -tags e2e $(E2E_PKGS) $(if $(E2E_FLAGS),-args $(E2E_FLAGS))
 
-## bench: collection cost (Go benchmarks) and whole-process CPU/RSS next to node_exporter
+## bench: collection cost (Go benchmarks), whole-process CPU/RSS next to node_exporter, the gateway
+## at saturation (bench/gateway) and the edge queue's bytes per collection (test/e2e)
 bench: $(BIN)
 	$(GO) test -run '^$$' -bench . -benchmem ./receiver/... ./processor/... ./cmd/...
 	KUBE_APISERVER_BIN=$(KUBE_APISERVER) $(GO) test -tags e2e -run '^$$' -bench BenchmarkLargeCluster -benchtime 20x ./receiver/k8swatchdogreceiver/
 	$(GO) run ./bench/procload -otelcol $(BIN) -duration $(BENCH_DURATION)
+	OTELCOL_BIN=$(CURDIR)/$(BIN) $(GO) test -tags e2e -run '^$$' -bench . -benchtime 1x ./bench/gateway/ ./test/e2e/
 
 ## lint: go vet and gofmt
 lint:

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -20,7 +21,6 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
@@ -75,9 +75,7 @@ type Settings struct {
 
 // Client caches the kubelet's pod-resources answers.
 type Client struct {
-	set    Settings
-	conn   *grpc.ClientConn
-	lister v1.PodResourcesListerClient
+	set Settings
 	// newTicker is the refresh clock, a seam for tests.
 	newTicker refresh.Ticker
 	loop      *refresh.Loop
@@ -93,28 +91,13 @@ type Client struct {
 
 // New makes a client; no connection is attempted before Start.
 func New(set Settings) (*Client, error) {
+	if set.Socket == "" {
+		return nil, errors.New("pod-resources socket: no path")
+	}
 	if set.Logger == nil {
 		set.Logger = zap.NewNop()
 	}
-	conn, err := grpc.NewClient("unix:"+set.Socket,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes)),
-		// Reconnect within one refresh interval once the kubelet is back (gRPC's default backoff
-		// grows to two minutes).
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: max(set.RefreshInterval, time.Second)},
-			MinConnectTimeout: set.Timeout,
-		}),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("pod-resources socket %s: %w", set.Socket, err)
-	}
-	return &Client{
-		set:       set,
-		conn:      conn,
-		lister:    v1.NewPodResourcesListerClient(conn),
-		newTicker: refresh.RealTicker,
-	}, nil
+	return &Client{set: set, newTicker: refresh.RealTicker}, nil
 }
 
 // Start asks the kubelet now and then on every refresh interval, in the background.
@@ -129,7 +112,6 @@ func (c *Client) Close() {
 		if c.loop != nil {
 			c.loop.Stop()
 		}
-		_ = c.conn.Close()
 	})
 }
 
@@ -175,13 +157,48 @@ func (c *Client) Refresh() {
 	c.snapshot = snap
 }
 
+// connect opens one connection for one refresh. The socket is dialled here, not by gRPC: a
+// gRPC channel left open on a missing or dead socket reconnects in the background and logs a
+// warning at every attempt, forever (a workstation has no kubelet), where the client's own
+// failure path logs once. The connection is closed after the refresh, so nothing runs between
+// refreshes.
+func (c *Client) connect(ctx context.Context) (*grpc.ClientConn, error) {
+	var dialer net.Dialer
+	first, err := dialer.DialContext(ctx, "unix", c.set.Socket)
+	if err != nil {
+		return nil, err
+	}
+	var handedOver atomic.Bool
+	conn, err := grpc.NewClient("passthrough:///kubelet",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes)),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			if handedOver.CompareAndSwap(false, true) {
+				return first, nil
+			}
+			return dialer.DialContext(ctx, "unix", c.set.Socket)
+		}),
+	)
+	if err != nil {
+		first.Close()
+		return nil, fmt.Errorf("pod-resources socket %s: %w", c.set.Socket, err)
+	}
+	return conn, nil
+}
+
 func (c *Client) list(ctx context.Context) (*Snapshot, error) {
+	conn, err := c.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	lister := v1.NewPodResourcesListerClient(conn)
 	c.mu.RLock()
 	allocatable := c.allocatable
 	c.mu.RUnlock()
 	if allocatable == nil {
 		c.calls.Add(1)
-		resp, err := c.lister.GetAllocatableResources(ctx, &v1.AllocatableResourcesRequest{})
+		resp, err := lister.GetAllocatableResources(ctx, &v1.AllocatableResourcesRequest{})
 		if err != nil {
 			return nil, fmt.Errorf("GetAllocatableResources: %w", err)
 		}
@@ -194,7 +211,7 @@ func (c *Client) list(ctx context.Context) (*Snapshot, error) {
 		c.mu.Unlock()
 	}
 	c.calls.Add(1)
-	resp, err := c.lister.List(ctx, &v1.ListPodResourcesRequest{})
+	resp, err := lister.List(ctx, &v1.ListPodResourcesRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("List: %w", err)
 	}

@@ -4,9 +4,12 @@
 package podresources
 
 import (
+	"bytes"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,12 +18,40 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc/grpclog"
 	v1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources/podresourcestest"
 )
 
 const gpu = "nvidia.com/gpu"
+
+// grpcWarnings is what gRPC logs at warning level and above; the collector routes gRPC's log to
+// its own at that level, so anything here would reach the user's console.
+var grpcWarnings lockedBuffer
+
+func TestMain(m *testing.M) {
+	// Before any gRPC call: gRPC reads its logger without a lock.
+	grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, &grpcWarnings, &grpcWarnings))
+	os.Exit(m.Run())
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
 
 // socketPath is short: unix socket paths are limited to 108 bytes and t.TempDir() can be long.
 func socketPath(t *testing.T) string {
@@ -80,6 +111,7 @@ func TestUnavailable(t *testing.T) {
 		assert.EqualValues(t, 2, c.Failures())
 		assert.Equal(t, 1, logs.FilterMessageSnippet("GPU allocations come from the next source").Len(), "one log line, not one per refresh")
 		assert.Equal(t, zapcore.InfoLevel, logs.All()[0].Level, "no socket is not a fault: not every node is a kubelet node")
+		assert.Empty(t, grpcWarnings.String(), "no gRPC channel is left reconnecting (and logging) between refreshes")
 	})
 	t.Run("refusing", func(t *testing.T) {
 		// A socket file nobody listens on, as a kubelet that died leaves it.
@@ -94,6 +126,7 @@ func TestUnavailable(t *testing.T) {
 		assert.EqualValues(t, 1, c.Failures())
 		assert.Equal(t, 1, logs.FilterMessageSnippet("GPU allocations come from the next source").Len())
 		assert.Equal(t, zapcore.WarnLevel, logs.All()[0].Level)
+		assert.Empty(t, grpcWarnings.String(), "no gRPC channel is left reconnecting (and logging) between refreshes")
 	})
 	t.Run("hanging then back", func(t *testing.T) {
 		srv := startServer(t)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -40,7 +41,7 @@ func kubectlBinary(t testing.TB) string {
 
 // overlays are what `make deploy OVERLAY=...` renders, and the base with every optional
 // component.
-var overlays = map[string]string{"base": "deploy/base", "edge": "deploy/overlays/edge", "components": "test/e2e/testdata/deploy-components"}
+var overlays = map[string]string{"base": "deploy/base", "edge": "deploy/overlays/edge", "scale-out": "deploy/overlays/scale-out", "components": "test/e2e/testdata/deploy-components"}
 
 // render is `make render`: kubectl's own kustomize, allowed to read distro/ (the configurations
 // are those files, not copies).
@@ -221,11 +222,7 @@ func TestDeployedConfigsValidate(t *testing.T) {
 	for name, dir := range overlays {
 		t.Run(name, func(t *testing.T) {
 			objs := objects(t, render(t, dir))
-			configs := map[string]string{}
-			for _, o := range ofKind(objs, "ConfigMap") {
-				cm := convert[corev1.ConfigMap](t, o)
-				configs[cm.Name] = cm.Data["config.yaml"]
-			}
+			configs := collectorConfigs(t, objs)
 			var pods []corev1.PodSpec
 			for _, o := range ofKind(objs, "DaemonSet") {
 				pods = append(pods, convert[appsv1.DaemonSet](t, o).Spec.Template.Spec)
@@ -277,6 +274,16 @@ func TestDeployedConfigsValidate(t *testing.T) {
 	}
 }
 
+// collectorConfigs maps each ConfigMap's name to its config.yaml.
+func collectorConfigs(t testing.TB, objs []*unstructured.Unstructured) map[string]string {
+	configs := map[string]string{}
+	for _, o := range ofKind(objs, "ConfigMap") {
+		cm := convert[corev1.ConfigMap](t, o)
+		configs[cm.Name] = cm.Data["config.yaml"]
+	}
+	return configs
+}
+
 func configMapOf(t testing.TB, pod corev1.PodSpec) string {
 	i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == "config" })
 	require.GreaterOrEqual(t, i, 0, "a volume named config")
@@ -294,5 +301,61 @@ func placeholder(e corev1.EnvVar) string {
 		return "10.0.0.1"
 	default:
 		return "node-1"
+	}
+}
+
+// TestOneWatchdog checks the one-watchdog rule in every layout deploy/ renders: exactly one
+// workload runs k8s_watchdog (its configuration's pipelines, as the container's --set arguments
+// leave them), with one replica, and where the OTLP gateway is scaled out the watchdog is a
+// Deployment of its own whose rollout never runs two (strategy Recreate). The edge overlay runs
+// no gateway at all.
+func TestOneWatchdog(t *testing.T) {
+	setReceivers := regexp.MustCompile(`^--set=service::pipelines::([^:]+)::receivers=\[(.*)\]$`)
+	for name, dir := range overlays {
+		t.Run(name, func(t *testing.T) {
+			objs := objects(t, render(t, dir))
+			configs := collectorConfigs(t, objs)
+			var watchdogs []*appsv1.Deployment
+			gatewayReplicas := int32(0)
+			for _, o := range ofKind(objs, "Deployment") {
+				d := convert[appsv1.Deployment](t, o)
+				var cfg struct {
+					Service struct {
+						Pipelines map[string]struct {
+							Receivers []string `yaml:"receivers"`
+						} `yaml:"pipelines"`
+					} `yaml:"service"`
+				}
+				require.NoError(t, yaml.Unmarshal([]byte(configs[configMapOf(t, d.Spec.Template.Spec)]), &cfg))
+				receivers := map[string][]string{}
+				for p, pipeline := range cfg.Service.Pipelines {
+					receivers[p] = pipeline.Receivers
+				}
+				for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
+					if m := setReceivers.FindStringSubmatch(arg); m != nil {
+						receivers[m[1]] = strings.Split(strings.ReplaceAll(m[2], " ", ""), ",")
+					}
+				}
+				runs := false
+				for _, r := range receivers {
+					runs = runs || slices.Contains(r, "k8s_watchdog")
+				}
+				if runs {
+					watchdogs = append(watchdogs, d)
+				} else {
+					gatewayReplicas += *d.Spec.Replicas
+				}
+			}
+			if name == "edge" {
+				assert.Empty(t, watchdogs, "edge nodes run agents only")
+				return
+			}
+			require.Len(t, watchdogs, 1, "one workload runs k8s_watchdog")
+			assert.Equal(t, int32(1), *watchdogs[0].Spec.Replicas, "%s runs k8s_watchdog: one replica", watchdogs[0].Name)
+			if gatewayReplicas > 0 {
+				assert.Equal(t, appsv1.RecreateDeploymentStrategyType, watchdogs[0].Spec.Strategy.Type,
+					"%s: a rolling update would run two watchdogs for a while", watchdogs[0].Name)
+			}
+		})
 	}
 }

@@ -10,10 +10,7 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -68,37 +65,13 @@ func startCollectorWithOutput(t testing.TB, config string, sets ...string) (stri
 	return fmt.Sprintf("http://127.0.0.1:%d/metrics", port), out
 }
 
-// eventually polls cond until it holds or the deadline passes; the deadline bounds a hung peer,
-// it is not a performance assertion.
+// eventually polls cond until it holds or a minute passes.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
+	stack.Eventually(t, time.Minute, what, cond)
 }
 
-func httpGet(url string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return io.ReadAll(resp.Body)
-}
+func httpGet(url string) ([]byte, error) { return stack.Get(url, 10*time.Second) }
 
 // scrape fetches and parses a Prometheus text endpoint.
 func scrape(url string) (map[string]*dto.MetricFamily, []byte, error) {

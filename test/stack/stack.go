@@ -12,8 +12,11 @@ package stack // import "github.com/otelcol-gpu/otelcol-gpu/test/stack"
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,6 +55,40 @@ func FreePort(tb testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Get fetches url and returns its body; a status other than 200 is an error. timeout bounds a
+// hung peer.
+func Get(url string, timeout time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return io.ReadAll(resp.Body)
+}
+
+// Eventually polls cond until it holds, and fails the test naming what it waited for once
+// within has passed. The deadline bounds a hung peer; it is not a performance assertion.
+func Eventually(tb testing.TB, within time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	tb.Fatalf("timed out waiting for %s", what)
 }
 
 // Endpoints are where a collector listens.
@@ -144,6 +181,8 @@ func StartAgent(tb testing.TB, s *Secrets, o AgentOptions) *Agent {
 		"exporters::otlp_grpc/gateway::tls::ca_file="+o.CAFile,
 		"extensions::bearertokenauth/gateway::filename="+o.TokenFile,
 		"extensions::file_storage/queue::directory="+o.QueueDir,
+		"extensions::file_storage/queue::compaction::directory="+o.QueueDir,
+		"extensions::file_storage_check/queue::directory="+o.QueueDir,
 	)
 	env := []string{"MY_POD_IP=127.0.0.1", "K8S_NODE_NAME=" + o.NodeName, "K8S_NODE_IP=" + o.NodeIP}
 	return &Agent{Endpoints: ep, Process: Start(tb, Binary(tb), config("agent.yaml", append(args, o.Sets...)), env)}
@@ -212,8 +251,18 @@ func (p *Process) Stop(sig syscall.Signal) {
 func (p *Process) Restart(tb testing.TB, sig syscall.Signal) *Process {
 	tb.Helper()
 	p.Stop(sig)
+	return p.StartAgain(tb)
+}
+
+// StartAgain starts a stopped process again with the same arguments and environment, e.g. a
+// gateway back after an outage the test made with Stop.
+func (p *Process) StartAgain(tb testing.TB) *Process {
+	tb.Helper()
 	return Start(tb, p.bin, p.args, p.env)
 }
+
+// PID is the process's id (for reading its CPU time and memory under /proc).
+func (p *Process) PID() int { return p.cmd.Process.Pid }
 
 // Exited is closed when the process has exited.
 func (p *Process) Exited() <-chan struct{} { return p.exited }

@@ -1,0 +1,419 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
+)
+
+// The edge node of these tests and the receivers whose collections they count.
+const edgeNode = "edge-1"
+
+var edgeReceivers = []string{"task", "gpu"}
+
+// TestEdgeZeroLoss is the edge promise end to end, on distro/agent.yaml and distro/gateway.yaml
+// as they ship: an agent (simulated GPUs, a fixture host) pushes to a gateway that remote-writes
+// into a real Prometheus. The gateway goes down; during the outage the agent keeps collecting,
+// is stopped with SIGTERM and started again, then killed with SIGKILL and started again; then
+// the gateway comes back. Every collection of every run of the agent must be in Prometheus.
+//
+// The test shortens what is about time (collection every second, backoffs, an outage of
+// seconds) but not what decides delivery: retry until delivered, fsync, one consumer, the
+// queue's bound all come from distro/agent.yaml. The outage outlasts the retry window that
+// TestEdgeLossIsReported sets, which stands for the default 5 minutes scaled down alike.
+func TestEdgeZeroLoss(t *testing.T) {
+	lost := runEdgeOutage(t)
+	assert.Empty(t, lost, "collections missing in Prometheus after the outage")
+}
+
+// TestEdgeLossIsReported is TestEdgeZeroLoss with a retry window shorter than the outage (what
+// the exporter's default of 5 minutes does to a longer outage): the check must name the lost
+// collections, or it could not fail.
+func TestEdgeLossIsReported(t *testing.T) {
+	lost := runEdgeOutage(t, "exporters::otlp_grpc/gateway::retry_on_failure::max_elapsed_time=2s")
+	require.NotEmpty(t, lost, "a retry window shorter than the outage loses collections, and the check must see it")
+	t.Logf("lost, as expected with a 2 s retry window:\n%s", strings.Join(lost, "\n"))
+}
+
+// runEdgeOutage plays the outage and returns what Prometheus lacks (see missingCollections).
+func runEdgeOutage(t *testing.T, agentSets ...string) []string {
+	t.Helper()
+	secrets, store, gateway := startEdgeStore(t)
+	agent := stack.StartAgent(t, secrets, edgeAgentOptions(t, gateway, agentSets...))
+	eventually(t, "the agent's first collections in Prometheus", func() bool {
+		return store.count(t, fmt.Sprintf(`collector_iteration_count_total{node_name=%q, name="task"} >= 2`, edgeNode)) == 1
+	})
+
+	// What each run of the agent has collected at least, read from its own page just before it
+	// is stopped (it may collect once more before the signal lands).
+	var collected []map[string]int
+	gateway.Process.Stop(syscall.SIGKILL)
+	for _, stop := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		collected = append(collected, waitCollectedMore(t, agent, 4))
+		agent.Process = agent.Process.Restart(t, stop)
+	}
+	waitCollectedMore(t, agent, 4)
+	gateway.Process = gateway.Process.StartAgain(t)
+	waitHealthy(t, "the gateway, back", gateway.Health)
+
+	// The backlog drains in order, so once a collection made after the gateway came back is in
+	// Prometheus, everything before it has been delivered or dropped.
+	back := time.Now()
+	waitDrained(t, "a collection made after the gateway came back in Prometheus", func() bool {
+		for _, r := range edgeReceivers {
+			q := fmt.Sprintf(`timestamp(collector_iteration_count_total{node_name=%q, name=%q}) > %d`, edgeNode, r, back.Unix())
+			if store.count(t, q) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	collected = append(collected, collections(t, agent))
+	return missingCollections(t, store.samples(t, fmt.Sprintf(`{node_name=%q}[1h]`, edgeNode)), collected)
+}
+
+// startEdgeStore starts a Prometheus that takes remote write and distro/gateway.yaml writing
+// into it (its prometheusremotewrite/store exporter, in the pipeline the README shows).
+func startEdgeStore(t testing.TB) (*stack.Secrets, remoteWriteStore, *stack.Gateway) {
+	t.Helper()
+	secrets := stack.NewSecrets(t)
+	store := startRemoteWriteStore(t)
+	gateway := stack.StartGateway(t, secrets,
+		"exporters::prometheusremotewrite/store::endpoint="+store.writeURL,
+		"service::pipelines::metrics/remote_write::receivers=[otlp]",
+		"service::pipelines::metrics/remote_write::processors=[memory_limiter]",
+		"service::pipelines::metrics/remote_write::exporters=[prometheusremotewrite/store]",
+	)
+	waitHealthy(t, "the gateway", gateway.Health)
+	return secrets, store, gateway
+}
+
+// edgeAgentOptions play the edge node with simulated GPUs on a fixture host, collecting every
+// second and retrying within a second: only what is about time is shortened.
+func edgeAgentOptions(t testing.TB, gateway *stack.Gateway, sets ...string) stack.AgentOptions {
+	options := agentOptions(t, gateway, edgeNode, "10.0.0.1")
+	options.Sets = append(options.Sets,
+		"receivers::gpu::backend=simulated",
+		"receivers::gpu::scenario="+filepath.Join(repoRoot(t), "distro", "scenarios", "dgx-a100-demo.yaml"),
+		"exporters::otlp_grpc/gateway::retry_on_failure::initial_interval=100ms",
+		"exporters::otlp_grpc/gateway::retry_on_failure::max_interval=500ms",
+	)
+	options.Sets = append(options.Sets, sets...)
+	return options
+}
+
+// TestEdgeQueueFull fills the agent's queue while the gateway is down (its bound made small):
+// the agent keeps running and serving its own page, refuses the newest collections and counts
+// them in otelcol_exporter_enqueue_failed_metric_points; what it had queued, the oldest, is
+// delivered when the gateway is back.
+func TestEdgeQueueFull(t *testing.T) {
+	secrets, store, gateway := startEdgeStore(t)
+	gateway.Process.Stop(syscall.SIGKILL)
+	agent := stack.StartAgent(t, secrets, edgeAgentOptions(t, gateway, "exporters::otlp_grpc/gateway::sending_queue::queue_size=300000"))
+
+	refused := func() float64 {
+		families, _, err := scrape(agent.Telemetry)
+		if err != nil || families["otelcol_exporter_enqueue_failed_metric_points"] == nil {
+			return 0
+		}
+		total := 0.0
+		for _, m := range families["otelcol_exporter_enqueue_failed_metric_points"].GetMetric() {
+			total += valueOf(m)
+		}
+		return total
+	}
+	eventually(t, "the full queue to refuse metric points", func() bool { return refused() > 0 })
+	full := collections(t, agent)
+	waitCollectedMore(t, agent, full["task"]+4)
+	select {
+	case <-agent.Process.Exited():
+		t.Fatal("the agent exited with a full queue")
+	default:
+	}
+	waitHealthy(t, "the agent with a full queue", agent.Health)
+
+	gateway.Process = gateway.Process.StartAgain(t)
+	back := time.Now()
+	waitDrained(t, "a collection made after the gateway came back in Prometheus", func() bool {
+		q := fmt.Sprintf(`timestamp(collector_iteration_count_total{node_name=%q, name="task"}) > %d`, edgeNode, back.Unix())
+		return store.count(t, q) == 1
+	})
+	got := store.samples(t, fmt.Sprintf(`collector_iteration_count_total{node_name=%q}[1h]`, edgeNode))
+	require.Len(t, got, len(edgeReceivers))
+	gaps := 0
+	for _, s := range got {
+		assert.Equal(t, 1.0, s.values[0], "%s: the oldest collection is kept: %v", s, s.values)
+		for i := 1; i < len(s.values); i++ {
+			if s.values[i] != s.values[i-1]+1 {
+				gaps++
+			}
+		}
+	}
+	assert.Positive(t, gaps, "collections refused while the queue was full are missing: %v", got)
+}
+
+// collections reads, from the agent's own page, how often each receiver has collected in this
+// run.
+func collections(t testing.TB, agent *stack.Agent) map[string]int {
+	t.Helper()
+	n := map[string]int{}
+	eventually(t, "the agent's collection counters", func() bool {
+		families, _, err := scrape(agent.Metrics)
+		if err != nil || families["collector_iteration_count_total"] == nil {
+			return false
+		}
+		for _, m := range families["collector_iteration_count_total"].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "name" {
+					n[l.GetValue()] = int(m.GetCounter().GetValue())
+				}
+			}
+		}
+		return n["task"] > 0 && n["gpu"] > 0
+	})
+	return n
+}
+
+// waitCollectedMore waits until every receiver of the agent's current run has collected more
+// times than n, and returns how often each has.
+func waitCollectedMore(t testing.TB, agent *stack.Agent, n int) map[string]int {
+	t.Helper()
+	var c map[string]int
+	eventually(t, fmt.Sprintf("more than %d collections of each receiver", n), func() bool {
+		c = collections(t, agent)
+		return c["task"] > n && c["gpu"] > n
+	})
+	return c
+}
+
+// waitDrained is eventually with a deadline that also covers gRPC's reconnection backoff (it
+// grows during the outage) and the drain of the backlog.
+func waitDrained(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	stack.Eventually(t, 3*time.Minute, what, cond)
+}
+
+// sample series: a series' labels and its samples' timestamps (ms) and values.
+type sampleSeries struct {
+	labels     map[string]string
+	timestamps []int64
+	values     []float64
+}
+
+func (s sampleSeries) String() string {
+	keys := make([]string, 0, len(s.labels))
+	for k := range s.labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%q", k, s.labels[k])
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+// missingCollections checks that every collection of every run is in Prometheus for every
+// series, and describes each one that is not. A run of the agent is a stretch of
+// collector_iteration_count_total{name=<receiver>} that counts up (the counter starts again
+// from 1 with each process): within a run it must go 1, 2, ... with no step missing. Every other
+// series of that receiver (its otel_scope_name) must then have a sample for each collection of
+// each run, but the run's first (a rate needs two readings). A sample that Prometheus refused
+// (out of order, or a duplicate timestamp with another value) is a missing one.
+//
+// collected says, for each run, how many collections of each receiver it made at least.
+func missingCollections(t testing.TB, all []sampleSeries, collected []map[string]int) []string {
+	t.Helper()
+	var lost []string
+	runs := map[string][][]int64{} // receiver -> runs -> collection timestamps
+	for _, s := range all {
+		receiver := s.labels["name"]
+		if s.labels["__name__"] != "collector_iteration_count_total" || !slices.Contains(edgeReceivers, receiver) {
+			continue
+		}
+		var run []int64
+		previous := 0.0
+		for i, v := range s.values {
+			if v <= previous { // a new process
+				runs[receiver] = append(runs[receiver], run)
+				run, previous = nil, 0
+			}
+			if v != previous+1 {
+				lost = append(lost, fmt.Sprintf("%s: run %d: collection %v comes after %v", receiver, len(runs[receiver])+1, v, previous))
+			}
+			run, previous = append(run, s.timestamps[i]), v
+		}
+		runs[receiver] = append(runs[receiver], run)
+		t.Logf("%s collections in Prometheus: %v", receiver, s.values)
+	}
+	for _, r := range edgeReceivers {
+		// The first run before the outage, then one after SIGTERM and one after SIGKILL.
+		if len(runs[r]) != len(collected) {
+			lost = append(lost, fmt.Sprintf("%s: %d runs of the agent in Prometheus, want %d", r, len(runs[r]), len(collected)))
+			continue
+		}
+		for i, run := range runs[r] {
+			if len(run) < collected[i][r] {
+				lost = append(lost, fmt.Sprintf("%s: run %d: %d collections in Prometheus, the agent made %d", r, i+1, len(run), collected[i][r]))
+			}
+		}
+	}
+	for _, s := range all {
+		receiver := slices.IndexFunc(edgeReceivers, func(r string) bool {
+			return strings.HasSuffix(s.labels["otel_scope_name"], "/receiver/"+r+"receiver")
+		})
+		if strings.HasSuffix(s.labels["otel_scope_name"], "/processor/gpuattributionprocessor") {
+			// The attribution's series are made from each gpu batch, and travel with it.
+			receiver = slices.Index(edgeReceivers, "gpu")
+		}
+		require.GreaterOrEqual(t, receiver, 0, "%s: from neither receiver", s)
+		for i, run := range runs[edgeReceivers[receiver]] {
+			// A run's samples lie between its first collection and the next run's (a
+			// measurement may be stamped a little before the collection's counter).
+			from, to := run[0]-500, int64(math.MaxInt64)
+			if next := runs[edgeReceivers[receiver]][i+1:]; len(next) > 0 {
+				to = next[0][0] - 500
+			}
+			have := 0
+			for _, ts := range s.timestamps {
+				if ts >= from && ts < to {
+					have++
+				}
+			}
+			if have < len(run)-1 {
+				lost = append(lost, fmt.Sprintf("%s: run %d has %d samples of its %d collections", s, i+1, have, len(run)))
+			}
+		}
+	}
+	return lost
+}
+
+// remoteWriteStore is a real Prometheus that takes remote write, configured as deploy/ ships
+// Prometheus: no out_of_order_time_window, so a sample older than its series' newest is refused.
+type remoteWriteStore struct {
+	writeURL, api string
+}
+
+func startRemoteWriteStore(t testing.TB) remoteWriteStore {
+	t.Helper()
+	prometheus := requireTool(t, "prometheus")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "prometheus.yml")
+	require.NoError(t, os.WriteFile(cfg, []byte("global: {evaluation_interval: 1s}\n"), 0o644))
+	port := freePort(t)
+	startProcess(t, prometheus,
+		"--config.file="+cfg,
+		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
+		"--web.enable-remote-write-receiver",
+	)
+	store := remoteWriteStore{
+		writeURL: fmt.Sprintf("http://127.0.0.1:%d/api/v1/write", port),
+		api:      fmt.Sprintf("http://127.0.0.1:%d/api/v1/query?query=", port),
+	}
+	eventually(t, "Prometheus to answer", func() bool {
+		_, err := httpGet(fmt.Sprintf("http://127.0.0.1:%d/-/ready", port))
+		return err == nil
+	})
+	return store
+}
+
+// count is how many series an instant query returns (0 while Prometheus does not answer).
+func (s remoteWriteStore) count(t testing.TB, q string) int { return series(t, s.api, q) }
+
+// samples runs a range-vector query and returns each series' raw samples.
+func (s remoteWriteStore) samples(t testing.TB, q string) []sampleSeries {
+	t.Helper()
+	body, err := httpGet(s.api + url.QueryEscape(q))
+	require.NoError(t, err)
+	var resp struct {
+		Data struct {
+			ResultType string `json:"resultType"`
+			Result     []struct {
+				Metric map[string]string `json:"metric"`
+				Values [][2]any          `json:"values"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal(body, &resp))
+	require.Equal(t, "matrix", resp.Data.ResultType, q)
+	out := make([]sampleSeries, len(resp.Data.Result))
+	for i, r := range resp.Data.Result {
+		out[i].labels = r.Metric
+		for _, v := range r.Values {
+			ts, ok := v[0].(float64)
+			require.True(t, ok, "timestamp %v", v[0])
+			value, err := strconv.ParseFloat(fmt.Sprint(v[1]), 64)
+			require.NoError(t, err)
+			out[i].timestamps = append(out[i].timestamps, int64(ts*1000+0.5))
+			out[i].values = append(out[i].values, value)
+		}
+	}
+	return out
+}
+
+// TestEdgeCorruptQueue starts the agent on a queue directory whose metrics queue file a power
+// cut left as garbage: the agent starts, says so, moves the file aside, and delivers to the
+// gateway. Without distro/agent.yaml's file_storage_check the same start fails (what contrib's
+// file_storage does on its own, recreate or not), so the test sees the difference.
+func TestEdgeCorruptQueue(t *testing.T) {
+	secrets := stack.NewSecrets(t)
+	gateway := stack.StartGateway(t, secrets)
+	waitHealthy(t, "the gateway", gateway.Health)
+	corruptQueue := func() string {
+		dir := filepath.Join(t.TempDir(), "queue")
+		require.NoError(t, os.MkdirAll(dir, 0o700))
+		file := filepath.Join(dir, "exporter_otlp_grpc_gateway_metrics")
+		require.NoError(t, os.WriteFile(file, []byte(strings.Repeat("left by a power cut\n", 4096)), 0o600))
+		return dir
+	}
+
+	t.Run("without-the-check", func(t *testing.T) {
+		options := agentOptions(t, gateway, "unchecked", "10.0.0.2")
+		options.QueueDir = corruptQueue()
+		options.Sets = append(options.Sets, "service::extensions=[health_check, bearertokenauth/gateway, file_storage/queue]")
+		agent := stack.StartAgent(t, secrets, options)
+		eventually(t, "the agent without the check to exit", func() bool {
+			select {
+			case <-agent.Process.Exited():
+				return true
+			default:
+				return false
+			}
+		})
+		assert.Contains(t, agent.Process.Output(), "invalid database")
+	})
+
+	options := agentOptions(t, gateway, edgeNode, "10.0.0.1")
+	options.QueueDir = corruptQueue()
+	agent := stack.StartAgent(t, secrets, options)
+	waitHealthy(t, "the agent on a corrupt queue", agent.Health)
+	eventually(t, "the agent's series on the gateway", func() bool {
+		body, err := httpGet(gateway.Metrics)
+		return err == nil && strings.Contains(string(body), fmt.Sprintf("node_name=%q", edgeNode))
+	})
+	assert.Contains(t, agent.Process.Output(), "A persistent queue file was corrupt and is moved aside")
+	aside, err := filepath.Glob(filepath.Join(options.QueueDir, "exporter_otlp_grpc_gateway_metrics.corrupt-*"))
+	require.NoError(t, err)
+	assert.Len(t, aside, 1, "the corrupt file is kept beside the queue for a post-mortem")
+}
