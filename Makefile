@@ -23,7 +23,7 @@ KUBECTL_TEST   = $$(test/kube/build-apiserver.sh kubectl)
 COMPONENTS   := $(shell find receiver processor exporter extension -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
 SOURCES      := $(shell find receiver processor exporter extension internal -name '*.go' 2>/dev/null) go.mod go.sum builder-config.yaml
 
-.PHONY: all build image run demo report test test-gpu unit e2e bench lint generate tools deps clean render deploy undeploy secrets
+.PHONY: all build image run demo demo-dcgm report test test-gpu unit e2e bench lint generate tools deps clean render deploy undeploy secrets
 
 all: build
 
@@ -59,6 +59,9 @@ run: $(BIN)
 ## demo: a simulated 8-GPU node with its jobs' pods, plus this machine's node and task metrics on http://127.0.0.1:9102/metrics
 demo: $(BIN) $(DEMONODE)
 	$(DEMONODE) -- $(BIN) --config distro/demo.yaml
+## demo-dcgm: the same demo node under dcgm-exporter's names on http://127.0.0.1:9400/metrics
+demo-dcgm: $(BIN) $(DEMONODE)
+	$(DEMONODE) -- $(BIN) --config distro/demo-dcgm.yaml
 $(DEMONODE): $(SOURCES) $(wildcard cmd/demonode/*.go)
 	CGO_ENABLED=1 $(GO) build -o $@ ./cmd/demonode
 

@@ -17,6 +17,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/metricpoints"
 )
 
 // Tracker remembers the gauge and sum series of the last collection: one entry per series, so
@@ -55,7 +57,7 @@ func (t *Tracker) EndGone(md pmetric.Metrics, now pcommon.Timestamp) {
 			sm := rm.ScopeMetrics().At(j)
 			for k := 0; k < sm.Metrics().Len(); k++ {
 				m := sm.Metrics().At(k)
-				dps, ok := numberPoints(m)
+				dps, ok := metricpoints.Numbers(m)
 				if !ok {
 					continue
 				}
@@ -121,22 +123,11 @@ func appendEnds(md pmetric.Metrics, ended []series, now pcommon.Timestamp) {
 			s.metric.CopyTo(m)
 			metrics[metricKey] = m
 		}
-		dps, _ := numberPoints(m)
+		dps, _ := metricpoints.Numbers(m)
 		dp := dps.AppendEmpty()
 		dp.SetTimestamp(now)
 		dp.SetFlags(pmetric.DefaultDataPointFlags.WithNoRecordedValue(true))
 		s.attrs.CopyTo(dp.Attributes())
-	}
-}
-
-func numberPoints(m pmetric.Metric) (pmetric.NumberDataPointSlice, bool) {
-	switch m.Type() {
-	case pmetric.MetricTypeGauge:
-		return m.Gauge().DataPoints(), true
-	case pmetric.MetricTypeSum:
-		return m.Sum().DataPoints(), true
-	default:
-		return pmetric.NumberDataPointSlice{}, false
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/metricpoints"
 )
 
 // point is one data point, flattened for comparison.
@@ -67,7 +69,7 @@ func flatten(md pmetric.Metrics) []point {
 			sm := rm.ScopeMetrics().At(j)
 			for k := 0; k < sm.Metrics().Len(); k++ {
 				m := sm.Metrics().At(k)
-				dps, _ := numberPoints(m)
+				dps, _ := metricpoints.Numbers(m)
 				for l := 0; l < dps.Len(); l++ {
 					out = append(out, point{
 						resource: kvOf(rm.Resource().Attributes()), scope: sm.Scope().Name(), metric: m.Name(),

@@ -59,6 +59,12 @@ func TestDemoXID79(t *testing.T) {
 // scenario and --set overrides. It returns the metrics URL and the console.
 func startDemo(t *testing.T, scenario, podsFile string, sets ...string) (string, *stack.Process) {
 	t.Helper()
+	return startDemoWith(t, "demo.yaml", scenario, podsFile, sets...)
+}
+
+// startDemoWith is startDemo with another configuration of distro/ (demo-dcgm.yaml).
+func startDemoWith(t *testing.T, config, scenario, podsFile string, sets ...string) (string, *stack.Process) {
+	t.Helper()
 	root := repoRoot(t)
 	pods, err := demonode.LoadPods(podsFile)
 	require.NoError(t, err)
@@ -72,6 +78,6 @@ func startDemo(t *testing.T, scenario, podsFile string, sets ...string) (string,
 	require.NoError(t, err)
 	t.Cleanup(node.Close)
 	t.Setenv("OTELCOL_GPU_DEMO_ROOT", node.Root)
-	return startCollectorWithOutput(t, filepath.Join(root, "distro", "demo.yaml"),
+	return startCollectorWithOutput(t, filepath.Join(root, "distro", config),
 		append([]string{"receivers::gpu::scenario=" + scenario}, sets...)...)
 }

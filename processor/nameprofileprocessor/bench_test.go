@@ -1,0 +1,43 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package nameprofileprocessor
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/otelcol-gpu/otelcol-gpu/processor/nameprofileprocessor/internal/metadata"
+)
+
+// BenchmarkProfiles renames one collection of the demo's 8-GPU node (815 points) per
+// iteration; the batch is copied outside the timer, as the pipeline hands each its own.
+func BenchmarkProfiles(b *testing.B) {
+	collected := demoBatch(b)
+	for _, profile := range []string{ProfileDCGM, ProfileSemconv} {
+		b.Run(profile, func(b *testing.B) {
+			f := NewFactory()
+			cfg := f.CreateDefaultConfig().(*Config)
+			cfg.Profile = profile
+			p, err := f.CreateMetrics(context.Background(), processortest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
+			require.NoError(b, err)
+			batches := make([]pmetric.Metrics, b.N)
+			for i := range batches {
+				batches[i] = pmetric.NewMetrics()
+				collected.CopyTo(batches[i])
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := p.ConsumeMetrics(context.Background(), batches[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

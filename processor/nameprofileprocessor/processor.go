@@ -1,0 +1,351 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package nameprofileprocessor // import "github.com/otelcol-gpu/otelcol-gpu/processor/nameprofileprocessor"
+
+import (
+	"context"
+	"strconv"
+	"sync"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/processor"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/metricpoints"
+	"github.com/otelcol-gpu/otelcol-gpu/processor/nameprofileprocessor/internal/metadata"
+)
+
+// Names of the collected vocabulary the profiles read (gpu receiver, gpu_attribution).
+const (
+	attrMinorNumber   = "minor_number"
+	attrUUID          = "uuid"
+	attrNodeName      = "node_name"
+	attrJobName       = "job_name" // on every task resource of gpu_attribution, whose task_gpu_* points name the GPU
+	attrNamespace     = "namespace"
+	attrPodName       = "pod_name"
+	attrContainerName = "container_name"
+	metricGPUInfo     = "gpu_info"
+	metricXIDErrors   = "gpu_xid_errors_total"
+	metricTaskGPU     = "task_gpu_percent"
+	metricTaskGPUMem  = "task_gpu_mem_percent" // alone on a MIG slice, which has no utilization
+)
+
+type nameProfile struct {
+	profile *profile
+	mb      *metadata.MetricsBuilder
+
+	mu sync.Mutex
+	// xids is what DCGM_FI_DEV_XID_ERRORS needs across batches, by GPU UUID.
+	xids map[string]*lastXID
+}
+
+// lastXID follows one GPU's XID counters to tell which code occurred last.
+type lastXID struct {
+	start  pcommon.Timestamp // of the counters, which a receiver's restart resets
+	counts map[string]int64
+	code   int64
+}
+
+func newNameProfile(cfg *Config, set processor.Settings) *nameProfile {
+	return &nameProfile{
+		profile: profileFor(cfg.Profile),
+		mb:      metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, set),
+		xids:    map[string]*lastXID{},
+	}
+}
+
+// gpuIdentity is what the batch says about one GPU, from its device resource, its gpu_info
+// series and the task_gpu_* series of the tasks that hold it.
+type gpuIdentity struct {
+	minor, uuid, nodeName          string
+	model, pciBusID, driverVersion string
+	holders                        []holder
+}
+
+type holder struct{ namespace, pod, container string }
+
+// soleHolder is the container that holds the GPU alone. A GPU several containers share gets no
+// pod labels on its device series (each holder's share is its task_gpu_percent), so sums over
+// pods do not count the device twice.
+func (id gpuIdentity) soleHolder() (holder, bool) {
+	if len(id.holders) != 1 {
+		return holder{}, false
+	}
+	return id.holders[0], true
+}
+
+func (p *nameProfile) processMetrics(_ context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
+	if p.profile == nil {
+		return md, nil
+	}
+	ids := gpuIdentities(md)
+	rms := md.ResourceMetrics()
+	for i := 0; i < rms.Len(); i++ {
+		rm := rms.At(i)
+		res := resourceAttrs{rm.Resource().Attributes()}
+		uuid := res.str(attrUUID)
+		id, isGPU := ids[uuid]
+		isGPU = isGPU && res.has(attrMinorNumber) && !res.has(attrJobName)
+		if isGPU && p.profile.xidLastValue && rm.ScopeMetrics().Len() > 0 {
+			// The gpu receiver's one scope holds the GPU's XID counters.
+			p.recordLastXID(rm.ScopeMetrics().At(0).Metrics(), uuid)
+		}
+		for j := 0; j < rm.ScopeMetrics().Len(); j++ {
+			p.renameMetrics(rm.ScopeMetrics().At(j).Metrics(), id, isGPU)
+			forEachPointAttrs(rm.ScopeMetrics().At(j).Metrics(), func(attrs pcommon.Map) { renameKeys(attrs, p.profile.gpuKeys) })
+		}
+		if isGPU && p.profile.labelGPU != nil {
+			p.profile.labelGPU(res, id)
+		} else {
+			renameKeys(res.m, p.profile.gpuKeys)
+		}
+	}
+	return md, nil
+}
+
+// gpuIdentities gathers each GPU's facts from the batch by UUID.
+func gpuIdentities(md pmetric.Metrics) map[string]gpuIdentity {
+	ids := map[string]gpuIdentity{}
+	holders := map[string][]holder{}
+	rms := md.ResourceMetrics()
+	for i := 0; i < rms.Len(); i++ {
+		rm := rms.At(i)
+		res := resourceAttrs{rm.Resource().Attributes()}
+		if res.has(attrJobName) {
+			h := holder{res.str(attrNamespace), res.str(attrPodName), res.str(attrContainerName)}
+			for uuid := range heldGPUs(rm) {
+				holders[uuid] = append(holders[uuid], h)
+			}
+			continue
+		}
+		uuid := res.str(attrUUID)
+		if uuid == "" || !res.has(attrMinorNumber) {
+			continue
+		}
+		id := gpuIdentity{minor: res.str(attrMinorNumber), uuid: uuid, nodeName: res.str(attrNodeName)}
+		if info, ok := findMetric(rm, metricGPUInfo); ok {
+			if pts, ok := metricpoints.Numbers(info); ok && pts.Len() > 0 {
+				attrs := resourceAttrs{pts.At(0).Attributes()}
+				id.model, id.pciBusID, id.driverVersion = attrs.str("model"), attrs.str("pci_bus_id"), attrs.str("driver_version")
+			}
+		}
+		ids[uuid] = id
+	}
+	for uuid, hs := range holders {
+		if id, ok := ids[uuid]; ok {
+			id.holders = hs
+			ids[uuid] = id
+		}
+	}
+	return ids
+}
+
+// heldGPUs are the UUIDs of the GPUs a task resource has task_gpu_* points for (a task holds a
+// GPU once however many of its MIG slices it holds).
+func heldGPUs(rm pmetric.ResourceMetrics) map[string]bool {
+	held := map[string]bool{}
+	for _, name := range []string{metricTaskGPU, metricTaskGPUMem} {
+		m, ok := findMetric(rm, name)
+		if !ok || m.Type() != pmetric.MetricTypeGauge {
+			continue
+		}
+		for i := 0; i < m.Gauge().DataPoints().Len(); i++ {
+			if uuid, ok := m.Gauge().DataPoints().At(i).Attributes().Get(attrUUID); ok && uuid.Str() != "" {
+				held[uuid.Str()] = true
+			}
+		}
+	}
+	return held
+}
+
+// recordLastXID appends DCGM_FI_DEV_XID_ERRORS to a GPU's metrics: the code whose counter
+// grew last, 0 until one does. Codes first seen in the same batch as several others cannot be
+// ordered: the highest wins.
+func (p *nameProfile) recordLastXID(ms pmetric.MetricSlice, uuid string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.xids[uuid]
+	if st == nil {
+		st = &lastXID{counts: map[string]int64{}}
+		p.xids[uuid] = st
+	}
+	var now pcommon.Timestamp
+	if xids, ok := findIn(ms, metricXIDErrors); ok {
+		var grew int64 = -1
+		pts, _ := metricpoints.Numbers(xids)
+		for i := 0; i < pts.Len(); i++ {
+			pt := pts.At(i)
+			now = pt.Timestamp()
+			if pt.StartTimestamp() != st.start {
+				// The receiver restarted (or this is the first batch): counting starts again.
+				st.start, st.counts = pt.StartTimestamp(), map[string]int64{}
+			}
+			code, _ := pt.Attributes().Get("xid")
+			n, prev := pt.IntValue(), st.counts[code.Str()]
+			st.counts[code.Str()] = n
+			if n > prev {
+				if c, err := strconv.ParseInt(code.Str(), 10, 64); err == nil {
+					grew = max(grew, c)
+				}
+			}
+		}
+		if grew >= 0 {
+			st.code = grew
+		}
+	}
+	if now == 0 && ms.Len() > 0 {
+		now = firstTimestamp(ms.At(0))
+	}
+	p.mb.RecordDCGMFIDEVXIDERRORSDataPoint(now, st.code)
+	emitted := p.mb.Emit().ResourceMetrics()
+	for i := 0; i < emitted.Len(); i++ {
+		for j := 0; j < emitted.At(i).ScopeMetrics().Len(); j++ {
+			emitted.At(i).ScopeMetrics().At(j).Metrics().MoveAndAppendTo(ms)
+		}
+	}
+}
+
+// renameMetrics replaces each metric the profile maps by its new name(s).
+func (p *nameProfile) renameMetrics(ms pmetric.MetricSlice, id gpuIdentity, isGPU bool) {
+	created := map[string]pmetric.Metric{}
+	renamed := map[string]bool{}
+	n := ms.Len()
+	for i := 0; i < n; i++ {
+		src := ms.At(i)
+		for _, r := range p.profile.metrics {
+			if r.from != src.Name() {
+				continue
+			}
+			renamed[r.from] = true
+			dst, ok := created[r.to]
+			if !ok {
+				dst = ms.AppendEmpty()
+				dst.SetName(r.to)
+				dst.SetUnit(r.unit)
+				dst.SetDescription(r.desc)
+				switch r.kind {
+				case gauge:
+					dst.SetEmptyGauge()
+				default:
+					s := dst.SetEmptySum()
+					s.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+					s.SetIsMonotonic(r.kind == counter)
+				}
+				created[r.to] = dst
+			}
+			var extra []attribute
+			if isGPU && p.profile.pointIdentity != nil {
+				extra = p.profile.pointIdentity(id)
+			}
+			copyPoints(src, dst, r, extra)
+		}
+	}
+	ms.RemoveIf(func(m pmetric.Metric) bool { return renamed[m.Name()] })
+}
+
+func copyPoints(src, dst pmetric.Metric, r rename, extra []attribute) {
+	from, ok := metricpoints.Numbers(src)
+	if !ok {
+		return
+	}
+	to, _ := metricpoints.Numbers(dst)
+	for i := 0; i < from.Len(); i++ {
+		pt := from.At(i)
+		if r.where.key != "" {
+			if v, ok := pt.Attributes().Get(r.where.key); !ok || v.Str() != r.where.value {
+				continue
+			}
+		}
+		out := to.AppendEmpty()
+		pt.CopyTo(out)
+		if r.scale != 0 {
+			switch out.ValueType() {
+			case pmetric.NumberDataPointValueTypeInt:
+				out.SetIntValue(int64(float64(out.IntValue()) * r.scale))
+			case pmetric.NumberDataPointValueTypeDouble:
+				out.SetDoubleValue(out.DoubleValue() * r.scale)
+			}
+		}
+		for _, k := range r.drop {
+			out.Attributes().Remove(k)
+		}
+		attrs := resourceAttrs{out.Attributes()}
+		for _, a := range r.set {
+			attrs.put(a.key, a.value)
+		}
+		for _, a := range extra {
+			attrs.put(a.key, a.value)
+		}
+	}
+}
+
+// resourceAttrs reads and writes string attributes.
+type resourceAttrs struct{ m pcommon.Map }
+
+func (a resourceAttrs) has(k string) bool { _, ok := a.m.Get(k); return ok }
+
+func (a resourceAttrs) str(k string) string {
+	if v, ok := a.m.Get(k); ok {
+		return v.Str()
+	}
+	return ""
+}
+
+// put sets a non-empty value; a fact the batch did not have stays absent rather than "".
+func (a resourceAttrs) put(k, v string) {
+	if v != "" {
+		a.m.PutStr(k, v)
+	}
+}
+
+func (a resourceAttrs) rename(from, to string) { renameKeys(a.m, map[string]string{from: to}) }
+
+func renameKeys(m pcommon.Map, keys map[string]string) {
+	for from, to := range keys {
+		if v, ok := m.Get(from); ok {
+			m.PutStr(to, v.Str())
+			m.Remove(from)
+		}
+	}
+}
+
+func forEachPointAttrs(ms pmetric.MetricSlice, f func(pcommon.Map)) {
+	for i := 0; i < ms.Len(); i++ {
+		m := ms.At(i)
+		if pts, ok := metricpoints.Numbers(m); ok {
+			for j := 0; j < pts.Len(); j++ {
+				f(pts.At(j).Attributes())
+			}
+		} else if m.Type() == pmetric.MetricTypeHistogram {
+			for j := 0; j < m.Histogram().DataPoints().Len(); j++ {
+				f(m.Histogram().DataPoints().At(j).Attributes())
+			}
+		}
+	}
+}
+
+func firstTimestamp(m pmetric.Metric) pcommon.Timestamp {
+	if pts, ok := metricpoints.Numbers(m); ok && pts.Len() > 0 {
+		return pts.At(0).Timestamp()
+	}
+	return 0
+}
+
+func findMetric(rm pmetric.ResourceMetrics, name string) (pmetric.Metric, bool) {
+	for i := 0; i < rm.ScopeMetrics().Len(); i++ {
+		if m, ok := findIn(rm.ScopeMetrics().At(i).Metrics(), name); ok {
+			return m, true
+		}
+	}
+	return pmetric.Metric{}, false
+}
+
+func findIn(ms pmetric.MetricSlice, name string) (pmetric.Metric, bool) {
+	for i := 0; i < ms.Len(); i++ {
+		if ms.At(i).Name() == name {
+			return ms.At(i), true
+		}
+	}
+	return pmetric.Metric{}, false
+}

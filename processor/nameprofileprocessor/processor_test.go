@@ -1,0 +1,245 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package nameprofileprocessor
+
+import (
+	"cmp"
+	"context"
+	"flag"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/metricpoints"
+	"github.com/otelcol-gpu/otelcol-gpu/processor/nameprofileprocessor/internal/metadata"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/expected/*.yaml from the processor's output")
+
+// demoScenario is make demo's simulated DGX A100: the batch every profile renames.
+var demoScenario = filepath.Join("..", "..", "distro", "scenarios", "dgx-a100-demo.yaml")
+
+// demoBatch is one collection of the gpu receiver on the demo's GPUs, with the task_gpu_percent
+// series gpu_attribution adds: GPU 0 held by one trainer, GPU 1 shared by two pods.
+func demoBatch(t testing.TB) pmetric.Metrics {
+	t.Helper()
+	md, err := demonode.SimulatedBatch(demoScenario)
+	require.NoError(t, err)
+	gpus := demonode.GPUs(md)
+	addHolder(md, 0, gpus[0].UUID, "alice~train", "jobs", "train-0", "trainer")
+	addHolder(md, 1, gpus[1].UUID, "bob~share", "jobs", "share-a", "worker")
+	addHolder(md, 1, gpus[1].UUID, "carol~share", "jobs", "share-b", "worker")
+	return md
+}
+
+// addHolder adds a task resource as gpu_attribution emits it (the keys the profiles read): the
+// task on the resource, the GPU it holds on its task_gpu_percent point.
+func addHolder(md pmetric.Metrics, minor int, uuid, job, namespace, pod, container string) {
+	rm := md.ResourceMetrics().AppendEmpty()
+	attrs := rm.Resource().Attributes()
+	attrs.PutStr("node_name", "gpu-node-07")
+	attrs.PutStr("job_name", job)
+	attrs.PutStr("namespace", namespace)
+	attrs.PutStr("pod_name", pod)
+	attrs.PutStr("container_name", container)
+	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName("task_gpu_percent")
+	m.SetUnit("%")
+	pt := m.SetEmptyGauge().DataPoints().AppendEmpty()
+	pt.SetDoubleValue(50)
+	pt.Attributes().PutStr("minor_number", strconv.Itoa(minor))
+	pt.Attributes().PutStr("uuid", uuid)
+}
+
+func runProfile(t *testing.T, profile string, batches ...pmetric.Metrics) []pmetric.Metrics {
+	t.Helper()
+	f := NewFactory()
+	cfg := f.CreateDefaultConfig().(*Config)
+	cfg.Profile = profile
+	sink := &consumertest.MetricsSink{}
+	p, err := f.CreateMetrics(context.Background(), processortest.NewNopSettings(metadata.Type), cfg, sink)
+	require.NoError(t, err)
+	require.NoError(t, p.Start(context.Background(), nil))
+	defer func() { require.NoError(t, p.Shutdown(context.Background())) }()
+	for _, md := range batches {
+		require.NoError(t, p.ConsumeMetrics(context.Background(), md))
+	}
+	return sink.AllMetrics()
+}
+
+var timeDependent = []string{
+	"cmd_nvml_latency_seconds",
+	"gpu_power_watts", "gpu_energy_joules_total",
+	"DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+	"hw.power", "hw.energy",
+}
+
+// TestProfileGoldens renames the demo's whole batch under each profile and compares it with
+// testdata/expected/<profile>.yaml (go test -update rewrites them).
+func TestProfileGoldens(t *testing.T) {
+	for _, profile := range profileNames {
+		t.Run(profile, func(t *testing.T) {
+			got := runProfile(t, profile, demoBatch(t))
+			require.Len(t, got, 1)
+			file := filepath.Join("testdata", "expected", profile+".yaml")
+			if *update {
+				require.NoError(t, golden.WriteMetrics(t, file, got[0]))
+			}
+			want, err := golden.ReadMetrics(file)
+			require.NoError(t, err, "run `go test ./processor/nameprofileprocessor/ -update` to create it")
+			require.NoError(t, pmetrictest.CompareMetrics(want, got[0],
+				// Power and energy follow the simulation's clock, latency the machine's: their
+				// values are checked against the collected ones by TestUnits.
+				pmetrictest.IgnoreMetricValues(timeDependent...),
+				pmetrictest.IgnoreTimestamp(), pmetrictest.IgnoreStartTimestamp(),
+				pmetrictest.IgnoreResourceMetricsOrder(), pmetrictest.IgnoreMetricsOrder(),
+				pmetrictest.IgnoreMetricDataPointsOrder()))
+		})
+	}
+}
+
+// TestOpenPAIIsTheCollectedBatch: the default profile changes nothing.
+func TestOpenPAIIsTheCollectedBatch(t *testing.T) {
+	collected := demoBatch(t)
+	md := pmetric.NewMetrics()
+	collected.CopyTo(md)
+	got := runProfile(t, ProfileOpenPAI, md)
+	require.Len(t, got, 1)
+	require.NoError(t, pmetrictest.CompareMetrics(collected, got[0]))
+}
+
+// xidBatch is one GPU's device resource with its XID counters (code → count since start).
+func xidBatch(start pcommon.Timestamp, counts map[string]int64) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("minor_number", "3")
+	rm.Resource().Attributes().PutStr("uuid", "GPU-3")
+	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
+	info := ms.AppendEmpty()
+	info.SetName("gpu_info")
+	info.SetEmptyGauge().DataPoints().AppendEmpty().SetIntValue(1)
+	xids := ms.AppendEmpty()
+	xids.SetName("gpu_xid_errors_total")
+	sum := xids.SetEmptySum()
+	sum.SetIsMonotonic(true)
+	for code, n := range counts {
+		pt := sum.DataPoints().AppendEmpty()
+		pt.Attributes().PutStr("xid", code)
+		pt.SetIntValue(n)
+		pt.SetStartTimestamp(start)
+		pt.SetTimestamp(start + 1e9)
+	}
+	return md
+}
+
+// TestXIDLastValue: DCGM_FI_DEV_XID_ERRORS is 0 until an XID happens, then the code that
+// happened last, as dcgm-exporter reports it; gpu_xid_errors_total still counts every one.
+func TestXIDLastValue(t *testing.T) {
+	out := runProfile(t, ProfileDCGM,
+		xidBatch(1e9, nil),
+		xidBatch(1e9, map[string]int64{"13": 1}),
+		xidBatch(1e9, map[string]int64{"13": 1}),
+		xidBatch(1e9, map[string]int64{"13": 1, "79": 1}),
+		xidBatch(1e9, map[string]int64{"13": 2, "79": 1}),
+		xidBatch(1e9, map[string]int64{"13": 3, "48": 1, "79": 1}),
+		xidBatch(1e9, map[string]int64{"13": 3, "48": 1, "79": 1}),
+		// The receiver restarted: its counts begin again, and this 79 is a new one.
+		xidBatch(5e9, map[string]int64{"79": 1}),
+	)
+	var last []int64
+	for _, md := range out {
+		rm := md.ResourceMetrics().At(0)
+		m, ok := findMetric(rm, "DCGM_FI_DEV_XID_ERRORS")
+		require.True(t, ok, "every GPU has DCGM_FI_DEV_XID_ERRORS")
+		require.Equal(t, 1, m.Gauge().DataPoints().Len())
+		last = append(last, m.Gauge().DataPoints().At(0).IntValue())
+		_, counted := findMetric(rm, "gpu_xid_errors_total")
+		assert.True(t, counted, "the counter stays beside it")
+		gpu, _ := rm.Resource().Attributes().Get("gpu")
+		assert.Equal(t, "3", gpu.Str())
+	}
+	// Two codes new in one batch cannot be ordered: the higher one is reported.
+	assert.Equal(t, []int64{0, 13, 13, 79, 13, 48, 48, 79}, last)
+}
+
+// gpuValues are each GPU's values of one metric in a batch, by UUID (the resource's uuid or
+// UUID), for the points whose attribute key has value (when key is set).
+func gpuValues(md pmetric.Metrics, metric, key, value string) map[string]float64 {
+	out := map[string]float64{}
+	for i := 0; i < md.ResourceMetrics().Len(); i++ {
+		rm := md.ResourceMetrics().At(i)
+		res := resourceAttrs{rm.Resource().Attributes()}
+		if res.has("job_name") {
+			continue
+		}
+		m, ok := findMetric(rm, metric)
+		if !ok {
+			continue
+		}
+		pts, _ := metricpoints.Numbers(m)
+		for j := 0; j < pts.Len(); j++ {
+			pt := pts.At(j)
+			attrs := resourceAttrs{pt.Attributes()}
+			if key != "" && attrs.str(key) != value {
+				continue
+			}
+			id := cmp.Or(res.str("uuid"), res.str("UUID"))
+			if pt.ValueType() == pmetric.NumberDataPointValueTypeInt {
+				out[id] = float64(pt.IntValue())
+			} else {
+				out[id] = pt.DoubleValue()
+			}
+		}
+	}
+	return out
+}
+
+// TestUnits: each profile's value is the collected one in the profile's unit, on every GPU.
+func TestUnits(t *testing.T) {
+	collected := demoBatch(t)
+	byProfile := map[string]pmetric.Metrics{}
+	for _, profile := range []string{ProfileDCGM, ProfileSemconv} {
+		md := pmetric.NewMetrics()
+		collected.CopyTo(md)
+		byProfile[profile] = runProfile(t, profile, md)[0]
+	}
+	for _, tc := range []struct {
+		profile, to, from, key, value string
+		convert                       func(float64) float64
+	}{
+		{ProfileDCGM, "DCGM_FI_DEV_FB_USED", "gpu_memory_used_bytes", "", "", func(b float64) float64 { return float64(int64(b) >> 20) }},
+		{ProfileDCGM, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "gpu_energy_joules_total", "", "", func(j float64) float64 { return j * 1000 }},
+		{ProfileDCGM, "DCGM_FI_DEV_GPU_UTIL", "gpu_utilization", "", "", func(p float64) float64 { return p }},
+		{ProfileDCGM, "DCGM_FI_DEV_SM_CLOCK", "gpu_clock_mhz", "clock", "sm", func(v float64) float64 { return v }},
+		{ProfileDCGM, "DCGM_FI_DEV_MEM_CLOCK", "gpu_clock_mhz", "clock", "memory", func(v float64) float64 { return v }},
+		{ProfileDCGM, "DCGM_FI_DEV_POWER_USAGE", "gpu_power_watts", "", "", func(w float64) float64 { return w }},
+		{ProfileSemconv, "hw.gpu.utilization", "gpu_utilization", "", "", func(p float64) float64 { return p / 100 }},
+		{ProfileSemconv, "hw.gpu.memory.usage", "gpu_memory_used_bytes", "", "", func(b float64) float64 { return b }},
+		{ProfileSemconv, "hw.energy", "gpu_energy_joules_total", "", "", func(j float64) float64 { return j }},
+	} {
+		t.Run(tc.to, func(t *testing.T) {
+			from := gpuValues(collected, tc.from, tc.key, tc.value)
+			require.NotEmpty(t, from)
+			want := map[string]float64{}
+			for id, v := range from {
+				want[id] = tc.convert(v)
+			}
+			got := gpuValues(byProfile[tc.profile], tc.to, "", "")
+			require.Len(t, got, len(want))
+			for id, v := range want {
+				assert.InDelta(t, v, got[id], 1e-9, "GPU %s", id)
+			}
+		})
+	}
+}

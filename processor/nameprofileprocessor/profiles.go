@@ -1,0 +1,119 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package nameprofileprocessor // import "github.com/otelcol-gpu/otelcol-gpu/processor/nameprofileprocessor"
+
+// kind is the type a renamed metric leaves with.
+type kind int
+
+const (
+	gauge   kind = iota
+	counter      // monotonic cumulative sum
+	upDown       // non-monotonic cumulative sum (an OpenTelemetry UpDownCounter)
+)
+
+// rename is one metric of a profile: the data points of the collected metric from (those
+// whose attribute where.key is where.value, when set) under a new name, unit, type and scale.
+type rename struct {
+	from  string
+	where attribute // optional
+	to    string
+	unit  string
+	desc  string
+	kind  kind
+	scale float64 // 0 leaves values as they are; integer points are truncated
+	// drop are data point attributes the new name makes redundant; set are added.
+	drop []string
+	set  []attribute
+}
+
+type attribute struct{ key, value string }
+
+// A profile maps the collected names to another vocabulary.
+type profile struct {
+	metrics []rename
+	// labelGPU relabels a resource of one GPU's device metrics (it has minor_number and uuid and
+	// no task); identity is the GPU's facts gathered from the batch.
+	labelGPU func(res resourceAttrs, id gpuIdentity)
+	// gpuKeys renames the GPU identity keys everywhere else (task resources, data points).
+	gpuKeys map[string]string
+	// pointIdentity adds the GPU's identity to each renamed data point (the semantic
+	// conventions put hw.id and hw.type on the measurement).
+	pointIdentity func(id gpuIdentity) []attribute
+	// xidLastValue adds DCGM_FI_DEV_XID_ERRORS, the last XID code seen, to each GPU.
+	xidLastValue bool
+}
+
+const mib = 1.0 / (1 << 20)
+
+// dcgm is dcgm-exporter's default counter set (etc/default-counters.csv) where NVML gives the
+// same quantity, with its units, types and help texts. The others are listed in the README.
+var dcgm = profile{
+	metrics: []rename{
+		{from: "gpu_clock_mhz", where: attribute{"clock", "sm"}, to: "DCGM_FI_DEV_SM_CLOCK", unit: "MHz", desc: "SM clock frequency (in MHz).", drop: []string{"clock"}},
+		{from: "gpu_clock_mhz", where: attribute{"clock", "memory"}, to: "DCGM_FI_DEV_MEM_CLOCK", unit: "MHz", desc: "Memory clock frequency (in MHz).", drop: []string{"clock"}},
+		{from: "nvidiasmi_temperature", to: "DCGM_FI_DEV_GPU_TEMP", unit: "Cel", desc: "GPU temperature (in C)."},
+		{from: "gpu_power_watts", to: "DCGM_FI_DEV_POWER_USAGE", unit: "W", desc: "Power draw (in W)."},
+		{from: "gpu_energy_joules_total", to: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", unit: "mJ", desc: "Total energy consumption since boot (in mJ).", kind: counter, scale: 1000},
+		{from: "gpu_pcie_replays_total", to: "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", unit: "1", desc: "Total number of PCIe retries.", kind: counter},
+		{from: "gpu_utilization", to: "DCGM_FI_DEV_GPU_UTIL", unit: "%", desc: "GPU utilization (in %).", drop: []string{"vender"}},
+		{from: "gpu_memory_used_bytes", to: "DCGM_FI_DEV_FB_USED", unit: "MiBy", desc: "Framebuffer memory used (in MiB).", scale: mib},
+		{from: "gpu_remapped_rows", where: attribute{"error_type", "uncorrected"}, to: "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", unit: "1", desc: "Number of remapped rows for uncorrectable errors", kind: counter, drop: []string{"error_type"}},
+		{from: "gpu_remapped_rows", where: attribute{"error_type", "corrected"}, to: "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", unit: "1", desc: "Number of remapped rows for correctable errors", kind: counter, drop: []string{"error_type"}},
+		{from: "gpu_remapped_rows_failed", to: "DCGM_FI_DEV_ROW_REMAP_FAILURE", unit: "1", desc: "Whether remapping of rows has failed"},
+	},
+	labelGPU: func(res resourceAttrs, id gpuIdentity) {
+		res.rename("minor_number", "gpu")
+		res.rename("uuid", "UUID")
+		res.put("device", "nvidia"+id.minor)
+		res.put("pci_bus_id", id.pciBusID)
+		res.put("modelName", id.model)
+		res.put("DCGM_FI_DRIVER_VERSION", id.driverVersion)
+		// dcgm-exporter's releases up to 4.5.3-4.8.2 say Hostname, later ones hostname (#655).
+		res.put("Hostname", id.nodeName)
+		res.put("hostname", id.nodeName)
+		if h, ok := id.soleHolder(); ok {
+			res.put("namespace", h.namespace)
+			res.put("pod", h.pod)
+			res.put("container", h.container)
+		}
+	},
+	gpuKeys:      map[string]string{"minor_number": "gpu", "uuid": "UUID"},
+	xidLastValue: true,
+}
+
+// semconv is OpenTelemetry's hardware semantic conventions (v1.43.0, the version of
+// go.opentelemetry.io/otel v1.47.0 that collector v0.165.0 builds with), for OTLP backends.
+var semconv = profile{
+	metrics: []rename{
+		{from: "gpu_utilization", to: "hw.gpu.utilization", unit: "1", desc: "Fraction of time spent in a specific task.", scale: 0.01, drop: []string{"vender"}, set: []attribute{{"hw.gpu.task", "general"}}},
+		{from: "gpu_mem_utilization", to: "hw.gpu.memory.utilization", unit: "1", desc: "Fraction of GPU memory used.", scale: 0.01, drop: []string{"vender"}},
+		{from: "gpu_memory_used_bytes", to: "hw.gpu.memory.usage", unit: "By", desc: "GPU memory used.", kind: upDown},
+		{from: "gpu_memory_total_bytes", to: "hw.gpu.memory.limit", unit: "By", desc: "Size of the GPU memory.", kind: upDown},
+		{from: "gpu_power_watts", to: "hw.power", unit: "W", desc: "Instantaneous power consumed by the component."},
+		{from: "gpu_energy_joules_total", to: "hw.energy", unit: "J", desc: "Energy consumed by the component.", kind: counter},
+		{from: "nvidiasmi_temperature", to: "hw.temperature", unit: "Cel", desc: "Temperature in degrees Celsius."},
+		{from: "gpu_xid_errors_total", to: "hw.errors", unit: "{error}", desc: "Number of errors encountered by the component.", kind: counter, set: []attribute{{"error.type", "xid"}}},
+		{from: "gpu_pcie_replays_total", to: "hw.errors", unit: "{error}", desc: "Number of errors encountered by the component.", kind: counter, set: []attribute{{"error.type", "pcie_replay"}}},
+	},
+	pointIdentity: func(id gpuIdentity) []attribute {
+		return []attribute{
+			{"hw.id", id.uuid},
+			{"hw.type", "gpu"},
+			{"hw.name", "nvidia" + id.minor},
+			{"hw.vendor", "NVIDIA"},
+			{"hw.model", id.model},
+			{"hw.driver_version", id.driverVersion},
+		}
+	},
+}
+
+func profileFor(name string) *profile {
+	switch name {
+	case ProfileDCGM:
+		return &dcgm
+	case ProfileSemconv:
+		return &semconv
+	}
+	return nil // openpai: the names as collected
+}

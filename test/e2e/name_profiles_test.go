@@ -1,0 +1,296 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"google.golang.org/grpc"
+	_ "google.golang.org/grpc/encoding/gzip" // the otlp exporter compresses by default
+)
+
+// dcgmDashboard is the PromQL of NVIDIA's dcgm-exporter Grafana dashboard
+// (NVIDIA/dcgm-exporter grafana/dcgm-exporter-dashboard.json, last changed in cffaeb81), verbatim,
+// by panel. Its variables: instance = label_values(DCGM_FI_DEV_GPU_TEMP, instance), gpu =
+// label_values(DCGM_FI_DEV_GPU_TEMP, gpu).
+var dcgmDashboard = []struct{ panel, expr string }{
+	{"GPU Temperature", `DCGM_FI_DEV_GPU_TEMP{instance=~"$instance", gpu=~"$gpu"}`},
+	{"GPU Avg. Temp", `avg(DCGM_FI_DEV_GPU_TEMP{instance=~"$instance", gpu=~"$gpu"})`},
+	{"GPU Power Usage", `DCGM_FI_DEV_POWER_USAGE{instance=~"$instance", gpu=~"$gpu"}`},
+	{"GPU Power Total", `sum(DCGM_FI_DEV_POWER_USAGE{instance=~"$instance", gpu=~"$gpu"})`},
+	{"GPU SM Clocks", `DCGM_FI_DEV_SM_CLOCK{instance=~"$instance", gpu=~"$gpu"} * 1000000`},
+	{"GPU Utilization", `DCGM_FI_DEV_GPU_UTIL{instance=~"$instance", gpu=~"$gpu"}`},
+	{"GPU Framebuffer Mem Used", `DCGM_FI_DEV_FB_USED{instance=~"$instance", gpu=~"$gpu"}`},
+	{"Tensor Core Utilization", `DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{instance=~"$instance", gpu=~"$gpu"}`},
+}
+
+// absentFromNVML are the dashboard's panels on DCGM profiling fields, which NVML cannot give:
+// they stay empty rather than show made-up data.
+var absentFromNVML = map[string]bool{"Tensor Core Utilization": true}
+
+// startDCGMDemo runs `make demo-dcgm` with 1 s collections, up to the demo's steady state:
+// every GPU reported, the jobs attributed, the zombie container confirmed.
+func startDCGMDemo(t *testing.T, sets ...string) monitoredCluster {
+	t.Helper()
+	root := repoRoot(t)
+	metrics, _ := startDemoWith(t, "demo-dcgm.yaml", filepath.Join(root, "distro", "scenarios", "dgx-a100-demo.yaml"),
+		filepath.Join(root, "distro", "scenarios", "pods", "dgx-a100-demo.yaml"),
+		append([]string{
+			"receivers::gpu::collection_interval=1s",
+			"processors::gpu_attribution::refresh_interval=1s",
+			"processors::gpu_attribution::pod_resources::timeout=500ms",
+			"processors::gpu_attribution::zombie_after=2s",
+		}, sets...)...)
+	api := startPrometheus(t, map[string]string{"dcgm": metrics})
+	mc := monitoredCluster{api: api, base: strings.TrimSuffix(api, "/api/v1/query?query=")}
+	eventually(t, "the demo's GPUs and jobs under dcgm-exporter's names", func() bool {
+		return series(t, api, `DCGM_FI_DEV_GPU_TEMP`) == 8 &&
+			series(t, api, `DCGM_FI_DEV_GPU_UTIL{pod!=""}`) == 4 &&
+			series(t, api, `zombie_container_count{type="pod_gone"} == 1`) == 1
+	})
+	return mc
+}
+
+// TestDCGMDashboardOnTheDemo runs every query of NVIDIA's dcgm-exporter dashboard, unchanged,
+// in a real Prometheus scraping the demo under the dcgm profile: each returns data, except the
+// panels on profiling fields, which return none.
+func TestDCGMDashboardOnTheDemo(t *testing.T) {
+	mc := startDCGMDemo(t)
+
+	// Grafana's "All" of each variable, as its Prometheus data source writes a multi-value one.
+	vars := map[string]string{}
+	for name, label := range map[string]string{"instance": "instance", "gpu": "gpu"} {
+		values := mc.labelValues(t, "DCGM_FI_DEV_GPU_TEMP", label)
+		require.NotEmpty(t, values, "label_values(DCGM_FI_DEV_GPU_TEMP, %s)", label)
+		quoted := make([]string, len(values))
+		for i, v := range values {
+			quoted[i] = strings.ReplaceAll(regexp.QuoteMeta(v), `\`, `\\`)
+		}
+		vars[name] = "(" + strings.Join(quoted, "|") + ")"
+	}
+	require.Len(t, mc.labelValues(t, "DCGM_FI_DEV_GPU_TEMP", "gpu"), 8)
+
+	for _, q := range dcgmDashboard {
+		t.Run(q.panel, func(t *testing.T) {
+			expr := expand(q.expr, vars)
+			n, err := mc.query(expr)
+			require.NoError(t, err, expr)
+			if absentFromNVML[q.panel] {
+				assert.Zero(t, n, "a profiling field NVML cannot give has data: %s", expr)
+				return
+			}
+			assert.Positive(t, n, "no data: %s", expr)
+		})
+	}
+
+	// dcgm-exporter's labels, on each GPU; pod labels where one container holds the GPU.
+	assert.Equal(t, 8, count(t, mc, `DCGM_FI_DEV_FB_USED{UUID=~"GPU-.+", pci_bus_id=~"0000.+", modelName=~".*A100.*", Hostname="dgx-a100-demo", hostname="dgx-a100-demo", DCGM_FI_DRIVER_VERSION!="", simulated="true"}`))
+	assert.Equal(t, 1, count(t, mc, `DCGM_FI_DEV_FB_USED{gpu="0", device="nvidia0", pod!="", namespace!="", container!=""}`))
+	assert.Equal(t, 0, count(t, mc, `DCGM_FI_DEV_FB_USED{gpu="5", pod!=""}`), "two pods share GPU 5: their shares are task_gpu_percent")
+	assert.Equal(t, 2, count(t, mc, `task_gpu_percent{gpu="5", UUID=~"GPU-.+"}`))
+	assert.Equal(t, 1, count(t, mc, `DCGM_FI_DEV_FB_USED{gpu="6", pod!=""}`), "the MIG job alone on GPU 6")
+	// Units: MiB within the GPU's framebuffer (gpu_memory_total_bytes, an extra, keeps its name
+	// and bytes), whole MiB as dcgm-exporter reports them; the conversions are checked value by
+	// value in the processor's TestUnits.
+	assert.Equal(t, 8, count(t, mc, `DCGM_FI_DEV_FB_USED <= on(UUID) gpu_memory_total_bytes / 1048576`))
+	assert.Equal(t, 8, count(t, mc, `DCGM_FI_DEV_FB_USED == floor(DCGM_FI_DEV_FB_USED)`))
+	assert.Equal(t, 8, count(t, mc, `DCGM_FI_DEV_GPU_TEMP > 20 < 100`), "°C")
+	assert.Equal(t, 7, count(t, mc, `DCGM_FI_DEV_GPU_UTIL >= 0 <= 100`), "%, absent on the MIG GPU as in dcgm-exporter")
+	assert.Equal(t, 0, count(t, mc, `gpu_utilization or gpu_memory_used_bytes or gpu_energy_joules_total`), "renamed, not copied")
+	// The last XID, 0 on every GPU until one happens (the demo's first comes at 90 s), beside
+	// the counter.
+	assert.Equal(t, 8, count(t, mc, `DCGM_FI_DEV_XID_ERRORS == 0`))
+}
+
+// TestDCGMLastXID: the demo with GPU 3 falling off the bus a second in reports XID 79 as
+// DCGM_FI_DEV_XID_ERRORS on GPU 3 and 0 on the others, and counts it in gpu_xid_errors_total.
+func TestDCGMLastXID(t *testing.T) {
+	root := repoRoot(t)
+	metrics, _ := startDemoWith(t, "demo-dcgm.yaml", filepath.Join(root, "receiver", "gpureceiver", "testdata", "scenarios", "xid79.yaml"),
+		filepath.Join("testdata", "no-pods.yaml"),
+		"receivers::gpu::collection_interval=1s")
+	api := startPrometheus(t, map[string]string{"dcgm": metrics})
+	eventually(t, "XID 79 on GPU 3", func() bool {
+		return series(t, api, `DCGM_FI_DEV_XID_ERRORS{gpu="3"} == 79`) == 1
+	})
+	assert.Equal(t, 1, series(t, api, `gpu_xid_errors_total{gpu="3", xid="79"} == 1`))
+	assert.Equal(t, 7, series(t, api, `DCGM_FI_DEV_XID_ERRORS{gpu!="3"} == 0`))
+}
+
+// TestDCGMPage compares the demo's whole /metrics page under the dcgm profile, without sample
+// values (they follow the simulation's clock; the processor's tests check them), with
+// testdata/demo-dcgm.metrics (-update rewrites it): every name, type, help text and label.
+func TestDCGMPage(t *testing.T) {
+	root := repoRoot(t)
+	metrics, _ := startDemoWith(t, "demo-dcgm.yaml", filepath.Join(root, "distro", "scenarios", "dgx-a100-demo.yaml"),
+		filepath.Join(root, "distro", "scenarios", "pods", "dgx-a100-demo.yaml"),
+		"receivers::gpu::collection_interval=1s",
+		"processors::gpu_attribution::refresh_interval=1s",
+		"processors::gpu_attribution::pod_resources::timeout=500ms",
+		"processors::gpu_attribution::zombie_after=2s",
+	)
+	var page string
+	eventually(t, "the demo's steady state on the page", func() bool {
+		_, body, err := scrape(metrics)
+		page = string(body)
+		return err == nil && strings.Contains(page, `simulated="true",type="pod_gone"} 1`) &&
+			strings.Count(page, "DCGM_FI_DEV_GPU_UTIL{") == 7 && strings.Contains(page, "gpu_used_by_zombie_container_count{")
+	})
+	got := withoutValues(page)
+	want := filepath.Join("testdata", "demo-dcgm.metrics")
+	if *update {
+		require.NoError(t, os.WriteFile(want, []byte(got), 0o644))
+	}
+	expected, err := os.ReadFile(want)
+	require.NoError(t, err, "run `make e2e E2E_FLAGS=-update` to create it")
+	// Not linted: dcgm-exporter's names are what promtool objects to (modelName, Hostname,
+	// counters without _total), and dashboards query them as they are.
+	assert.Equal(t, string(expected), got)
+}
+
+// TestUnknownProfile: a profile the processor does not know stops the collector at start-up
+// with the key named.
+func TestUnknownProfile(t *testing.T) {
+	root := repoRoot(t)
+	cmd := exec.Command(collectorBinary(t), "validate", "--config", filepath.Join(root, "distro", "demo-dcgm.yaml"),
+		"--set", "processors::name_profile/dcgm::profile=dcgm-exporter")
+	cmd.Dir = root
+	cmd.Env = append(cmd.Environ(), "OTELCOL_GPU_DEMO_ROOT="+filepath.Join(root, "receiver", "taskreceiver", "testdata", "hosts", "v2-systemd-crio"))
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(out), `processors::name_profile/dcgm: profile must be one of [openpai dcgm semconv], got "dcgm-exporter"`)
+}
+
+func count(t *testing.T, mc monitoredCluster, q string) int {
+	n, err := mc.query(q)
+	require.NoError(t, err, q)
+	return n
+}
+
+// withoutValues keeps a page's HELP and TYPE lines and each sample's name and labels, sorted
+// within each family as the exporter's order is not fixed.
+func withoutValues(page string) string {
+	var out, samples []string
+	flush := func() {
+		sort.Strings(samples)
+		out = append(out, samples...)
+		samples = nil
+	}
+	for _, line := range strings.Split(strings.TrimSpace(page), "\n") {
+		if strings.HasPrefix(line, "#") {
+			flush()
+			out = append(out, line)
+			continue
+		}
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			line = line[:i]
+		}
+		samples = append(samples, line)
+	}
+	flush()
+	return strings.Join(out, "\n") + "\n"
+}
+
+// otlpSink is a real OTLP/gRPC metrics endpoint that keeps what it receives.
+type otlpSink struct {
+	pmetricotlp.UnimplementedGRPCServer
+	mu       sync.Mutex
+	received []pmetric.Metrics
+}
+
+func (s *otlpSink) Export(_ context.Context, req pmetricotlp.ExportRequest) (pmetricotlp.ExportResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	md := pmetric.NewMetrics()
+	req.Metrics().CopyTo(md)
+	s.received = append(s.received, md)
+	return pmetricotlp.NewExportResponse(), nil
+}
+
+// points are the data points received so far of the metric name, with their attributes.
+func (s *otlpSink) points(name string) []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for _, md := range s.received {
+		for i := 0; i < md.ResourceMetrics().Len(); i++ {
+			sms := md.ResourceMetrics().At(i).ScopeMetrics()
+			for j := 0; j < sms.Len(); j++ {
+				ms := sms.At(j).Metrics()
+				for k := 0; k < ms.Len(); k++ {
+					if m := ms.At(k); m.Name() == name && m.Type() == pmetric.MetricTypeGauge {
+						for l := 0; l < m.Gauge().DataPoints().Len(); l++ {
+							pt := m.Gauge().DataPoints().At(l)
+							attrs := pt.Attributes().AsRaw()
+							attrs["value"] = pt.DoubleValue()
+							out = append(out, attrs)
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestSemconvOverOTLP runs distro/semconv-otlp.yaml on the demo's simulated GPUs with a real
+// OTLP/gRPC endpoint: the OTLP pipeline sends OpenTelemetry's hardware names, each point with its
+// GPU's hw.id and hw.type, while the same collection's Prometheus page keeps the contract's.
+func TestSemconvOverOTLP(t *testing.T) {
+	root := repoRoot(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := grpc.NewServer()
+	sink := &otlpSink{}
+	pmetricotlp.RegisterGRPCServer(srv, sink)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	t.Setenv("OTELCOL_GPU_OTLP_ENDPOINT", lis.Addr().String())
+
+	metrics := startCollector(t, filepath.Join(root, "distro", "semconv-otlp.yaml"),
+		"receivers::gpu::backend=simulated",
+		"receivers::gpu::scenario="+filepath.Join(root, "distro", "scenarios", "dgx-a100-demo.yaml"),
+		"receivers::gpu::collection_interval=1s",
+		"receivers::task::collection_interval=1s",
+	)
+	eventually(t, "hw.gpu.utilization of the 7 GPUs outside MIG mode over OTLP", func() bool {
+		ids := map[any]bool{}
+		for _, p := range sink.points("hw.gpu.utilization") {
+			ids[p["hw.id"]] = true
+		}
+		return len(ids) == 7
+	})
+	for _, p := range sink.points("hw.gpu.utilization") {
+		assert.Regexp(t, `^GPU-`, p["hw.id"])
+		assert.Equal(t, "gpu", p["hw.type"])
+		assert.Equal(t, "general", p["hw.gpu.task"])
+		assert.Regexp(t, `^nvidia[0-7]$`, p["hw.name"])
+		assert.Contains(t, p["hw.model"], "A100")
+		assert.NotContains(t, p, "vender")
+		assert.GreaterOrEqual(t, p["value"], 0.0)
+		assert.LessOrEqual(t, p["value"], 1.0, "a fraction, not a percentage")
+	}
+	assert.NotEmpty(t, sink.points("hw.temperature"))
+	assert.Empty(t, sink.points("gpu_utilization"), "renamed on the OTLP pipeline")
+
+	families, _, err := scrape(metrics)
+	require.NoError(t, err)
+	assert.Contains(t, families, "gpu_utilization", "the scrape pipeline keeps the contract's names")
+	assert.NotContains(t, families, "hw_gpu_utilization")
+}
