@@ -27,7 +27,7 @@ func writeScenario(t *testing.T, clock *fakeClock, body string) *simulated.Serve
 	require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
 	sc, err := simulated.LoadScenario(path)
 	require.NoError(t, err)
-	srv := simulated.New(sc, clock.Now)
+	srv := simulated.New(sc, clock)
 	t.Cleanup(srv.Close)
 	return srv
 }
