@@ -97,11 +97,18 @@ e2e: $(BIN) $(AGENT_BIN) image
 	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_AGENT_BIN=$(CURDIR)/$(AGENT_BIN) OTELCOL_IMAGE=$(CURDIR)/$(IMAGE) KUBE_APISERVER_BIN=$(KUBE_APISERVER) KUBECTL_BIN=$(KUBECTL_TEST) \
 		$(GO) test -count=1 -tags e2e $(E2E_PKGS) $(if $(E2E_FLAGS),-args $(E2E_FLAGS))
 
-## bench: collection cost (Go benchmarks) and whole-process CPU/RSS next to node_exporter
+## bench: collection cost (Go benchmarks); the agent's whole-process CPU and RSS (anonymous and
+## file) on this machine and on a node of 8 simulated GPUs and 200 containers, next to
+## node_exporter (BENCH_DURATION); then that loaded agent for BENCH_CGROUP_DURATION inside a
+## memory cgroup of BENCH_CGROUP_MIB, which procload creates and removes (root): it fails on an
+## OOM kill or a missed collection
+BENCH_CGROUP_DURATION ?= 10m
+BENCH_CGROUP_MIB      ?= 96
 bench: $(AGENT_BIN)
 	$(GO) test -run '^$$' -bench . -benchmem ./receiver/... ./processor/... ./cmd/...
 	KUBE_APISERVER_BIN=$(KUBE_APISERVER) $(GO) test -tags e2e -run '^$$' -bench BenchmarkLargeCluster -benchtime 20x ./receiver/k8swatchdogreceiver/
 	$(GO) run ./bench/procload -otelcol $(AGENT_BIN) -duration $(BENCH_DURATION)
+	$(GO) run ./bench/procload -otelcol $(AGENT_BIN) -duration $(BENCH_CGROUP_DURATION) -memory-limit-mib $(BENCH_CGROUP_MIB)
 
 ## lint: go vet and gofmt
 lint:
