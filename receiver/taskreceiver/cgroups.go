@@ -75,7 +75,9 @@ type cgroupV2 struct {
 	buf   []byte
 }
 
-func (h *cgroupV2) findContainers() ([]cgroupfs.Found, error) { return cgroupfs.FindContainers(h.mount) }
+func (h *cgroupV2) findContainers() ([]cgroupfs.Found, error) {
+	return cgroupfs.FindContainers(h.mount)
+}
 
 // read returns the contents of file in the container's directory, valid until the next read.
 func (h *cgroupV2) read(path, file string) ([]byte, error) {
