@@ -85,7 +85,7 @@ faults:
 	}
 
 	clock.Advance(time.Minute)
-	require.Eventually(t, func() bool { return !src.gpus[3].lane.hung.Load() }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return !src.gpus[3].lane.Hung() }, 10*time.Second, 5*time.Millisecond)
 	md := src.scrape()
 	assertUp(t, md, map[string]int64{"3": 1})
 	assert.Equal(t, int64(healthOK), value(t, gpuResource(t, md, "3"), "gpu_health", "condition", "nvml"))
