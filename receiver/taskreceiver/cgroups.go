@@ -20,20 +20,26 @@ import (
 )
 
 // containerStats is what the task metrics need from a container's cgroup, whatever its version.
+// Each controller is read on its own: one that cannot be read (ok false) costs only its metrics.
 type containerStats struct {
-	cpuSeconds   float64
-	memUsage     uint64
-	memLimit     uint64
-	inactiveFile uint64
-	blockRead    uint64
-	blockWrite   uint64
+	cpuOK, memoryOK, ioOK bool
+	cpuSeconds            float64
+	memUsage              uint64
+	memLimit              uint64
+	inactiveFile          uint64
+	blockRead             uint64
+	blockWrite            uint64
 }
+
+// anyOK is whether any controller could be read.
+func (cs containerStats) anyOK() bool { return cs.cpuOK || cs.memoryOK || cs.ioOK }
 
 // cgroupHierarchy hides the cgroup version: v1 spreads a container over controller directories,
 // v2 keeps it in one. Paths are relative to the hierarchy root, as cgroupfs.Found gives them.
 type cgroupHierarchy interface {
 	findContainers() ([]cgroupfs.Found, error)
 	processes(path string) ([]int, error)
+	// stat reads every controller it can; the error names those it could not (their ok false).
 	stat(path string) (containerStats, error)
 }
 
@@ -125,22 +131,33 @@ func (h *cgroupV2) processes(path string) ([]int, error) {
 
 func (h *cgroupV2) stat(path string) (containerStats, error) {
 	var cs containerStats
+	var errs []error
 	usec, err := h.keyed(path, "cpu.stat", "usage_usec")
-	if err != nil {
-		return cs, err
+	if cs.cpuOK = err == nil; err != nil {
+		errs = append(errs, fmt.Errorf("cpu: %w", err))
 	}
 	cs.cpuSeconds = float64(usec) / 1e6
-	if cs.memUsage, err = h.single(path, "memory.current"); err != nil {
-		return cs, err
-	}
-	if cs.memLimit, err = h.single(path, "memory.max"); err != nil {
-		return cs, err
-	}
-	if cs.inactiveFile, err = h.keyed(path, "memory.stat", "inactive_file"); err != nil {
-		return cs, err
+	if err := h.memory(path, &cs); err != nil {
+		errs = append(errs, fmt.Errorf("memory: %w", err))
+	} else {
+		cs.memoryOK = true
 	}
 	cs.blockRead, cs.blockWrite, err = h.io(path)
-	return cs, err
+	if cs.ioOK = err == nil; err != nil {
+		errs = append(errs, fmt.Errorf("io: %w", err))
+	}
+	return cs, errors.Join(errs...)
+}
+
+func (h *cgroupV2) memory(path string, cs *containerStats) (err error) {
+	if cs.memUsage, err = h.single(path, "memory.current"); err != nil {
+		return err
+	}
+	if cs.memLimit, err = h.single(path, "memory.max"); err != nil {
+		return err
+	}
+	cs.inactiveFile, err = h.keyed(path, "memory.stat", "inactive_file")
+	return err
 }
 
 // single reads a file of one number; "max" (no limit) is 0.
@@ -229,17 +246,26 @@ func (h cgroupV1) processes(path string) ([]int, error) {
 
 func (h cgroupV1) stat(path string) (containerStats, error) {
 	st := &v1stats.Metrics{CPU: &v1stats.CPUStat{Usage: &v1stats.CPUUsage{}, Throttling: &v1stats.Throttle{}}}
+	var cs containerStats
+	var errs []error
 	for _, c := range h.controllers {
-		if err := c.Stat(path, st); err != nil {
-			return containerStats{}, fmt.Errorf("%s: %w", c.Name(), err)
+		err := c.Stat(path, st)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.Name(), err))
+		}
+		switch c.Name() {
+		case cgroup1.Cpuacct:
+			cs.cpuOK = err == nil
+		case cgroup1.Memory:
+			cs.memoryOK = err == nil
+		case cgroup1.Blkio:
+			cs.ioOK = err == nil
 		}
 	}
-	cs := containerStats{
-		cpuSeconds:   float64(st.GetCPU().GetUsage().GetTotal()) / 1e9,
-		memUsage:     st.GetMemory().GetUsage().GetUsage(),
-		memLimit:     st.GetMemory().GetUsage().GetLimit(),
-		inactiveFile: st.GetMemory().GetTotalInactiveFile(),
-	}
+	cs.cpuSeconds = float64(st.GetCPU().GetUsage().GetTotal()) / 1e9
+	cs.memUsage = st.GetMemory().GetUsage().GetUsage()
+	cs.memLimit = st.GetMemory().GetUsage().GetLimit()
+	cs.inactiveFile = st.GetMemory().GetTotalInactiveFile()
 	for _, e := range st.GetBlkio().GetIoServiceBytesRecursive() {
 		switch {
 		case strings.EqualFold(e.GetOp(), "read"):
@@ -248,7 +274,7 @@ func (h cgroupV1) stat(path string) (containerStats, error) {
 			cs.blockWrite += e.GetValue()
 		}
 	}
-	return cs, nil
+	return cs, errors.Join(errs...)
 }
 
 func toInts[T any](in []T, pid func(T) int) []int {
