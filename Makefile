@@ -10,9 +10,13 @@ BUILDER      := $(TOOLS_DIR)/builder
 MDATAGEN     := $(TOOLS_DIR)/mdatagen
 OCIIMAGE     := $(TOOLS_DIR)/ociimage
 BIN          := bin/otelcol-gpu
+# The per-node agent's own distribution (builder-agent.yaml): what distro/agent.yaml, local.yaml
+# and demo.yaml use, and nothing else (its binary's pages are resident on every node).
+AGENT_BIN    := bin/otelcol-gpu-agent
 DEMONODE     := bin/demonode
 GPUREPORT    := bin/gpureport
 BUILD_DIR    := distro/_build
+AGENT_BUILD_DIR := distro/_build-agent
 BENCH_DURATION ?= 2m
 # Packages with end-to-end tests (build tag e2e); E2E_FLAGS=-update rewrites expected pages.
 E2E_PKGS     ?= ./test/... ./receiver/k8swatchdogreceiver/ ./cmd/gpureport/...
@@ -21,7 +25,7 @@ KUBE_APISERVER = $$(test/kube/build-apiserver.sh)
 # kubectl of the same version, for the tests of deploy/.
 KUBECTL_TEST   = $$(test/kube/build-apiserver.sh kubectl)
 COMPONENTS   := $(shell find receiver processor exporter extension -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
-SOURCES      := $(shell find receiver processor exporter extension internal -name '*.go' 2>/dev/null) go.mod go.sum builder-config.yaml
+SOURCES      := $(shell find receiver processor exporter extension internal -name '*.go' 2>/dev/null) go.mod go.sum
 
 .PHONY: all build image run demo demo-dcgm report test test-gpu unit e2e bench lint generate tools deps clean render deploy undeploy secrets
 
@@ -31,37 +35,44 @@ tools: $(BUILDER) $(MDATAGEN) $(OCIIMAGE)
 $(BUILDER) $(MDATAGEN) $(OCIIMAGE): tools/go.mod tools/go.sum $(wildcard tools/*/*.go)
 	$(GO) build -C tools -o $(TOOLS_DIR)/ tool
 
-## build: the collector binary at bin/otelcol-gpu (OCB, cgo on), and bin/gpureport
-build: $(BIN) $(GPUREPORT)
-$(BIN): $(BUILDER) $(SOURCES)
-	$(BUILDER) --config builder-config.yaml --skip-compilation
-	# OCB's own tidy trips on a test-only import of one contrib module; tidy leniently, then build.
-	cd $(BUILD_DIR) && $(GO) mod tidy -e && CGO_ENABLED=1 $(GO) build -trimpath -ldflags='-s -w' -o ../../$(BIN) .
+## build: both distributions (OCB, cgo on): the gateway's bin/otelcol-gpu (builder-config.yaml)
+## and the agent's bin/otelcol-gpu-agent (builder-agent.yaml); and bin/gpureport
+build: $(BIN) $(AGENT_BIN) $(GPUREPORT)
+# One recipe for each distribution: $(1) binary, $(2) manifest, $(3) OCB's output directory.
+# OCB's own tidy trips on a test-only import of one contrib module; tidy leniently, then build.
+define distribution
+$(1): $(BUILDER) $(SOURCES) $(2)
+	$(BUILDER) --config $(2) --skip-compilation
+	cd $(3) && $(GO) mod tidy -e && CGO_ENABLED=1 $(GO) build -trimpath -ldflags='-s -w' -o $(CURDIR)/$(1) .
+endef
+$(eval $(call distribution,$(BIN),builder-config.yaml,$(BUILD_DIR)))
+$(eval $(call distribution,$(AGENT_BIN),builder-agent.yaml,$(AGENT_BUILD_DIR)))
 
 $(GPUREPORT): $(shell find cmd/gpureport -type f 2>/dev/null) $(SOURCES)
 	$(GO) build -trimpath -o $@ ./cmd/gpureport
 
 ## image: bin/otelcol-gpu-image.tar, an OCI image archive (no container daemon: tools/ociimage)
-## of the binary and the C library files it loads; load it with e.g.
+## of both binaries (/otelcol-gpu the entrypoint, /otelcol-gpu-agent the DaemonSet's command)
+## and the C library files they load; load it with e.g.
 ## skopeo copy oci-archive:bin/otelcol-gpu-image.tar docker://REGISTRY/otelcol-gpu:VERSION
 IMAGE         := bin/otelcol-gpu-image.tar
 IMAGE_VERSION := $(shell sed -n 's/^  version: *//p' builder-config.yaml)
 # Always rebuilt (a few seconds), so that its revision label names the commit checked out.
-image: $(BIN) $(OCIIMAGE)
-	$(OCIIMAGE) -binary $(BIN) -out $(IMAGE) -version $(IMAGE_VERSION) \
+image: $(BIN) $(AGENT_BIN) $(OCIIMAGE)
+	$(OCIIMAGE) -binary $(BIN) -binary $(AGENT_BIN) -out $(IMAGE) -version $(IMAGE_VERSION) \
 		-source https://github.com/otelcol-gpu/otelcol-gpu \
 		-revision "$$(git rev-parse HEAD 2>/dev/null)" -created "$$(git log -1 --format=%cI 2>/dev/null)"
 
-## run: this machine's node and task metrics on http://127.0.0.1:9102/metrics
-run: $(BIN)
-	$(BIN) --config distro/local.yaml
+## run: this machine's node and task metrics on http://127.0.0.1:9102/metrics (the agent's build)
+run: $(AGENT_BIN)
+	$(AGENT_BIN) --config distro/local.yaml
 
 ## demo: a simulated 8-GPU node with its jobs' pods, plus this machine's node and task metrics on http://127.0.0.1:9102/metrics
-demo: $(BIN) $(DEMONODE)
-	$(DEMONODE) -- $(BIN) --config distro/demo.yaml
+demo: $(AGENT_BIN) $(DEMONODE)
+	$(DEMONODE) -- $(AGENT_BIN) --config distro/demo.yaml
 ## demo-dcgm: the same demo node under dcgm-exporter's names on http://127.0.0.1:9400/metrics
-demo-dcgm: $(BIN) $(DEMONODE)
-	$(DEMONODE) -- $(BIN) --config distro/demo-dcgm.yaml
+demo-dcgm: $(AGENT_BIN) $(DEMONODE)
+	$(DEMONODE) -- $(AGENT_BIN) --config distro/demo-dcgm.yaml
 $(DEMONODE): $(SOURCES) $(wildcard cmd/demonode/*.go)
 	CGO_ENABLED=1 $(GO) build -o $@ ./cmd/demonode
 
@@ -85,17 +96,24 @@ unit:
 	$(GO) test -race -count=1 ./...
 
 ## e2e: the built binary against fixture trees, a real node_exporter and a real Prometheus
-e2e: $(BIN) image
-	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_IMAGE=$(CURDIR)/$(IMAGE) KUBE_APISERVER_BIN=$(KUBE_APISERVER) KUBECTL_BIN=$(KUBECTL_TEST) \
+e2e: $(BIN) $(AGENT_BIN) image
+	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_AGENT_BIN=$(CURDIR)/$(AGENT_BIN) OTELCOL_IMAGE=$(CURDIR)/$(IMAGE) KUBE_APISERVER_BIN=$(KUBE_APISERVER) KUBECTL_BIN=$(KUBECTL_TEST) \
 		$(GO) test -count=1 -tags e2e $(E2E_PKGS) $(if $(E2E_FLAGS),-args $(E2E_FLAGS))
 
-## bench: collection cost (Go benchmarks), whole-process CPU/RSS next to node_exporter, the gateway
-## at saturation (bench/gateway) and the edge queue's bytes per collection (test/e2e)
-bench: $(BIN)
+## bench: collection cost (Go benchmarks); the agent's whole-process CPU and RSS (anonymous and
+## file) on this machine and on a node of 8 simulated GPUs and 200 containers, next to
+## node_exporter (BENCH_DURATION); the gateway at saturation (bench/gateway) and the edge queue's
+## bytes per collection (test/e2e); then that loaded agent for BENCH_CGROUP_DURATION inside a
+## memory cgroup of BENCH_CGROUP_MIB, which procload creates and removes (root): it fails on an
+## OOM kill or a missed collection
+BENCH_CGROUP_DURATION ?= 10m
+BENCH_CGROUP_MIB      ?= 96
+bench: $(BIN) $(AGENT_BIN)
 	$(GO) test -run '^$$' -bench . -benchmem ./receiver/... ./processor/... ./cmd/...
 	KUBE_APISERVER_BIN=$(KUBE_APISERVER) $(GO) test -tags e2e -run '^$$' -bench BenchmarkLargeCluster -benchtime 20x ./receiver/k8swatchdogreceiver/
-	$(GO) run ./bench/procload -otelcol $(BIN) -duration $(BENCH_DURATION)
-	OTELCOL_BIN=$(CURDIR)/$(BIN) $(GO) test -tags e2e -run '^$$' -bench . -benchtime 1x ./bench/gateway/ ./test/e2e/
+	$(GO) run ./bench/procload -otelcol $(AGENT_BIN) -duration $(BENCH_DURATION)
+	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_AGENT_BIN=$(CURDIR)/$(AGENT_BIN) $(GO) test -tags e2e -run '^$$' -bench . -benchtime 1x ./bench/gateway/ ./test/e2e/
+	$(GO) run ./bench/procload -otelcol $(AGENT_BIN) -duration $(BENCH_CGROUP_DURATION) -memory-limit-mib $(BENCH_CGROUP_MIB)
 
 ## lint: go vet and gofmt
 lint:
@@ -130,4 +148,4 @@ secrets:
 	deploy/secrets.sh | $(KUBECTL) apply -f -
 
 clean:
-	rm -rf bin $(BUILD_DIR) $(TOOLS_DIR)
+	rm -rf bin $(BUILD_DIR) $(AGENT_BUILD_DIR) $(TOOLS_DIR)

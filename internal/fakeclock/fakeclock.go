@@ -12,8 +12,14 @@ import (
 
 // Clock is safe for concurrent use: the code under test reads it from its own goroutines.
 type Clock struct {
-	mu sync.Mutex
-	t  time.Time
+	mu      sync.Mutex
+	t       time.Time
+	waiters []waiter
+}
+
+type waiter struct {
+	at time.Time
+	ch chan time.Time
 }
 
 // New returns a clock at t.
@@ -26,9 +32,33 @@ func (c *Clock) Now() time.Time {
 	return c.t
 }
 
-// Advance moves the clock on by d.
+// At delivers the clock's time once it has reached t: at once if it already has, else on the
+// Advance that gets there. The deadline is absolute, so an Advance between a caller's reading
+// of Now and its call of At is not lost.
+func (c *Clock) At(t time.Time) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if !c.t.Before(t) {
+		ch <- c.t
+		return ch
+	}
+	c.waiters = append(c.waiters, waiter{at: t, ch: ch})
+	return ch
+}
+
+// Advance moves the clock on by d and wakes every At that is due.
 func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
+	pending := c.waiters[:0]
+	for _, w := range c.waiters {
+		if c.t.Before(w.at) {
+			pending = append(pending, w)
+			continue
+		}
+		w.ch <- c.t
+	}
+	c.waiters = pending
 }

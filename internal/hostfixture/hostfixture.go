@@ -4,7 +4,7 @@
 // Package hostfixture writes a fake host tree (/proc and /sys/fs/cgroup, v1 or v2) that the
 // task receiver can read through its root_path: the node's files as a kernel writes them, plus
 // containers with processes, environment, network namespace and cgroup statistics. The checked-in
-// trees under receiver/taskreceiver/testdata/hosts are written by it (see cmd/mkfixtures), and
+// trees under receiver/taskreceiver/testdata/hosts are written by it (see receiver/taskreceiver/internal/mkfixtures), and
 // benchmarks use it to lay out hundreds of containers.
 package hostfixture // import "github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
 

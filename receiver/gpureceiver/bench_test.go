@@ -30,7 +30,7 @@ processes:
 `, n))
 			require.NoError(b, err)
 			clock := newFakeClock()
-			srv := simulated.New(sc, clock.Now)
+			srv := simulated.New(sc, clock)
 			b.Cleanup(srv.Close)
 			cfg := testConfig()
 			cfg.XID.NVMLEvents = false

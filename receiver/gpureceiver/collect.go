@@ -43,7 +43,7 @@ func read[T any](r *gpuRead, call string, f func() (T, nvml.Return)) (T, bool) {
 	if r.down != nvml.SUCCESS {
 		return zero, false
 	}
-	v, ret := guarded(&r.st.lane, r.src.cfg.CallTimeout, r.src.hist, f)
+	v, ret := guarded(&r.st.lane, &r.src.guard, f)
 	switch ret {
 	case nvml.SUCCESS:
 		return v, true
@@ -64,7 +64,7 @@ func read[T any](r *gpuRead, call string, f func() (T, nvml.Return)) (T, bool) {
 // collectGPU records one GPU into its own MetricsBuilder (GPUs are collected in parallel).
 func (s *nvmlSource) collectGPU(st *gpuState, now pcommon.Timestamp) {
 	r := &gpuRead{src: s, st: st, dev: st.id.handle, now: now, down: st.handleErr, health: map[metadata.AttributeCondition]int64{}, util: -1}
-	if r.down == nvml.SUCCESS && st.lane.hung.Load() {
+	if r.down == nvml.SUCCESS && st.lane.Hung() {
 		r.down = errDeadline
 	}
 	if r.down == nvml.SUCCESS {

@@ -27,7 +27,7 @@ func writeScenario(t *testing.T, clock *fakeClock, body string) *simulated.Serve
 	require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
 	sc, err := simulated.LoadScenario(path)
 	require.NoError(t, err)
-	srv := simulated.New(sc, clock.Now)
+	srv := simulated.New(sc, clock)
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -85,7 +85,7 @@ faults:
 	}
 
 	clock.Advance(time.Minute)
-	require.Eventually(t, func() bool { return !src.gpus[3].lane.hung.Load() }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return !src.gpus[3].lane.Hung() }, 10*time.Second, 5*time.Millisecond)
 	md := src.scrape()
 	assertUp(t, md, map[string]int64{"3": 1})
 	assert.Equal(t, int64(healthOK), value(t, gpuResource(t, md, "3"), "gpu_health", "condition", "nvml"))

@@ -39,7 +39,7 @@ func simServer(t testing.TB, scenario string, clock *fakeClock) *simulated.Serve
 	t.Helper()
 	sc, err := simulated.LoadScenario(filepath.Join("testdata", "scenarios", scenario))
 	require.NoError(t, err)
-	srv := simulated.New(sc, clock.Now)
+	srv := simulated.New(sc, clock)
 	t.Cleanup(srv.Close)
 	return srv
 }

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/latency"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/staleness"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
@@ -52,11 +53,13 @@ type gpuSource struct {
 func newSource(ss sourceSettings, lib nvml.Interface, release func()) *gpuSource {
 	cfg := ss.cfg
 	g := &gpuSource{nodeName: ss.nodeName, now: ss.now}
+	hist := latency.New("cmd_nvml_latency_seconds", "Latency of NVML calls, hung ones included once they return.", ss.now())
 	g.nvmlSource = &nvmlSource{
 		lib:     lib,
 		cfg:     cfg,
 		logger:  ss.set.Logger,
-		hist:    latency.New("cmd_nvml_latency_seconds", "Latency of NVML calls, hung ones included once they return.", ss.now()),
+		hist:    hist,
+		guard:   deadline.Guard{Timeout: cfg.CallTimeout, Observe: hist.Observe},
 		newMB:   func() *metadata.MetricsBuilder { return metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, ss.set) },
 		release: release,
 		stop:    make(chan struct{}),

@@ -13,6 +13,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/latency"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 )
@@ -45,7 +46,7 @@ type gpuIdentity struct {
 // enumMu): scrapes never overlap.
 type gpuState struct {
 	id   *gpuIdentity
-	lane lane
+	lane deadline.Lane
 	// handleErr is why the last enumeration got no handle for this index.
 	handleErr nvml.Return
 	mb        *metadata.MetricsBuilder
@@ -62,9 +63,10 @@ type nvmlSource struct {
 	cfg     *Config
 	logger  *zap.Logger
 	hist    *latency.Histogram
+	guard   deadline.Guard // call_timeout on every NVML call, its latency into hist
 	xids    *xidTracker
 	newMB   func() *metadata.MetricsBuilder
-	libLane lane
+	libLane deadline.Lane
 
 	// release frees what the backend holds (the simulation's blocked calls); kmsg is the kernel
 	// log being followed, closed at shutdown to wake its blocked read.
@@ -83,7 +85,7 @@ type nvmlSource struct {
 }
 
 func (s *nvmlSource) call(f func() nvml.Return) nvml.Return {
-	_, ret := guarded(&s.libLane, s.cfg.CallTimeout, s.hist, func() (struct{}, nvml.Return) { return struct{}{}, f() })
+	_, ret := guarded(&s.libLane, &s.guard, func() (struct{}, nvml.Return) { return struct{}{}, f() })
 	return ret
 }
 
@@ -131,7 +133,7 @@ func (s *nvmlSource) tryInit(first bool) bool {
 			missing = append(missing, sym)
 		}
 	}
-	s.driver, _ = guarded(&s.libLane, s.cfg.CallTimeout, s.hist, s.lib.SystemGetDriverVersion)
+	s.driver, _ = guarded(&s.libLane, &s.guard, s.lib.SystemGetDriverVersion)
 	s.ready.Store(true)
 	s.enumMu.Lock()
 	s.enumerate()
@@ -163,7 +165,7 @@ func (s *nvmlSource) libraryName() string {
 // enumerate refreshes the GPU list and publishes the identities; the caller holds enumMu. A GPU
 // that cannot be reached keeps its last identity, so its series keep their labels while down.
 func (s *nvmlSource) enumerate() nvml.Return {
-	count, ret := guarded(&s.libLane, s.cfg.CallTimeout, s.hist, s.lib.DeviceGetCount)
+	count, ret := guarded(&s.libLane, &s.guard, s.lib.DeviceGetCount)
 	if ret != nvml.SUCCESS {
 		return ret
 	}
@@ -175,9 +177,9 @@ func (s *nvmlSource) enumerate() nvml.Return {
 	ids := make([]*gpuIdentity, count)
 	for i, st := range s.gpus {
 		st.handleErr = nvml.SUCCESS
-		if st.lane.hung.Load() {
+		if st.lane.Hung() {
 			st.handleErr = errDeadline
-		} else if h, ret := guarded(&st.lane, s.cfg.CallTimeout, s.hist, func() (nvml.Device, nvml.Return) { return s.lib.DeviceGetHandleByIndex(i) }); ret != nvml.SUCCESS {
+		} else if h, ret := guarded(&st.lane, &s.guard, func() (nvml.Device, nvml.Return) { return s.lib.DeviceGetHandleByIndex(i) }); ret != nvml.SUCCESS {
 			st.handleErr = ret
 		} else if st.id.handle != h || st.id.uuid == "" {
 			st.id = s.identify(st, i, h)
@@ -190,9 +192,9 @@ func (s *nvmlSource) enumerate() nvml.Return {
 
 func (s *nvmlSource) identify(st *gpuState, index int, h nvml.Device) *gpuIdentity {
 	id := &gpuIdentity{index: index, handle: h}
-	id.uuid, _ = guarded(&st.lane, s.cfg.CallTimeout, s.hist, h.GetUUID)
-	id.model, _ = guarded(&st.lane, s.cfg.CallTimeout, s.hist, h.GetName)
-	if pci, ret := guarded(&st.lane, s.cfg.CallTimeout, s.hist, h.GetPciInfo); ret == nvml.SUCCESS {
+	id.uuid, _ = guarded(&st.lane, &s.guard, h.GetUUID)
+	id.model, _ = guarded(&st.lane, &s.guard, h.GetName)
+	if pci, ret := guarded(&st.lane, &s.guard, h.GetPciInfo); ret == nvml.SUCCESS {
 		id.pci = pciAddr{domain: pci.Domain, bus: pci.Bus, device: pci.Device}
 		id.pciBusID = cString(pci.BusId[:])
 	}
@@ -229,7 +231,7 @@ const eventWait = 500 * time.Millisecond
 // each GPU's lane, so a GPU that hangs already at start holds back only itself. GPUs that
 // cannot register (ERROR_NOT_SUPPORTED on old GPUs) are left to the kernel log.
 func (s *nvmlSource) registerEvents() nvml.EventSet {
-	set, ret := guarded(&s.libLane, s.cfg.CallTimeout, s.hist, s.lib.EventSetCreate)
+	set, ret := guarded(&s.libLane, &s.guard, s.lib.EventSetCreate)
 	if ret != nvml.SUCCESS {
 		s.logger.Warn("NVML event set unavailable: XIDs come from the kernel log only", zap.String("error", ret.Error()))
 		return nil
@@ -240,11 +242,11 @@ func (s *nvmlSource) registerEvents() nvml.EventSet {
 		if h == nil || st.handleErr != nvml.SUCCESS {
 			continue
 		}
-		supported, ret := guarded(&st.lane, s.cfg.CallTimeout, s.hist, h.GetSupportedEventTypes)
+		supported, ret := guarded(&st.lane, &s.guard, h.GetSupportedEventTypes)
 		if ret != nvml.SUCCESS || supported&nvml.EventTypeXidCriticalError == 0 {
 			continue
 		}
-		_, ret = guarded(&st.lane, s.cfg.CallTimeout, s.hist, func() (struct{}, nvml.Return) {
+		_, ret = guarded(&st.lane, &s.guard, func() (struct{}, nvml.Return) {
 			return struct{}{}, h.RegisterEvents(nvml.EventTypeXidCriticalError, set)
 		})
 		if ret == nvml.SUCCESS {

@@ -28,7 +28,7 @@ processes:
 	sc, err := simulated.LoadScenario(scenario)
 	require.NoError(t, err)
 	clock := newFakeClock()
-	srv := simulated.New(sc, clock.Now)
+	srv := simulated.New(sc, clock)
 	t.Cleanup(srv.Close)
 	cfg := testConfig()
 	cfg.XID.NVMLEvents = false

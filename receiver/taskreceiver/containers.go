@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/procfs"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/tasklabels"
@@ -45,6 +46,7 @@ type containerState struct {
 
 type containerSample struct {
 	at         time.Time
+	cpuOK      bool
 	cpuSeconds float64
 	net        *netCounters
 }
@@ -108,8 +110,12 @@ func (s *taskScraper) scrapeContainer(now pcommon.Timestamp, f cgroupfs.Found, h
 	}
 	stats, err := s.cgroups.stat(f.Path)
 	if err != nil {
+		// A controller that cannot be read costs its own metrics, not the container's others.
 		s.readFailed("cgroup")
-		return true
+		s.logger.Debug("Skipped a container's unreadable cgroup controllers", zap.String("container_id", f.ID), zap.Error(err))
+		if !stats.anyOK() {
+			return true
+		}
 	}
 	s.recordContainer(now, f, st, stats, s.readNet(pids, hostNetNS, st))
 	return true
@@ -230,10 +236,12 @@ func (s *taskScraper) recordContainer(now pcommon.Timestamp, f cgroupfs.Found, s
 		r = s.services
 	}
 	at := now.AsTime()
-	r.cpuSeconds(now, stats.cpuSeconds)
+	if stats.cpuOK {
+		r.cpuSeconds(now, stats.cpuSeconds)
+	}
 	if st.hasPrev {
 		if dt := at.Sub(st.prev.at).Seconds(); dt > 0 {
-			if d := stats.cpuSeconds - st.prev.cpuSeconds; d >= 0 {
+			if d := stats.cpuSeconds - st.prev.cpuSeconds; stats.cpuOK && st.prev.cpuOK && d >= 0 {
 				r.cpuPercent(now, d/dt*100)
 			}
 			if net != nil && st.prev.net != nil && net.rx >= st.prev.net.rx && net.tx >= st.prev.net.tx {
@@ -242,28 +250,32 @@ func (s *taskScraper) recordContainer(now pcommon.Timestamp, f cgroupfs.Found, s
 			}
 		}
 	}
-	st.prev, st.hasPrev = containerSample{at: at, cpuSeconds: stats.cpuSeconds, net: net}, true
+	st.prev, st.hasPrev = containerSample{at: at, cpuOK: stats.cpuOK, cpuSeconds: stats.cpuSeconds, net: net}, true
 
-	// docker stats' usage: page cache that can be dropped at once is not the container's use.
-	usage := stats.memUsage
-	if stats.inactiveFile < usage {
-		usage -= stats.inactiveFile
-	}
-	limit := stats.memLimit
-	if s.memTotal > 0 && (limit == 0 || limit > s.memTotal) {
-		limit = s.memTotal
-	}
-	r.memUsage(now, int64(usage))
-	if limit > 0 {
-		r.memLimit(now, int64(limit))
-		r.memPercent(now, float64(usage)/float64(limit)*100)
+	if stats.memoryOK {
+		// docker stats' usage: page cache that can be dropped at once is not the container's use.
+		usage := stats.memUsage
+		if stats.inactiveFile < usage {
+			usage -= stats.inactiveFile
+		}
+		limit := stats.memLimit
+		if s.memTotal > 0 && (limit == 0 || limit > s.memTotal) {
+			limit = s.memTotal
+		}
+		r.memUsage(now, int64(usage))
+		if limit > 0 {
+			r.memLimit(now, int64(limit))
+			r.memPercent(now, float64(usage)/float64(limit)*100)
+		}
 	}
 	if net != nil {
 		r.netReceive(now, int64(net.rx))
 		r.netTransmit(now, int64(net.tx))
 	}
-	r.blockIn(now, int64(stats.blockRead))
-	r.blockOut(now, int64(stats.blockWrite))
+	if stats.ioOK {
+		r.blockIn(now, int64(stats.blockRead))
+		r.blockOut(now, int64(stats.blockWrite))
+	}
 
 	rb := s.containerMB.NewResourceBuilder()
 	rb.SetNodeName(s.nodeName)

@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/scraper/scrapererror"
 	"golang.org/x/sys/unix"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
 )
 
 // scrapeFilesystems reports size and available space of the host's mounts (pid 1's mount
@@ -33,7 +35,7 @@ func (s *taskScraper) scrapeFilesystems(now pcommon.Timestamp, errs *scrapererro
 		}
 		seen[l] = true
 		path := filepath.Join(s.cfg.RootPath, m.MountPoint)
-		buf, err := bounded(s.statfsCalls, path, func() (unix.Statfs_t, error) {
+		buf, err := deadline.CallKeyed(s.statfsCalls, path, func() (unix.Statfs_t, error) {
 			var buf unix.Statfs_t
 			return buf, unix.Statfs(path, &buf)
 		})

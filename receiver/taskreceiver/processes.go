@@ -12,6 +12,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/scraper/scrapererror"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
 )
 
 // cmdlineTimeout bounds one read of a process's command line, which the kernel serves from the
@@ -58,7 +60,7 @@ func (s *taskScraper) scrapeProcess(now pcommon.Timestamp, p procfs.Proc, uninte
 	}
 	// A process in state D can hold the lock its command line is read under: bound the read.
 	// A process gone by now, or stuck, still has its stat line: keep it with its comm.
-	args, _ := bounded(s.cmdlineCalls, strconv.Itoa(p.PID), p.CmdLine)
+	args, _ := deadline.CallKeyed(s.cmdlineCalls, strconv.Itoa(p.PID), p.CmdLine)
 	cmd := commandName(args, stat.Comm)
 	if inD {
 		command := cmd

@@ -80,6 +80,35 @@ func jobNames(points map[string][]point) []string {
 	return names
 }
 
+// TestUnreadableControllerCostsOnlyItsMetrics: a container whose memory controller cannot be
+// read keeps its CPU and block IO metrics and loses only its memory ones.
+func TestUnreadableControllerCostsOnlyItsMetrics(t *testing.T) {
+	for _, tt := range []struct{ host, job, memoryStat string }{
+		{"v2-systemd-crio", "dave~infer", "sys/fs/cgroup/kubepods.slice/kubepods-pod00000015_0000_4000_8000_000000000015.slice/crio-1515151515151515151515151515151515151515151515151515151515151515.scope/memory.stat"},
+		{"v1-systemd-containerd", "carol~llama-ft", "sys/fs/cgroup/memory/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod00000001_0000_4000_8000_000000000001.slice/cri-containerd-0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b.scope/memory.stat"},
+	} {
+		t.Run(tt.host, func(t *testing.T) {
+			root := copyHost(t, tt.host)
+			require.NoError(t, write(tt.memoryStat, "total_inactive_file x\ninactive_file x\n")(root))
+			points := pointsByName(scrapeOnce(t, newStartedScraper(t, testConfig(root))))
+			assert.Positive(t, readErrors(points)["cgroup"])
+			jobsOf := func(metric string) []string {
+				var jobs []string
+				for _, p := range points[metric] {
+					if name, ok := p.resource["job_name"].(string); ok {
+						jobs = append(jobs, name)
+					}
+				}
+				return jobs
+			}
+			assert.Contains(t, jobsOf("task_cpu_seconds_total"), tt.job, "CPU is still read")
+			assert.Contains(t, jobsOf("task_block_in_byte"), tt.job, "block IO is still read")
+			assert.NotContains(t, jobsOf("task_mem_usage_byte"), tt.job, "no memory reading of the task whose memory controller is unreadable")
+			assert.NotEmpty(t, jobsOf("task_mem_usage_byte"), "the other tasks' memory is still reported")
+		})
+	}
+}
+
 // TestDamagedHost breaks one host file at a time: the scrape goes on, the damaged source is
 // counted, and everything that does not depend on it is still reported.
 func TestDamagedHost(t *testing.T) {
@@ -109,7 +138,8 @@ func TestDamagedHost(t *testing.T) {
 			}
 			return os.WriteFile(filepath.Join(root, "var/log/pods"), nil, 0o644)
 		}, "pod_logs", "", true},
-		{"malformed memory.stat", write(cgroupDir+"/memory.stat", "cache x\n"), "cgroup", "", false},
+		// One unreadable controller costs its metrics only: the task stays, with its CPU.
+		{"malformed memory.stat", write(cgroupDir+"/memory.stat", "cache x\n"), "cgroup", "", true},
 		{"truncated process stat", write("proc/2001/stat", "2001 (torch"), "proc_stat", "", true},
 		{"vanished process", remove("proc/2001"), "proc", "", false},
 	}

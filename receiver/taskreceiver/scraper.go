@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/collector/scraper/scrapererror"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podlogs"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/staleness"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
@@ -56,8 +57,8 @@ type taskScraper struct {
 	mountPointsExclude *regexp.Regexp
 	fsTypesExclude     *regexp.Regexp
 	diskExclude        *regexp.Regexp
-	statfsCalls        *callGuard
-	cmdlineCalls       *callGuard
+	statfsCalls        *deadline.Keyed
+	cmdlineCalls       *deadline.Keyed
 
 	// now is the clock, a seam for tests of rates.
 	now func() time.Time
@@ -103,8 +104,8 @@ func (s *taskScraper) start(context.Context, component.Host) error {
 	s.mountPointsExclude = regexp.MustCompile(s.cfg.Filesystem.MountPointsExclude)
 	s.fsTypesExclude = regexp.MustCompile(s.cfg.Filesystem.FSTypesExclude)
 	s.diskExclude = regexp.MustCompile(s.cfg.Disk.DeviceExclude)
-	s.statfsCalls = newCallGuard(s.cfg.Filesystem.StatfsTimeout)
-	s.cmdlineCalls = newCallGuard(cmdlineTimeout)
+	s.statfsCalls = &deadline.Keyed{Guard: deadline.Guard{Timeout: s.cfg.Filesystem.StatfsTimeout}}
+	s.cmdlineCalls = &deadline.Keyed{Guard: deadline.Guard{Timeout: cmdlineTimeout}}
 
 	s.podCache, s.releasePods = podlogs.Shared(root)
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
 // TestShippedConfigsValidate checks every configuration in distro/ with the collector's own
@@ -34,15 +36,24 @@ func TestShippedConfigsValidate(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			args := []string{"validate", "--config", filepath.Join(root, "distro", name)}
+			config := filepath.Join(root, "distro", name)
+			args := []string{"validate", "--config", config}
 			for _, s := range sets {
 				args = append(args, "--set", s)
 			}
-			cmd := exec.Command(collectorBinary(t), args...)
+			cmd := exec.Command(stack.BinaryFor(t, config), args...)
 			cmd.Dir = root // demo.yaml names its scenario relative to the repository
 			cmd.Env = append(cmd.Environ(), env...)
 			out, err := cmd.CombinedOutput()
 			assert.NoError(t, err, "%s", out)
 		})
 	}
+	t.Run("agent distribution without the gateway's components", func(t *testing.T) {
+		// The check can fail: the agent's build links only what the agent's configurations use.
+		cmd := exec.Command(stack.AgentBinary(t), "validate", "--config", filepath.Join(root, "distro", "gateway.yaml"))
+		cmd.Env = append(cmd.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		assert.Error(t, err)
+		assert.Contains(t, string(out), "k8s_watchdog")
+	})
 }

@@ -28,6 +28,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/otelcol-gpu/otelcol-gpu/test/kube"
+	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
 // kubectlBinary is KUBECTL_BIN (set by `make e2e`: kubectl of the API server's version, built by
@@ -225,7 +226,10 @@ func TestDeployedConfigsValidate(t *testing.T) {
 			configs := collectorConfigs(t, objs)
 			var pods []corev1.PodSpec
 			for _, o := range ofKind(objs, "DaemonSet") {
-				pods = append(pods, convert[appsv1.DaemonSet](t, o).Spec.Template.Spec)
+				pod := convert[appsv1.DaemonSet](t, o).Spec.Template.Spec
+				// Every node runs the agent's own lean build, not the image's default entrypoint.
+				assert.Equal(t, []string{"/otelcol-gpu-agent"}, pod.Containers[0].Command, "the DaemonSet's binary")
+				pods = append(pods, pod)
 			}
 			for _, o := range ofKind(objs, "Deployment") {
 				pods = append(pods, convert[appsv1.Deployment](t, o).Spec.Template.Spec)
@@ -265,7 +269,7 @@ func TestDeployedConfigsValidate(t *testing.T) {
 				if slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, "exporters::textfile::directory=") }) {
 					args = append(args, "--set", "exporters::textfile::directory="+t.TempDir())
 				}
-				cmd := exec.Command(collectorBinary(t), args...)
+				cmd := exec.Command(distributionOf(t, container), args...)
 				cmd.Env = append(os.Environ(), env...)
 				out, err := cmd.CombinedOutput()
 				assert.NoError(t, err, "%s: %s", container.Name, out)
@@ -282,6 +286,24 @@ func collectorConfigs(t testing.TB, objs []*unstructured.Unstructured) map[strin
 		configs[cm.Name] = cm.Data["config.yaml"]
 	}
 	return configs
+}
+
+// distributionOf is the built binary that container runs: its command in the image
+// (/otelcol-gpu-agent), else the image's entrypoint /otelcol-gpu.
+func distributionOf(t testing.TB, container corev1.Container) string {
+	cmd := "/otelcol-gpu"
+	if len(container.Command) > 0 {
+		cmd = container.Command[0]
+	}
+	switch cmd {
+	case "/otelcol-gpu":
+		return stack.Binary(t)
+	case "/otelcol-gpu-agent":
+		return stack.AgentBinary(t)
+	default:
+		t.Fatalf("%s runs %s, which the image does not hold", container.Name, cmd)
+		return ""
+	}
 }
 
 func configMapOf(t testing.TB, pod corev1.PodSpec) string {

@@ -26,8 +26,6 @@ import (
 
 func repoRoot(testing.TB) string { return stack.RepoRoot() }
 
-func collectorBinary(t testing.TB) string { return stack.Binary(t) }
-
 // requireTool finds a real peer's binary; its absence fails the test, it is not a skip.
 func requireTool(t testing.TB, name string) string {
 	path, err := exec.LookPath(name)
@@ -44,7 +42,8 @@ func startProcess(t testing.TB, bin string, args ...string) *stack.Process {
 	return stack.Start(t, bin, args, nil)
 }
 
-// startCollector runs the collector on config with --set overrides, and returns its metrics URL.
+// startCollector runs the collector on config (with the distribution that runs it, see
+// stack.BinaryFor) with --set overrides, and returns its metrics URL.
 func startCollector(t testing.TB, config string, sets ...string) string {
 	url, _ := startCollectorWithOutput(t, config, sets...)
 	return url
@@ -61,7 +60,7 @@ func startCollectorWithOutput(t testing.TB, config string, sets ...string) (stri
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
-	out := startProcess(t, collectorBinary(t), args...)
+	out := startProcess(t, stack.BinaryFor(t, config), args...)
 	return fmt.Sprintf("http://127.0.0.1:%d/metrics", port), out
 }
 

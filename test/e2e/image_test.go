@@ -18,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
 // imageArchive is `make image`'s output (OTELCOL_IMAGE, set by `make e2e`).
@@ -33,9 +35,10 @@ func imageArchive(t testing.TB) string {
 
 // TestImage unpacks `make image`'s archive with umoci (a real OCI implementation: it checks every
 // digest and media type and applies each layer in order, as a container runtime does) and runs
-// the binary from that root: `validate` on every configuration in distro/, with the host's / at
-// /hostfs (read-only, in a mount namespace of its own) as the agent's DaemonSet has it, as the
-// image's default user. The root must hold nothing but the binary, the C library files it loads
+// the binaries from that root: `validate` on every configuration in distro/ with the distribution
+// that runs it (the agent's for the agent's configurations), with the host's / at /hostfs
+// (read-only, in a mount namespace of its own) as the agent's DaemonSet has it, as the image's
+// default user. The root must hold nothing but the two binaries, the C library files they load
 // (as ldd lists them) and the user database; the image runs as a non-root user and is labelled
 // with version, source and revision.
 func TestImage(t *testing.T) {
@@ -67,12 +70,16 @@ func TestImage(t *testing.T) {
 
 	root := filepath.Join(bundle, "rootfs")
 	require.NoError(t, os.Chmod(root, 0o755)) // the image's user must be able to enter its /
-	// Nothing but the binary, what it loads and the user database.
-	want := []string{"/otelcol-gpu", "/etc/passwd", "/etc/group"}
-	ldd, err := exec.Command("ldd", collectorBinary(t)).Output()
-	require.NoError(t, err)
-	for _, m := range regexp.MustCompile(`(?m)(?:=> )?(/\S+) \(0x`).FindAllSubmatch(ldd, -1) {
-		want = append(want, string(m[1]))
+	// Nothing but the binaries, what they load and the user database.
+	want := []string{"/otelcol-gpu", "/otelcol-gpu-agent", "/etc/passwd", "/etc/group"}
+	for _, bin := range []string{stack.Binary(t), stack.AgentBinary(t)} {
+		ldd, err := exec.Command("ldd", bin).Output()
+		require.NoError(t, err)
+		for _, m := range regexp.MustCompile(`(?m)(?:=> )?(/\S+) \(0x`).FindAllSubmatch(ldd, -1) {
+			if !slices.Contains(want, string(m[1])) {
+				want = append(want, string(m[1]))
+			}
+		}
 	}
 	var got []string
 	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -104,12 +111,16 @@ func TestImage(t *testing.T) {
 		name := filepath.Base(config)
 		t.Run(name, func(t *testing.T) {
 			// unshare gives the bind mounts a private mount namespace: they vanish with it.
+			bin := "/otelcol-gpu"
+			if slices.Contains(stack.AgentConfigs, name) {
+				bin = "/otelcol-gpu-agent"
+			}
 			script := `set -e
 mount --bind /proc "$ROOT/proc"
 mount --bind -o ro / "$ROOT/hostfs"
-exec chroot --userspec=65532:65532 "$ROOT" /otelcol-gpu validate --config "/distro/$CONFIG"`
+exec chroot --userspec=65532:65532 "$ROOT" "$BIN" validate --config "/distro/$CONFIG"`
 			cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script)
-			cmd.Env = []string{"ROOT=" + root, "CONFIG=" + name, "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+			cmd.Env = []string{"ROOT=" + root, "CONFIG=" + name, "BIN=" + bin, "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
 				"MY_POD_IP=10.0.0.1", "K8S_NODE_NAME=node-1", "K8S_NODE_IP=10.0.0.1", "OTELCOL_GPU_GATEWAY=otelcol-gpu-gateway.otelcol-gpu.svc",
 				// demo.yaml's demo node (cmd/demonode writes it); any host tree passes validation.
 				"OTELCOL_GPU_DEMO_ROOT=/hostfs"}

@@ -23,6 +23,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"google.golang.org/grpc"
 	_ "google.golang.org/grpc/encoding/gzip" // the otlp exporter compresses by default
+
+	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
 // dcgmDashboard is the PromQL of NVIDIA's dcgm-exporter Grafana dashboard
@@ -168,7 +170,8 @@ func TestDCGMPage(t *testing.T) {
 // with the key named.
 func TestUnknownProfile(t *testing.T) {
 	root := repoRoot(t)
-	cmd := exec.Command(collectorBinary(t), "validate", "--config", filepath.Join(root, "distro", "demo-dcgm.yaml"),
+	config := filepath.Join(root, "distro", "demo-dcgm.yaml")
+	cmd := exec.Command(stack.BinaryFor(t, config), "validate", "--config", config,
 		"--set", "processors::name_profile/dcgm::profile=dcgm-exporter")
 	cmd.Dir = root
 	cmd.Env = append(cmd.Environ(), "OTELCOL_GPU_DEMO_ROOT="+filepath.Join(root, "receiver", "taskreceiver", "testdata", "hosts", "v2-systemd-crio"))

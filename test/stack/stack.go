@@ -7,7 +7,9 @@
 // only the host paths and listening ports pointed at the test's machine. Everything listens on
 // 127.0.0.1; each process is stopped by its PID when the test ends.
 //
-// The binary is OTELCOL_BIN (set by `make e2e`), else bin/otelcol-gpu.
+// Two distributions run them (`make build` builds both): the agent's configurations
+// (AgentConfigs) run with otelcol-gpu-agent, OTELCOL_AGENT_BIN or else bin/otelcol-gpu-agent;
+// the rest (the gateway's) with otelcol-gpu, OTELCOL_BIN or else bin/otelcol-gpu.
 package stack // import "github.com/otelcol-gpu/otelcol-gpu/test/stack"
 
 import (
@@ -21,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -33,15 +36,40 @@ func RepoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// Binary is the collector under test; its absence fails the test.
+// AgentConfigs are the configurations in distro/ that the agent's distribution
+// (builder-agent.yaml) runs: the DaemonSet's, make run's, make demo's and make demo-dcgm's, and the semconv example.
+var AgentConfigs = []string{"agent.yaml", "local.yaml", "demo.yaml", "demo-dcgm.yaml", "semconv-otlp.yaml"}
+
+// Binary is the gateway's distribution, otelcol-gpu; its absence fails the test.
 func Binary(tb testing.TB) string {
 	tb.Helper()
-	bin := os.Getenv("OTELCOL_BIN")
+	return binary(tb, "OTELCOL_BIN", "otelcol-gpu")
+}
+
+// AgentBinary is the agent's distribution, otelcol-gpu-agent; its absence fails the test.
+func AgentBinary(tb testing.TB) string {
+	tb.Helper()
+	return binary(tb, "OTELCOL_AGENT_BIN", "otelcol-gpu-agent")
+}
+
+// BinaryFor is the distribution that runs config (a path whose file name is in distro/, or a
+// test's own configuration, which needs the gateway's distribution).
+func BinaryFor(tb testing.TB, config string) string {
+	tb.Helper()
+	if filepath.Dir(config) == filepath.Join(RepoRoot(), "distro") && slices.Contains(AgentConfigs, filepath.Base(config)) {
+		return AgentBinary(tb)
+	}
+	return Binary(tb)
+}
+
+func binary(tb testing.TB, env, name string) string {
+	tb.Helper()
+	bin := os.Getenv(env)
 	if bin == "" {
-		bin = filepath.Join(RepoRoot(), "bin", "otelcol-gpu")
+		bin = filepath.Join(RepoRoot(), "bin", name)
 	}
 	if _, err := os.Stat(bin); err != nil {
-		tb.Fatalf("the collector binary is needed: run `make build`, or set OTELCOL_BIN: %v", err)
+		tb.Fatalf("the collector binary %s is needed: run `make build`, or set %s: %v", name, env, err)
 	}
 	return bin
 }
@@ -185,7 +213,7 @@ func StartAgent(tb testing.TB, s *Secrets, o AgentOptions) *Agent {
 		"extensions::file_storage_check/queue::directory="+o.QueueDir,
 	)
 	env := []string{"MY_POD_IP=127.0.0.1", "K8S_NODE_NAME=" + o.NodeName, "K8S_NODE_IP=" + o.NodeIP}
-	return &Agent{Endpoints: ep, Process: Start(tb, Binary(tb), config("agent.yaml", append(args, o.Sets...)), env)}
+	return &Agent{Endpoints: ep, Process: Start(tb, AgentBinary(tb), config("agent.yaml", append(args, o.Sets...)), env)}
 }
 
 func config(name string, sets []string) []string {

@@ -2,13 +2,14 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command ociimage builds the collector's container image without a container daemon: an OCI
-// image layout, written as one tar archive, holding nothing but the binary and the C library
-// files it loads (it is a cgo binary: the dynamic loader and what its ELF headers name,
-// found as the loader would), plus /etc/passwd and /etc/group naming the non-root user it runs
-// as. Two layers, the C library first, so that a new binary changes only the second one. File
-// times are the commit's (-created), so the same inputs give the same image digest.
+// image layout, written as one tar archive, holding nothing but the binaries (each at
+// /<its file name>; the first is the entrypoint) and the C library files they load (they are
+// cgo binaries: the dynamic loader and what their ELF headers name, found as the loader would),
+// plus /etc/passwd and /etc/group naming the non-root user it runs as. Two layers, the C library
+// first, so that new binaries change only the second one. File times are the commit's
+// (-created), so the same inputs give the same image digest.
 //
-//	ociimage -binary bin/otelcol-gpu -out bin/otelcol-gpu-image.tar -version 0.1.0 \
+//	ociimage -binary bin/otelcol-gpu -binary bin/otelcol-gpu-agent -out bin/otelcol-gpu-image.tar -version 0.1.0 \
 //	  -source https://github.com/otelcol-gpu/otelcol-gpu -revision $(git rev-parse HEAD) \
 //	  -created $(git log -1 --format=%cI)
 package main
@@ -52,7 +53,11 @@ var libraryDirs = []string{
 }
 
 func main() {
-	binary := flag.String("binary", "bin/otelcol-gpu", "the collector binary")
+	var binaries []string
+	flag.Func("binary", "a collector binary, at /<its name> in the image (repeat it; the first is the entrypoint)", func(p string) error {
+		binaries = append(binaries, p)
+		return nil
+	})
 	out := flag.String("out", "bin/otelcol-gpu-image.tar", "the OCI image archive to write")
 	name := flag.String("name", "otelcol-gpu", "the image's name")
 	version := flag.String("version", "", "the image's version and tag (required)")
@@ -60,22 +65,35 @@ func main() {
 	revision := flag.String("revision", "", "the source's commit (org.opencontainers.image.revision)")
 	created := flag.String("created", "", "creation time, RFC 3339; file times too (default: the binary's modification time)")
 	flag.Parse()
-	if *version == "" {
-		log.Fatal("ociimage: -version is required")
+	if *version == "" || len(binaries) == 0 {
+		log.Fatal("ociimage: -version and -binary are required")
 	}
-	if err := build(*binary, *out, *name, *version, *source, *revision, *created); err != nil {
+	if err := build(binaries, *out, *name, *version, *source, *revision, *created); err != nil {
 		log.Fatalf("ociimage: %v", err)
 	}
 }
 
-func build(binary, out, name, version, source, revision, created string) error {
-	when, err := creationTime(binary, created)
+func build(binaries []string, out, name, version, source, revision, created string) error {
+	when, err := creationTime(binaries[0], created)
 	if err != nil {
 		return err
 	}
-	libs, arch, err := sharedLibraries(binary)
-	if err != nil {
-		return err
+	var libs []string
+	arch := ""
+	for _, binary := range binaries {
+		own, a, err := sharedLibraries(binary)
+		if err != nil {
+			return err
+		}
+		if arch != "" && a != arch {
+			return fmt.Errorf("%s is for %s, %s for %s: one image holds one architecture", binary, a, binaries[0], arch)
+		}
+		arch = a
+		for _, lib := range own {
+			if !slices.Contains(libs, lib) {
+				libs = append(libs, lib)
+			}
+		}
 	}
 	base := &layer{when: when}
 	base.dir("/etc", 0o755)
@@ -88,15 +106,17 @@ func build(binary, out, name, version, source, revision, created string) error {
 		}
 	}
 	app := &layer{when: when}
-	if err := app.copy("/otelcol-gpu", binary, 0o755); err != nil {
-		return err
+	for _, binary := range binaries {
+		if err := app.copy("/"+filepath.Base(binary), binary, 0o755); err != nil {
+			return err
+		}
 	}
 
 	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	for _, l := range []struct {
 		layer *layer
 		what  string
-	}{{base, "the C library the binary loads, /etc/passwd, /etc/group"}, {app, "the collector"}} {
+	}{{base, "the C library the binaries load, /etc/passwd, /etc/group"}, {app, "the collectors"}} {
 		tl, err := l.layer.toLayer()
 		if err != nil {
 			return err
@@ -113,7 +133,7 @@ func build(binary, out, name, version, source, revision, created string) error {
 	cfg = cfg.DeepCopy()
 	cfg.OS, cfg.Architecture, cfg.Created = "linux", arch, v1.Time{Time: when}
 	cfg.Config.User = strconv.Itoa(uid) + ":" + strconv.Itoa(uid)
-	cfg.Config.Entrypoint = []string{"/otelcol-gpu"}
+	cfg.Config.Entrypoint = []string{"/" + filepath.Base(binaries[0])}
 	cfg.Config.WorkingDir = "/"
 	cfg.Config.Env = []string{"PATH=/"}
 	cfg.Config.ExposedPorts = map[string]struct{}{"4317/tcp": {}, "9102/tcp": {}, "9103/tcp": {}, "13133/tcp": {}}

@@ -391,7 +391,7 @@ func (d *Device) GetProcessUtilization(uint64) ([]nvml.ProcessUtilizationSample,
 	if len(d.migs) > 0 {
 		return nil, nvml.ERROR_NOT_SUPPORTED
 	}
-	ts := uint64(d.srv.now().UnixMicro())
+	ts := uint64(d.srv.clock.Now().UnixMicro())
 	var samples []nvml.ProcessUtilizationSample
 	for _, p := range d.activeProcesses(t) {
 		samples = append(samples, nvml.ProcessUtilizationSample{Pid: p.PID, TimeStamp: ts, SmUtil: p.SM})

@@ -38,9 +38,22 @@ var profiles = map[string]profile{
 	"dgxb200": {gpus.B200_SXM5_180GB, dgxb200.NewWithGPUs, 1965, 3996, 18, 5},
 }
 
-// pollInterval is how often a blocked call (hang fault, event wait) looks at the clock again;
-// polling instead of sleeping to a deadline lets tests drive the scenario with a fake clock.
-const pollInterval = 25 * time.Millisecond
+// Clock is the scenario's time: WallClock in the collector, a hand-moved clock in tests.
+type Clock interface {
+	Now() time.Time
+	// At delivers once the clock has reached t (an absolute time, so that a clock moved between
+	// a caller's Now and its At is not missed).
+	At(t time.Time) <-chan time.Time
+}
+
+// WallClock is the machine's clock.
+type WallClock struct{}
+
+// Now is time.Now.
+func (WallClock) Now() time.Time { return time.Now() }
+
+// At is a timer to t.
+func (WallClock) At(t time.Time) <-chan time.Time { return time.After(time.Until(t)) }
 
 // Server is an nvml.Interface on a go-nvml mock server. It answers the calls the gpu receiver
 // makes from the scenario; every other call goes to the mock and behaves as go-nvml's mocks do.
@@ -51,7 +64,7 @@ const pollInterval = 25 * time.Millisecond
 type Server struct {
 	*server.Server
 	devices []*Device
-	now     func() time.Time
+	clock   Clock
 	start   time.Time
 
 	closed    chan struct{}
@@ -69,8 +82,9 @@ type pendingXID struct {
 
 var _ nvml.Interface = (*Server)(nil)
 
-// New builds the simulated server; the scenario's time 0 is the first reading of now.
-func New(sc *Scenario, now func() time.Time) *Server {
+// New builds the simulated server; the scenario's time 0 is the clock's time now. Nothing in it
+// wakes on its own: a blocked call sleeps until its scenario time is due.
+func New(sc *Scenario, clock Clock) *Server {
 	p := profiles[sc.Profile]
 	cfg := p.gpu
 	if sc.Model != "" {
@@ -81,8 +95,8 @@ func New(sc *Scenario, now func() time.Time) *Server {
 	}
 	s := &Server{
 		Server: p.newServer(gpus.Multiple(sc.GPUs, cfg)...),
-		now:    now,
-		start:  now(),
+		clock:  clock,
+		start:  clock.Now(),
 		closed: make(chan struct{}),
 	}
 	for i, md := range s.Server.Devices {
@@ -105,17 +119,14 @@ func (s *Server) Close() {
 }
 
 func (s *Server) elapsed() time.Duration {
-	return s.now().Sub(s.start)
+	return s.clock.Now().Sub(s.start)
 }
 
 // block holds the caller until the scenario reaches until, or the server closes.
 func (s *Server) block(until time.Duration) {
-	for s.elapsed() < until {
-		select {
-		case <-s.closed:
-			return
-		case <-time.After(pollInterval):
-		}
+	select {
+	case <-s.closed:
+	case <-s.clock.At(s.start.Add(until)):
 	}
 }
 
@@ -137,20 +148,27 @@ func (s *Server) EventSetCreate() (nvml.EventSet, nvml.Return) {
 	return &eventSet{srv: s, masks: map[*Device]uint64{}}, nvml.SUCCESS
 }
 
-// nextXID hands out the earliest due xid fault of a GPU registered for XID events, once.
-func (s *Server) nextXID(masks map[*Device]uint64) (nvml.EventData, bool) {
+// nextXID hands out a due xid fault of a GPU registered for XID events, once. When none is due
+// it returns when the next one will be (ok false, more true), or more false if none is left.
+func (s *Server) nextXID(masks map[*Device]uint64) (ev nvml.EventData, ok bool, next time.Duration, more bool) {
 	t := s.elapsed()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, x := range s.xids {
-		if x.delivered || x.fault.At > t || masks[x.device]&nvml.EventTypeXidCriticalError == 0 {
+		if x.delivered || masks[x.device]&nvml.EventTypeXidCriticalError == 0 {
+			continue
+		}
+		if x.fault.At > t {
+			if !more || x.fault.At < next {
+				next, more = x.fault.At, true
+			}
 			continue
 		}
 		x.delivered = true
 		// 0xFFFFFFFF: the event concerns the whole GPU, not a MIG instance.
-		return nvml.EventData{Device: x.device, EventType: nvml.EventTypeXidCriticalError, EventData: x.fault.XID, GpuInstanceId: 0xFFFFFFFF, ComputeInstanceId: 0xFFFFFFFF}, true
+		return nvml.EventData{Device: x.device, EventType: nvml.EventTypeXidCriticalError, EventData: x.fault.XID, GpuInstanceId: 0xFFFFFFFF, ComputeInstanceId: 0xFFFFFFFF}, true, 0, false
 	}
-	return nvml.EventData{}, false
+	return nvml.EventData{}, false, next, more
 }
 
 // eventSet implements Wait and Free; the embedded mock covers the rest of nvml.EventSet.
@@ -167,24 +185,28 @@ func (e *eventSet) register(d *Device, mask uint64) {
 	e.masks[d] |= mask
 }
 
-// Wait returns the next due XID, or ERROR_TIMEOUT after timeoutMs as NVML does.
+// Wait returns the next due XID, or ERROR_TIMEOUT after timeoutMs of real time as NVML does. It
+// sleeps until the next XID is due on the scenario's clock or the timeout, whichever is first.
 func (e *eventSet) Wait(timeoutMs uint32) (nvml.EventData, nvml.Return) {
-	deadline := time.Now().Add(time.Duration(timeoutMs) * time.Millisecond)
+	timeout := time.NewTimer(time.Duration(timeoutMs) * time.Millisecond)
+	defer timeout.Stop()
 	for {
 		e.mu.Lock()
-		ev, ok := e.srv.nextXID(e.masks)
+		ev, ok, next, more := e.srv.nextXID(e.masks)
 		e.mu.Unlock()
 		if ok {
 			return ev, nvml.SUCCESS
 		}
-		wait := time.Until(deadline)
-		if wait <= 0 {
-			return nvml.EventData{}, nvml.ERROR_TIMEOUT
+		var due <-chan time.Time // nil: no XID left to wait for
+		if more {
+			due = e.srv.clock.At(e.srv.start.Add(next))
 		}
 		select {
 		case <-e.srv.closed:
 			return nvml.EventData{}, nvml.ERROR_TIMEOUT
-		case <-time.After(min(wait, pollInterval)):
+		case <-timeout.C:
+			return nvml.EventData{}, nvml.ERROR_TIMEOUT
+		case <-due:
 		}
 	}
 }

@@ -4,40 +4,29 @@
 package simulated
 
 import (
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/fakeclock"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) set(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = time.Unix(0, 0).Add(d)
-}
-
-func newServer(t *testing.T, body string) (*Server, *clock) {
+func newServer(t *testing.T, body string) (*Server, *fakeclock.Clock) {
 	t.Helper()
 	sc, err := ParseScenario([]byte(body))
 	require.NoError(t, err)
-	c := &clock{t: time.Unix(0, 0)}
-	srv := New(sc, c.now)
+	c := fakeclock.New(time.Unix(0, 0))
+	srv := New(sc, c)
 	t.Cleanup(srv.Close)
 	return srv, c
+}
+
+// setTo moves the clock to scenario time d.
+func setTo(c *fakeclock.Clock, d time.Duration) {
+	c.Advance(time.Unix(0, 0).Add(d).Sub(c.Now()))
 }
 
 func TestSignals(t *testing.T) {
@@ -99,7 +88,7 @@ faults:
 	uuidOther, _ := o0.GetUUID()
 	assert.Equal(t, uuid0, uuidOther, "UUIDs derive from seed and index")
 
-	c.set(90 * time.Second)
+	setTo(c, 90*time.Second)
 	u, ret := d0.GetUtilizationRates()
 	require.Equal(t, nvml.SUCCESS, ret)
 	assert.Equal(t, uint32(60), u.Gpu)
@@ -115,13 +104,13 @@ faults:
 	energy, _ := d0.GetTotalEnergyConsumption()
 	assert.Equal(t, uint64(500*90*1000), energy, "500 W for 90 s, in mJ")
 
-	c.set(150 * time.Second)
+	setTo(c, 150*time.Second)
 	w, _ = d0.GetCurrPcieLinkWidth()
 	assert.Equal(t, pcieWidth, w, "the downgrade lasted a minute")
 	_, ret = d1.GetProcessUtilization(0)
 	assert.Equal(t, nvml.ERROR_NOT_FOUND, ret, "no process after until")
 
-	c.set(4 * time.Minute)
+	setTo(c, 4*time.Minute)
 	_, ret = d1.GetUtilizationRates()
 	assert.Equal(t, nvml.ERROR_RESET_REQUIRED, ret)
 	_, ret = d0.GetUtilizationRates()
@@ -143,7 +132,7 @@ faults:
 	_, ret := set.Wait(1)
 	assert.Equal(t, nvml.ERROR_TIMEOUT, ret, "nothing due yet")
 
-	c.set(time.Minute)
+	setTo(c, time.Minute)
 	d2, _ := srv.DeviceGetHandleByIndex(2)
 	ev, ret := set.Wait(1)
 	require.Equal(t, nvml.SUCCESS, ret)
@@ -156,6 +145,31 @@ faults:
 
 	_, ret = d2.GetTemperature(nvml.TEMPERATURE_GPU)
 	assert.Equal(t, nvml.ERROR_GPU_IS_LOST, ret, "XID 79 leaves the GPU lost, as on hardware")
+}
+
+// A wait sleeps until the next XID is due on the scenario's clock: moving the clock wakes it, long
+// before its own timeout (an hour of real time).
+func TestEventWaitWakesWhenAnXIDIsDue(t *testing.T) {
+	srv, c := newServer(t, `
+profile: dgxa100
+faults:
+  - {at: 10s, gpu: 3, kind: xid, xid: 43}
+`)
+	set, _ := srv.EventSetCreate()
+	d3, _ := srv.DeviceGetHandleByIndex(3)
+	require.Equal(t, nvml.SUCCESS, d3.RegisterEvents(nvml.EventTypeXidCriticalError, set))
+	got := make(chan nvml.EventData, 1)
+	go func() {
+		ev, _ := set.Wait(uint32(time.Hour / time.Millisecond))
+		got <- ev
+	}()
+	setTo(c, 10*time.Second)
+	select {
+	case ev := <-got:
+		assert.Equal(t, uint64(43), ev.EventData)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the wait did not wake when its XID fell due")
+	}
 }
 
 func TestHangBlocksUntilItEnds(t *testing.T) {
@@ -175,8 +189,13 @@ faults:
 		t.Fatal("the call returned during the hang")
 	case <-time.After(50 * time.Millisecond):
 	}
-	c.set(2 * time.Minute)
-	assert.Equal(t, nvml.SUCCESS, <-returned)
+	setTo(c, 2*time.Minute)
+	select {
+	case ret := <-returned:
+		assert.Equal(t, nvml.SUCCESS, ret)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call did not return when the hang ended")
+	}
 }
 
 // FuzzParseScenario: no scenario file panics the parser, and one that parses can be run.
@@ -203,10 +222,10 @@ faults: [{at: 1s, gpu: 0, kind: xid, xid: 79}, {at: 2s, gpu: 1, kind: ecc, uncor
 		if hasHang {
 			return // a hang blocks on purpose
 		}
-		c := &clock{t: time.Unix(0, 0)}
-		srv := New(sc, c.now)
+		c := fakeclock.New(time.Unix(0, 0))
+		srv := New(sc, c)
 		defer srv.Close()
-		c.set(time.Hour)
+		setTo(c, time.Hour)
 		for i := range sc.GPUs {
 			d, _ := srv.DeviceGetHandleByIndex(i)
 			d.GetUtilizationRates()

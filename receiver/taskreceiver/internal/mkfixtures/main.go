@@ -3,7 +3,7 @@
 
 // Command mkfixtures rewrites the host trees under testdata/hosts, one per cgroup layout:
 //
-//	go run ./testdata/mkfixtures testdata/hosts   (from receiver/taskreceiver)
+//	go run ./internal/mkfixtures testdata/hosts   (from receiver/taskreceiver)
 //
 // Review the diff of the trees as you would review code: the tests' expected output follows it.
 package main
