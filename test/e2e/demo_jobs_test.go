@@ -52,4 +52,6 @@ func TestDemoJobs(t *testing.T) {
 	assert.Equal(t, 1, series(t, api, `gpu_used_by_zombie_container_count{minor_number="4"}`))
 	assert.Equal(t, 0, series(t, api, `task_gpu_percent{job_name="erin~sweep"}`), "the zombie holds no GPU")
 	assert.Equal(t, 1, series(t, api, `task_cpu_seconds_total{job_name="bob~explore",namespace="notebooks",pod_name="bob-jupyter",container_name="notebook",simulated="true"}`), "task series carry their pod")
+	assert.Equal(t, 0, series(t, api, `{k8s_pod_name!=""} or {k8s_namespace_name!=""} or {k8s_container_name!=""} or {k8s_pod_uid!=""}`),
+		"the pod facts' OTLP names are not repeated as labels beside pod_name, namespace, container_name and pod_uid")
 }
