@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -79,30 +80,48 @@ func isDatabase(name string) bool {
 	return false
 }
 
-// checkDatabase opens path read-only and walks every page (bbolt's own consistency check).
-// An empty file is fine: bbolt initializes it. bbolt panics on some damage, which is taken for
-// corruption too.
+// checkDatabase opens path read-only and reads every page: first in this goroutine (the
+// freelist, then every bucket and key), then with bbolt's own consistency check. An empty file
+// is fine: bbolt initializes it. A page number that points outside the file makes bbolt read
+// outside its memory map: with panic-on-fault set here that is a panic like bbolt's own on other
+// damage, and both are taken for corruption. bbolt's check runs in a goroutine of its own, where
+// a fault would kill the process: it only runs once this goroutine has touched every page it
+// reads.
 func checkDatabase(path string, timeout time.Duration) (err error) {
 	if info, statErr := os.Stat(path); statErr != nil {
 		return statErr
 	} else if info.Size() == 0 {
 		return nil
 	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("bbolt panicked reading it: %v", r)
 		}
 	}()
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: timeout, ReadOnly: true})
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: timeout, ReadOnly: true, PreLoadFreelist: true})
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	return db.View(func(tx *bbolt.Tx) error {
+		if err := tx.ForEach(func(_ []byte, b *bbolt.Bucket) error { return walk(b) }); err != nil {
+			return err
+		}
 		var errs []error
 		for e := range tx.Check() {
 			errs = append(errs, e)
 		}
 		return errors.Join(errs...)
+	})
+}
+
+// walk reads every key and value of b and of the buckets nested in it.
+func walk(b *bbolt.Bucket) error {
+	return b.ForEach(func(k, _ []byte) error {
+		if nested := b.Bucket(k); nested != nil {
+			return walk(nested)
+		}
+		return nil
 	})
 }
