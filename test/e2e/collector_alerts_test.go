@@ -12,7 +12,7 @@ import (
 )
 
 // TestEdgeQueueAlerts runs make demo's collector as an edge agent whose gateway cannot be
-// reached (its otlp exporter points at a closed port, with a queue of 20 requests) and has
+// reached (its otlp exporter points at a closed port, with a queue of 60 requests) and has
 // Prometheus scrape its self-telemetry under the job name collector.yaml expects: the agent is
 // up, and the queue alerts are raised on the collector's own metric names and labels.
 func TestEdgeQueueAlerts(t *testing.T) {
@@ -24,7 +24,8 @@ func TestEdgeQueueAlerts(t *testing.T) {
 		"receivers::task::collection_interval=1s",
 		fmt.Sprintf("exporters::otlp/gateway::endpoint=127.0.0.1:%d", closed),
 		"exporters::otlp/gateway::tls::insecure=true",
-		"exporters::otlp/gateway::sending_queue::queue_size=20",
+		// 60 requests, two a second: full in about 30 s, so Prometheus sees it grow first.
+		"exporters::otlp/gateway::sending_queue::queue_size=60",
 		"service::pipelines::metrics/gateway::receivers=[gpu, task]",
 		"service::pipelines::metrics/gateway::processors=[memory_limiter]",
 		"service::pipelines::metrics/gateway::exporters=[otlp/gateway]",
