@@ -20,9 +20,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/loopback"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -359,10 +359,9 @@ func (g *memoryCgroup) remove() {
 }
 
 func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := loopback.FreePort()
 	check(err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 func check(err error) {

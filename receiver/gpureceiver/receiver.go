@@ -6,7 +6,7 @@ package gpureceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpure
 import (
 	"context"
 	"fmt"
-	"os"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/nodename"
 	"path/filepath"
 	"sync"
 	"time"
@@ -58,12 +58,9 @@ func (r *gpuReceiver) Start(ctx context.Context, host component.Host) error {
 }
 
 func (r *gpuReceiver) start(ctx context.Context, host component.Host) error {
-	nodeName := r.cfg.NodeName
-	if nodeName == "" {
-		var err error
-		if nodeName, err = os.Hostname(); err != nil {
-			return fmt.Errorf("node_name is empty and the host name cannot be read: %w", err)
-		}
+	nodeName, err := nodename.Resolve(r.cfg.NodeName)
+	if err != nil {
+		return err
 	}
 	lib, release, err := r.newLibrary(r.cfg)
 	if err != nil {

@@ -6,7 +6,7 @@ package taskreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/task
 import (
 	"context"
 	"fmt"
-	"os"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/nodename"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -94,11 +94,8 @@ func (s *taskScraper) start(context.Context, component.Host) error {
 	if s.block, err = blockdevice.NewFS(filepath.Join(root, "proc"), filepath.Join(root, "sys")); err != nil {
 		return fmt.Errorf("root_path: %w", err)
 	}
-	s.nodeName = s.cfg.NodeName
-	if s.nodeName == "" {
-		if s.nodeName, err = os.Hostname(); err != nil {
-			return fmt.Errorf("node_name is empty and the host name cannot be read: %w", err)
-		}
+	if s.nodeName, err = nodename.Resolve(s.cfg.NodeName); err != nil {
+		return err
 	}
 	// Validate compiled these already; a failure here would be a bug.
 	s.mountPointsExclude = regexp.MustCompile(s.cfg.Filesystem.MountPointsExclude)

@@ -7,6 +7,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 	"path/filepath"
 	"testing"
 )
@@ -17,7 +18,7 @@ import (
 // up, and the queue alerts are raised on the collector's own metric names and labels.
 func TestEdgeQueueAlerts(t *testing.T) {
 	root := repoRoot(t)
-	telemetry, closed := freePort(t), freePort(t)
+	telemetry, closed := stack.FreePort(t), stack.FreePort(t)
 	startDemo(t, filepath.Join(root, "distro", "scenarios", "dgx-a100-demo.yaml"),
 		filepath.Join(root, "distro", "scenarios", "pods", "dgx-a100-demo.yaml"),
 		"receivers::gpu::collection_interval=1s",

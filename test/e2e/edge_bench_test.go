@@ -35,7 +35,7 @@ func BenchmarkEdgeQueue(b *testing.B) {
 		queueDir := filepath.Join(b.TempDir(), "queue")
 		agent := stack.StartAgent(b, secrets, stack.AgentOptions{
 			NodeName: edgeNode, NodeIP: "10.0.0.1", RootPath: host, QueueDir: queueDir,
-			Gateway: fmt.Sprintf("127.0.0.1:%d", freePort(b)), // nothing listens there
+			Gateway: fmt.Sprintf("127.0.0.1:%d", stack.FreePort(b)), // nothing listens there
 			Sets: []string{
 				"receivers::task::collection_interval=1s",
 				"receivers::gpu::collection_interval=1s",

@@ -321,7 +321,7 @@ func startRemoteWriteStore(t testing.TB) remoteWriteStore {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")
 	require.NoError(t, os.WriteFile(cfg, []byte("global: {evaluation_interval: 1s}\n"), 0o644))
-	port := freePort(t)
+	port := stack.FreePort(t)
 	startProcess(t, prometheus,
 		"--config.file="+cfg,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),

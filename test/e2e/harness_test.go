@@ -33,8 +33,6 @@ func requireTool(t testing.TB, name string) string {
 	return path
 }
 
-func freePort(t testing.TB) int { return stack.FreePort(t) }
-
 // startProcess runs a peer; it is killed by PID when the test ends, and its output is shown
 // if the test failed.
 func startProcess(t testing.TB, bin string, args ...string) *stack.Process {
@@ -52,10 +50,10 @@ func startCollector(t testing.TB, config string, sets ...string) string {
 // startCollectorWithOutput also returns the collector's console output.
 func startCollectorWithOutput(t testing.TB, config string, sets ...string) (string, *stack.Process) {
 	t.Helper()
-	port := freePort(t)
+	port := stack.FreePort(t)
 	args := []string{"--config", config,
 		"--set", fmt.Sprintf("exporters::prometheus::endpoint=127.0.0.1:%d", port),
-		"--set", fmt.Sprintf("extensions::health_check::endpoint=127.0.0.1:%d", freePort(t)),
+		"--set", fmt.Sprintf("extensions::health_check::endpoint=127.0.0.1:%d", stack.FreePort(t)),
 	}
 	for _, s := range sets {
 		args = append(args, "--set", s)

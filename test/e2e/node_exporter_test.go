@@ -7,6 +7,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 	"math"
 	"path/filepath"
 	"sort"
@@ -48,7 +49,7 @@ const defaultMountPointsExclude = `^/(dev|proc|run/credentials/.+|sys|var/lib/do
 // node_* series both expose must have the same label sets and agree within the tolerances.
 func TestAgainstNodeExporter(t *testing.T) {
 	nodeExporter := requireTool(t, "prometheus-node-exporter")
-	nePort := freePort(t)
+	nePort := stack.FreePort(t)
 	startProcess(t, nodeExporter,
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", nePort),
 		"--collector.disable-defaults",

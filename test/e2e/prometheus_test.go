@@ -8,6 +8,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -103,7 +104,7 @@ func startPrometheusWith(t testing.TB, scrapeConfigs string, ruleFiles ...string
 	cfg += "scrape_configs:\n" + scrapeConfigs
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644))
-	port := freePort(t)
+	port := stack.FreePort(t)
 	startProcess(t, prometheus,
 		"--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),

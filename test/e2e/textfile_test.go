@@ -7,6 +7,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,7 +36,7 @@ func TestTextfileThroughNodeExporter(t *testing.T) {
 		`exporters::textfile::resource_constant_labels::included=["*"]`,
 		"service::pipelines::metrics::exporters=[prometheus,textfile]",
 	)
-	port := freePort(t)
+	port := stack.FreePort(t)
 	startProcess(t, requireTool(t, "prometheus-node-exporter"),
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
 		"--collector.disable-defaults", "--collector.textfile",

@@ -16,8 +16,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/loopback"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -77,12 +77,11 @@ func binary(tb testing.TB, env, name string) string {
 // FreePort asks the kernel for a free loopback port.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := loopback.FreePort()
 	if err != nil {
-		tb.Fatalf("no free port: %v", err)
+		tb.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // Get fetches url and returns its body; a status other than 200 is an error. timeout bounds a

@@ -8,9 +8,8 @@ package promlocal // import "github.com/otelcol-gpu/otelcol-gpu/cmd/gpureport/in
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"net"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/loopback"
 	"net/http"
 	"os"
 	"os/exec"
@@ -52,7 +51,7 @@ func Start(ctx context.Context, dataDir string) (*Server, error) {
 	if err := os.WriteFile(cfg, []byte("global: {}\n"), 0o644); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := loopback.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -102,13 +101,4 @@ func (s *Server) Stop() {
 		_ = s.cmd.Process.Kill()
 		<-s.exited
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, errors.Join(errors.New("no free loopback port"), err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
