@@ -75,3 +75,22 @@ func (h *Histogram) AppendTo(ms pmetric.MetricSlice, now pcommon.Timestamp) {
 	dp.SetCount(h.count)
 	dp.SetSum(h.sum)
 }
+
+// AppendToScope adds hs to the scope a metrics builder emitted md's first resource into. When
+// every declared metric is disabled md is empty, and the histograms get a resource res of their
+// own with the component's scope name and version, so they are never lost with the gauges.
+func AppendToScope(md pmetric.Metrics, res pcommon.Resource, scopeName, version string, now pcommon.Timestamp, hs ...*Histogram) {
+	var sm pmetric.ScopeMetrics
+	if md.ResourceMetrics().Len() > 0 && md.ResourceMetrics().At(0).ScopeMetrics().Len() > 0 {
+		sm = md.ResourceMetrics().At(0).ScopeMetrics().At(0)
+	} else {
+		rm := md.ResourceMetrics().AppendEmpty()
+		res.CopyTo(rm.Resource())
+		sm = rm.ScopeMetrics().AppendEmpty()
+		sm.Scope().SetName(scopeName)
+		sm.Scope().SetVersion(version)
+	}
+	for _, h := range hs {
+		h.AppendTo(sm.Metrics(), now)
+	}
+}

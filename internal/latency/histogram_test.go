@@ -40,3 +40,24 @@ func TestHistogram(t *testing.T) {
 	assert.InDelta(t, 0.0005+1+90+600, dp.Sum(), 1e-9)
 	assert.GreaterOrEqual(t, Bounds[len(Bounds)-2], 60.0, "buckets must reach 60 s")
 }
+
+func TestAppendToScopeWithoutBuilderMetrics(t *testing.T) {
+	h := New("x_latency_seconds", "x", time.Unix(0, 0))
+	res := pcommon.NewResource()
+	res.Attributes().PutStr("node_name", "n1")
+	md := pmetric.NewMetrics()
+	AppendToScope(md, res, "scope", "1.2.3", pcommon.Timestamp(1), h)
+	require.Equal(t, 1, md.ResourceMetrics().Len(), "the histogram needs a resource of its own when the builder emitted none")
+	rm := md.ResourceMetrics().At(0)
+	name, _ := rm.Resource().Attributes().Get("node_name")
+	assert.Equal(t, "n1", name.Str())
+	sm := rm.ScopeMetrics().At(0)
+	assert.Equal(t, "scope", sm.Scope().Name())
+	assert.Equal(t, "1.2.3", sm.Scope().Version())
+	assert.Equal(t, "x_latency_seconds", sm.Metrics().At(0).Name())
+
+	// With the builder's scope present the histogram joins it instead of adding a resource.
+	AppendToScope(md, res, "scope", "1.2.3", pcommon.Timestamp(2), h)
+	assert.Equal(t, 1, md.ResourceMetrics().Len())
+	assert.Equal(t, 2, sm.Metrics().Len())
+}

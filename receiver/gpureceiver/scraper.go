@@ -48,11 +48,13 @@ type gpuSource struct {
 	scrapeState
 	nodeName string
 	now      func() time.Time
+	// version is the collector's, set on the scope the histogram gets when no gauge is enabled.
+	version string
 }
 
 func newSource(ss sourceSettings, lib nvml.Interface, release func()) *gpuSource {
 	cfg := ss.cfg
-	g := &gpuSource{nodeName: ss.nodeName, now: ss.now}
+	g := &gpuSource{nodeName: ss.nodeName, now: ss.now, version: ss.set.BuildInfo.Version}
 	hist := latency.New("cmd_nvml_latency_seconds", "Latency of NVML calls, hung ones included once they return.", ss.now())
 	g.nvmlSource = &nvmlSource{
 		lib:     lib,
@@ -131,22 +133,10 @@ func (g *gpuSource) scrape() pmetric.Metrics {
 	nodeMB.RecordCollectorIterationCountTotalDataPoint(now, g.iterations, collectorName)
 
 	md := nodeMB.Emit(metadata.WithResource(g.resource(nil)))
-	g.hist.AppendTo(nodeScope(md, g.resource(nil)).Metrics(), now)
+	latency.AppendToScope(md, g.resource(nil), metadata.ScopeName, g.version, now, g.hist)
 	for _, m := range gpuMetrics {
 		m.ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
 	}
 	g.stale.EndGone(md, now)
 	return md
-}
-
-// nodeScope is the node resource's scope, created when every node-level metric is disabled.
-func nodeScope(md pmetric.Metrics, res pcommon.Resource) pmetric.ScopeMetrics {
-	if md.ResourceMetrics().Len() == 0 {
-		rm := md.ResourceMetrics().AppendEmpty()
-		res.CopyTo(rm.Resource())
-		sm := rm.ScopeMetrics().AppendEmpty()
-		sm.Scope().SetName(metadata.ScopeName)
-		return sm
-	}
-	return md.ResourceMetrics().At(0).ScopeMetrics().At(0)
 }

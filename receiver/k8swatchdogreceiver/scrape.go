@@ -41,7 +41,8 @@ func (w *watchdog) scrape(ctx context.Context) (pmetric.Metrics, error) {
 
 	md := w.mb.Emit(metadata.WithResource(w.resource))
 	w.stale.EndGone(md, now)
-	w.appendHistograms(md, now)
+	latency.AppendToScope(md, w.resource, metadata.ScopeName, w.set.BuildInfo.Version, now,
+		w.healthzLatency, w.listPodsLatency, w.listNodesLatency)
 	return md, nil
 }
 
@@ -110,23 +111,5 @@ func (w *watchdog) recordPod(now pcommon.Timestamp, p *corev1.Pod) {
 		w.mb.RecordPaiJobPodCountDataPoint(now, 1, job, p.Name, phase, hostIP, p.Spec.NodeName,
 			podCondition(p, corev1.PodInitialized), boolString(p.Spec.NodeName != ""),
 			podCondition(p, corev1.PodScheduled), podCondition(p, corev1.PodReady))
-	}
-}
-
-// appendHistograms adds the latency histograms to the scope the metrics builder emitted into.
-func (w *watchdog) appendHistograms(md pmetric.Metrics, now pcommon.Timestamp) {
-	var sm pmetric.ScopeMetrics
-	if md.ResourceMetrics().Len() > 0 {
-		sm = md.ResourceMetrics().At(0).ScopeMetrics().At(0)
-	} else {
-		// Every declared metric is disabled: the histograms still need a scope.
-		rm := md.ResourceMetrics().AppendEmpty()
-		w.resource.CopyTo(rm.Resource())
-		sm = rm.ScopeMetrics().AppendEmpty()
-		sm.Scope().SetName(metadata.ScopeName)
-		sm.Scope().SetVersion(w.set.BuildInfo.Version)
-	}
-	for _, h := range []*latency.Histogram{w.healthzLatency, w.listPodsLatency, w.listNodesLatency} {
-		h.AppendTo(sm.Metrics(), now)
 	}
 }
