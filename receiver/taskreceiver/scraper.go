@@ -6,7 +6,6 @@ package taskreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/task
 import (
 	"context"
 	"fmt"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/nodename"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -21,7 +20,10 @@ import (
 	"go.opentelemetry.io/collector/scraper/scrapererror"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfile"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/nodename"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podlogs"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/staleness"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
@@ -47,7 +49,10 @@ type taskScraper struct {
 	nodeName string
 	proc     procfs.FS
 	block    blockdevice.FS
-	cgroups  cgroupHierarchy
+	cgroups  *cgroupfs.Hierarchy // nil on a node without a cgroup hierarchy
+	// procFiles reads the /proc files of every container each collection (procRoot/<pid>/…).
+	procFiles hostfile.Reader
+	procRoot  string
 	// podCache names pods and containers (shared with every component reading this root);
 	// pods is its index for the collection under way.
 	podCache    *podlogs.Cache
@@ -67,6 +72,10 @@ type taskScraper struct {
 	readErrors map[string]int64
 	stale      *staleness.Tracker
 	containers map[string]*containerState
+	// Reused by every collection: a container's process ids, and the network readings of the
+	// namespaces read so far.
+	pids           []int
+	netByNamespace map[uint64]netCounters
 }
 
 func newTaskScraper(cfg *Config, set receiver.Settings) *taskScraper {
@@ -82,13 +91,16 @@ func newTaskScraper(cfg *Config, set receiver.Settings) *taskScraper {
 		readErrors:  map[string]int64{},
 		stale:       staleness.NewTracker(),
 		containers:  map[string]*containerState{},
+
+		netByNamespace: map[uint64]netCounters{},
 	}
 }
 
 func (s *taskScraper) start(context.Context, component.Host) error {
 	var err error
 	root := s.cfg.RootPath
-	if s.proc, err = procfs.NewFS(filepath.Join(root, "proc")); err != nil {
+	s.procRoot = filepath.Join(root, "proc")
+	if s.proc, err = procfs.NewFS(s.procRoot); err != nil {
 		return fmt.Errorf("root_path: %w", err)
 	}
 	if s.block, err = blockdevice.NewFS(filepath.Join(root, "proc"), filepath.Join(root, "sys")); err != nil {
@@ -107,7 +119,7 @@ func (s *taskScraper) start(context.Context, component.Host) error {
 	s.podCache, s.releasePods = podlogs.Shared(root)
 
 	mount := filepath.Join(root, "sys", "fs", "cgroup")
-	if s.cgroups, err = newCgroupHierarchy(mount, filepath.Join(root, "proc")); err != nil {
+	if s.cgroups, err = cgroupfs.NewHierarchy(mount); err != nil {
 		// A node without cgroups still has node metrics; say once why tasks are missing.
 		s.logger.Warn("No cgroup hierarchy found: task and service metrics are off", zap.Error(err))
 	}
