@@ -41,6 +41,7 @@ type Hierarchy struct {
 	mount   string
 	version Version
 	files   hostfile.Reader
+	found   []Found // reused by each FindContainers
 	// noSchedulerBlkio is set once a v1 container's blkio directory is seen without
 	// blkio.io_service_bytes_recursive: the kernel has no CFQ, and no container will have it.
 	noSchedulerBlkio bool
@@ -67,12 +68,15 @@ func NewHierarchy(mount string) (*Hierarchy, error) {
 func (h *Hierarchy) Version() Version { return h.version }
 
 // FindContainers returns every container cgroup (on v1, of the memory controller's tree, which
-// every container has).
+// every container has), in a slice valid until the next call.
 func (h *Hierarchy) FindContainers() ([]Found, error) {
+	dir := h.mount
 	if h.version == V1 {
-		return FindContainers(filepath.Join(h.mount, v1Memory))
+		dir = filepath.Join(h.mount, v1Memory)
 	}
-	return FindContainers(h.mount)
+	var err error
+	h.found, err = findContainers(&h.files, dir, h.found)
+	return h.found, err
 }
 
 // Processes appends the process ids of the cgroup at path (a Found.Path) to pids[:0].

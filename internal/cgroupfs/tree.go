@@ -9,6 +9,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfile"
 )
 
 // Version is the cgroup version a host mounts at /sys/fs/cgroup.
@@ -38,27 +42,35 @@ type Found struct {
 	Path string
 }
 
-// FindContainers walks the hierarchy rooted at dir and returns every container cgroup in it.
-// It does not descend into a container (nested cgroups belong to it). Directories that vanish
-// during the walk (containers stopping) are passed over.
+// FindContainers walks the hierarchy rooted at dir and returns every container cgroup in it, in
+// the order of their paths. It does not descend into a container (nested cgroups belong to it).
+// Directories that vanish during the walk (containers stopping) are passed over.
 func FindContainers(dir string) ([]Found, error) {
-	var found []Found
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && p != dir {
-				return nil
+	var files hostfile.Reader
+	return findContainers(&files, dir, nil)
+}
+
+// findContainers appends the containers under dir to found[:0]. It lists directories only
+// (hostfile.Reader.Subdirs): the dozens of control files of every cgroup on the way cost nothing.
+func findContainers(files *hostfile.Reader, dir string, found []Found) ([]Found, error) {
+	found = found[:0]
+	pending := []string{""} // paths relative to dir still to list; "" is dir itself
+	for len(pending) > 0 {
+		rel := pending[len(pending)-1]
+		pending = pending[:len(pending)-1]
+		err := files.Subdirs(func(name []byte) error {
+			p := rel + "/" + string(name)
+			if c, ok := ParseContainer(p); ok {
+				found = append(found, Found{Container: c, Path: p})
+			} else {
+				pending = append(pending, p)
 			}
-			return err
-		}
-		if !d.IsDir() || p == dir {
 			return nil
+		}, dir, rel)
+		if err != nil && (rel == "" || !errors.Is(err, fs.ErrNotExist)) {
+			return found, err
 		}
-		rel := "/" + filepath.ToSlash(p[len(dir)+1:])
-		if c, ok := ParseContainer(rel); ok {
-			found = append(found, Found{Container: c, Path: rel})
-			return filepath.SkipDir
-		}
-		return nil
-	})
-	return found, err
+	}
+	slices.SortFunc(found, func(a, b Found) int { return strings.Compare(a.Path, b.Path) })
+	return found, nil
 }

@@ -9,6 +9,8 @@
 package hostfile // import "github.com/otelcol-gpu/otelcol-gpu/internal/hostfile"
 
 import (
+	"bytes"
+	"encoding/binary"
 	"io/fs"
 	"unsafe"
 
@@ -72,9 +74,74 @@ func (r *Reader) Readlink(parts ...string) ([]byte, error) {
 	}
 }
 
+// Subdirs calls fn with the name of each subdirectory of the directory whose path is parts
+// joined by "/", in the order the kernel lists them. name is valid only during the call, and fn
+// must not use the Reader. Entries that are not directories cost nothing: a container's cgroup
+// directory has dozens of control files, and a walk of the tree lists every directory.
+func (r *Reader) Subdirs(fn func(name []byte) error, parts ...string) error {
+	fd, err := r.openFlags(parts, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if cap(r.buf) < direntBufferSize {
+		r.buf = make([]byte, 0, direntBufferSize)
+	}
+	for {
+		n, err := unix.Getdents(fd, r.buf[:cap(r.buf)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return &fs.PathError{Op: "getdents", Path: r.pathString(), Err: err}
+		}
+		if n <= 0 {
+			return nil
+		}
+		for b := r.buf[:n]; len(b) >= direntNameOffset; {
+			reclen := int(binary.NativeEndian.Uint16(b[direntReclenOffset:]))
+			if reclen < direntNameOffset || reclen > len(b) {
+				return &fs.PathError{Op: "getdents", Path: r.pathString(), Err: unix.EBADMSG}
+			}
+			entry := b[:reclen]
+			b = b[reclen:]
+			name := entry[direntNameOffset:]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			if string(name) == "." || string(name) == ".." {
+				continue
+			}
+			isDir := entry[direntTypeOffset] == unix.DT_DIR
+			if entry[direntTypeOffset] == unix.DT_UNKNOWN { // a filesystem without d_type
+				var st unix.Stat_t
+				isDir = unix.Fstatat(fd, string(name), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR
+			}
+			if !isDir {
+				continue
+			}
+			if err := fn(name); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// linux_dirent64: d_ino (8 bytes), d_off (8), d_reclen (2), d_type (1), d_name (NUL-terminated).
+const (
+	direntReclenOffset = 16
+	direntTypeOffset   = 18
+	direntNameOffset   = 19
+	direntBufferSize   = 32 << 10
+)
+
 func (r *Reader) open(parts []string) (int, error) {
+	return r.openFlags(parts, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY)
+}
+
+func (r *Reader) openFlags(parts []string, flags uintptr) (int, error) {
 	r.setPath(parts)
-	fd, err := r.pathCall(unix.SYS_OPENAT, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	fd, err := r.pathCall(unix.SYS_OPENAT, flags, 0)
 	if err != nil {
 		return -1, &fs.PathError{Op: "open", Path: r.pathString(), Err: err}
 	}

@@ -4,9 +4,12 @@
 package hostfile
 
 import (
+	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -67,6 +70,33 @@ func TestReadsDoNotAllocate(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() {
 		_, _ = r.ReadFile(dir, "memory.stat")
 		_, _ = r.Readlink(dir, "net")
+		_ = r.Subdirs(func([]byte) error { return nil }, dir)
 	})
 	assert.Zero(t, allocs)
+}
+
+func TestSubdirs(t *testing.T) {
+	dir := t.TempDir()
+	var want []string
+	for i := range 300 { // more entries than one getdents call returns
+		name := fmt.Sprintf("dir%03d", i)
+		want = append(want, name)
+		require.NoError(t, os.Mkdir(filepath.Join(dir, name), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("file%03d", i)), nil, 0o644))
+	}
+	require.NoError(t, os.Symlink("dir000", filepath.Join(dir, "link")))
+
+	var r Reader
+	var got []string
+	require.NoError(t, r.Subdirs(func(name []byte) error {
+		got = append(got, string(name))
+		return nil
+	}, dir))
+	slices.Sort(got)
+	assert.Equal(t, want, got, "directories only: no files, no symbolic links, no . or ..")
+
+	stop := errors.New("stop")
+	assert.ErrorIs(t, r.Subdirs(func([]byte) error { return stop }, dir), stop)
+	assert.ErrorIs(t, r.Subdirs(func([]byte) error { return nil }, dir, "missing"), fs.ErrNotExist)
+	assert.Error(t, r.Subdirs(func([]byte) error { return nil }, dir, "file000"), "a file is not a directory")
 }

@@ -43,6 +43,10 @@ type containerState struct {
 	hostNetwork bool
 	// seenIn is the collection that last found the container running.
 	seenIn int64
+
+	resource    pcommon.Resource
+	resourceKey containerResourceKey
+	hasResource bool
 }
 
 type containerSample struct {
@@ -260,33 +264,57 @@ func (s *taskScraper) recordContainer(now pcommon.Timestamp, f cgroupfs.Found, s
 		r.blockOut(now, int64(stats.WriteBytes))
 	}
 
-	rb := s.containerMB.NewResourceBuilder()
+	if key := s.resourceKey(f, st); !st.hasResource || key != st.resourceKey {
+		st.resource, st.resourceKey, st.hasResource = s.containerResource(f, st, key), key, true
+	}
+	s.containerMB.EmitForResource(metadata.WithResource(st.resource))
+}
+
+// containerResourceKey is what can change in a container's resource attributes: the names the
+// kubelet's log layout gives (absent until it has written them) and the network namespace.
+type containerResourceKey struct {
+	namespace, podName, containerName string
+	hostNetwork                       bool
+}
+
+func (s *taskScraper) resourceKey(f cgroupfs.Found, st *containerState) containerResourceKey {
+	key := containerResourceKey{hostNetwork: st.hostNetwork}
+	if pod, ok := s.pods.PodByUID(f.PodUID); ok && f.PodUID != "" {
+		key.namespace, key.podName = pod.Namespace, pod.Name
+		key.containerName = s.pods.ContainerName(f.PodUID, f.ID)
+	}
+	return key
+}
+
+// containerResource builds the container's resource; it is kept in the container's state and
+// rebuilt only when its key changes (EmitForResource copies it into each collection's metrics).
+func (s *taskScraper) containerResource(f cgroupfs.Found, st *containerState, key containerResourceKey) pcommon.Resource {
+	rb := s.containerRB
 	rb.SetNodeName(s.nodeName)
 	rb.SetContainerID(f.ID)
-	var containerName string
 	if f.PodUID != "" {
 		rb.SetPodUID(f.PodUID)
-		if pod, ok := s.pods.PodByUID(f.PodUID); ok {
-			rb.SetNamespace(pod.Namespace)
-			rb.SetPodName(pod.Name)
-			if containerName = s.pods.ContainerName(f.PodUID, f.ID); containerName != "" {
-				rb.SetContainerName(containerName)
-			}
-		}
 	}
-	if st.hostNetwork {
+	if key.namespace != "" || key.podName != "" {
+		rb.SetNamespace(key.namespace)
+		rb.SetPodName(key.podName)
+	}
+	if key.containerName != "" {
+		rb.SetContainerName(key.containerName)
+	}
+	if key.hostNetwork {
 		rb.SetHostNetwork("true")
 	}
 	if st.kind == kindService {
-		rb.SetName(cmp.Or(containerName, st.service))
+		rb.SetName(cmp.Or(key.containerName, st.service))
 	} else {
 		labels := st.labels
-		if pod, ok := s.pods.PodByUID(f.PodUID); ok {
-			labels.FallBackToPod(pod.Namespace, pod.Name)
+		if key.namespace != "" || key.podName != "" {
+			labels.FallBackToPod(key.namespace, key.podName)
 		}
 		labels.SetOn(rb)
 	}
-	s.containerMB.EmitForResource(metadata.WithResource(rb.Emit()))
+	return rb.Emit()
 }
 
 // containerRecorders are the record functions of one metric family (task_* or service_*), which

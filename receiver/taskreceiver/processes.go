@@ -4,11 +4,12 @@
 package taskreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver"
 
 import (
-	"github.com/prometheus/procfs"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/procfs"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/scraper/scrapererror"
@@ -45,23 +46,27 @@ func (s *taskScraper) scrapeProcesses(now pcommon.Timestamp, errs *scrapererror.
 // scrapeProcess counts a process in state D under its command, and records its resident memory
 // when it is large.
 func (s *taskScraper) scrapeProcess(now pcommon.Timestamp, p procfs.Proc, uninterruptible map[string]int64) {
-	defer s.recoverRead("proc_stat", nil)
-	stat, err := p.Stat()
+	pid := strconv.Itoa(p.PID)
+	b, err := s.procFiles.ReadFile(s.procRoot, pid, "stat")
+	var stat processStat
+	if err == nil {
+		stat, err = parseProcessStat(b)
+	}
 	if err != nil {
 		// Usually the process exited between the listing and the read.
 		s.readFailed("proc_stat")
 		return
 	}
-	inD := stat.State == "D"
-	rss := int64(stat.ResidentMemory())
+	inD := stat.state == 'D'
+	rss := stat.rssPages * int64(pageSize)
 	large := s.cfg.ProcessMemThreshold > 0 && rss > s.cfg.ProcessMemThreshold
 	if !inD && !large {
 		return
 	}
 	// A process in state D can hold the lock its command line is read under: bound the read.
 	// A process gone by now, or stuck, still has its stat line: keep it with its comm.
-	args, _ := deadline.CallKeyed(s.cmdlineCalls, strconv.Itoa(p.PID), p.CmdLine)
-	cmd := commandName(args, stat.Comm)
+	args, _ := deadline.CallKeyed(s.cmdlineCalls, pid, p.CmdLine)
+	cmd := commandName(args, string(stat.comm))
 	if inD {
 		command := cmd
 		if strings.Contains(strings.Join(args, " "), "nvidia-smi") {
@@ -71,7 +76,7 @@ func (s *taskScraper) scrapeProcess(now pcommon.Timestamp, p procfs.Proc, uninte
 		uninterruptible[command]++
 	}
 	if large {
-		s.mb.RecordProcessMemUsageByteDataPoint(now, rss, strconv.Itoa(p.PID), cmd)
+		s.mb.RecordProcessMemUsageByteDataPoint(now, rss, pid, cmd)
 	}
 }
 

@@ -4,6 +4,7 @@
 package taskreceiver
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
 )
 
 // copyHost gives a test its own copy of a fixture host to damage.
@@ -251,5 +254,33 @@ func TestStoppedContainerEnds(t *testing.T) {
 		for _, p := range points {
 			assert.False(t, p.ended, "a series is ended once")
 		}
+	}
+}
+
+// TestResourceFollowsChanges: a container's resource is kept between collections, and rebuilt
+// when what it says changes (here the container moves into the node's network namespace).
+func TestResourceFollowsChanges(t *testing.T) {
+	root := copyHost(t, "v2-systemd-crio")
+	s := newStartedScraper(t, testConfig(root))
+	hostNetworkOf := func(points map[string][]point) any {
+		for _, p := range points["task_cpu_seconds_total"] {
+			if p.resource["job_name"] == "dave~infer" {
+				return p.resource["host_network"]
+			}
+		}
+		t.Fatal("dave~infer not reported")
+		return nil
+	}
+	first := pointsByName(scrapeOnce(t, s))
+	assert.Nil(t, hostNetworkOf(first))
+	assert.Len(t, first["task_network_receive_bytes_total"], 1, "dave~infer has its own network")
+
+	link := filepath.Join(root, "proc/3001/ns/net")
+	require.NoError(t, os.Remove(link))
+	require.NoError(t, os.Symlink(fmt.Sprintf("net:[%d]", hostfixture.HostNetNS), link))
+	second := pointsByName(scrapeOnce(t, s))
+	assert.Equal(t, "true", hostNetworkOf(second))
+	for _, p := range second["task_network_receive_bytes_total"] {
+		assert.True(t, p.ended, "the series of the old resource ends; no new network series")
 	}
 }

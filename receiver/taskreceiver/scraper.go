@@ -42,6 +42,7 @@ type taskScraper struct {
 	// services are containerMB's two metric families.
 	mb          *metadata.MetricsBuilder
 	containerMB *metadata.MetricsBuilder
+	containerRB *metadata.ResourceBuilder // reusable: Emit starts a new resource
 	tasks       containerRecorders
 	services    containerRecorders
 	memTotal    uint64
@@ -85,6 +86,7 @@ func newTaskScraper(cfg *Config, set receiver.Settings) *taskScraper {
 		logger:      set.Logger,
 		mb:          metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, set),
 		containerMB: containerMB,
+		containerRB: containerMB.NewResourceBuilder(),
 		tasks:       taskRecorders(containerMB),
 		services:    serviceRecorders(containerMB),
 		now:         time.Now,

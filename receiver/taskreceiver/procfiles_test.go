@@ -46,16 +46,38 @@ func TestParseNetNamespaceLink(t *testing.T) {
 	}
 }
 
-// FuzzProcNet: the /proc network parsers never panic, and what they accept the text spells.
-func FuzzProcNet(f *testing.F) {
+// FuzzProcFiles: the /proc parsers never panic, and what they accept the text spells.
+func FuzzProcFiles(f *testing.F) {
 	f.Add([]byte(netDevHeader + "  eth0: 1000     100    0    0    0     0          0         0 2000     200    0    0    0     0       0          0\n"))
 	f.Add([]byte("net:[4026531992]"))
+	f.Add([]byte("2001 (torch) D 1 2001 2001 0 -1 4194560 1000 0 0 0 150 40 0 0 20 0 1 0 100 16384000 1000 18446744073709551615\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if c, err := netTotals(b); err == nil && c.rx != 0 {
 			assert.Contains(t, string(b), ":", "a device was read")
 		}
 		if ns, err := parseNetNamespaceLink(b); err == nil {
-			assert.Equal(t, "net:["+strconv.FormatUint(ns, 10)+"]", string(b))
+			inode, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(string(b), "net:["), "]"), 10, 64)
+			assert.NoError(t, err)
+			assert.Equal(t, inode, ns)
+			assert.True(t, strings.HasPrefix(string(b), "net:[") && strings.HasSuffix(string(b), "]"), "%q", b)
+		}
+		if st, err := parseProcessStat(b); err == nil {
+			assert.Contains(t, string(b), "("+string(st.comm)+")")
 		}
 	})
+}
+
+func TestParseProcessStat(t *testing.T) {
+	st, err := parseProcessStat([]byte("2001 (py (torch) x) D 1 2001 2001 0 -1 4194560 1000 0 0 0 150 40 0 0 20 0 1 0 100 16384000 1000 18446744073709551615 1 1 0\n"))
+	assert.NoError(t, err)
+	assert.Equal(t, processStat{state: 'D', rssPages: 1000, comm: []byte("py (torch) x")}, st)
+	for content, want := range map[string]string{
+		"2001 (torch":          "stat: no (comm)",
+		"2001 (torch) S 1 2 3": "stat: 4 fields after comm, want at least 22",
+		"2001 (torch) SS 1":    `stat: bad state "SS"`,
+		"2001 (t) S" + strings.Repeat(" 0", 20) + " x": `stat: bad rss "x"`,
+	} {
+		_, err := parseProcessStat([]byte(content))
+		assert.EqualError(t, err, want, content)
+	}
 }
