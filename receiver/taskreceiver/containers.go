@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/tasklabels"
@@ -65,18 +64,18 @@ func (s *taskScraper) scrapeContainers(now pcommon.Timestamp) {
 	}
 	found, err := s.cgroups.FindContainers()
 	if err != nil {
-		s.readFailed("cgroup")
+		s.readFailed(metadata.AttributeSourceCgroup, "", err)
 		return
 	}
 	if s.pods, err = s.podCache.Get(); err != nil {
 		// The last good index (or none) names what it can.
-		s.readFailed("pod_logs")
+		s.readFailed(metadata.AttributeSourcePodLogs, "", err)
 	}
 	hostNetNS, err := s.netNamespace("1")
 	if err != nil {
 		// Without the node's namespace a host-network container cannot be told apart, and would
 		// be charged the node's traffic: no container gets network metrics this time.
-		s.readFailed("net_ns")
+		s.readFailed(metadata.AttributeSourceNetNs, "", err)
 	}
 	clear(s.netByNamespace)
 	for _, f := range found {
@@ -91,10 +90,10 @@ func (s *taskScraper) scrapeContainers(now pcommon.Timestamp) {
 
 // scrapeContainer records one container and marks it seen while it has processes.
 func (s *taskScraper) scrapeContainer(now pcommon.Timestamp, f cgroupfs.Found, hostNetNS uint64) {
-	defer s.recoverRead("cgroup", nil)
+	defer s.recoverRead(metadata.AttributeSourceCgroup, f.ID, nil)
 	var err error
 	if s.pids, err = s.cgroups.Processes(f.Path, s.pids); err != nil {
-		s.readFailed("cgroup")
+		s.readFailed(metadata.AttributeSourceCgroup, f.ID, err)
 		return
 	}
 	if len(s.pids) == 0 {
@@ -116,13 +115,12 @@ func (s *taskScraper) scrapeContainer(now pcommon.Timestamp, f cgroupfs.Found, h
 	stats, err := s.cgroups.Stat(f.Path)
 	if err != nil {
 		// A controller that cannot be read costs its own metrics, not the container's others.
-		s.readFailed("cgroup")
-		s.logger.Debug("Skipped a container's unreadable cgroup controllers", zap.String("container_id", f.ID), zap.Error(err))
+		s.readFailed(metadata.AttributeSourceCgroup, f.ID, err)
 		if !stats.CPUOK && !stats.MemoryOK && !stats.IOOK {
 			return
 		}
 	}
-	net, netOK := s.readNet(s.pids, hostNetNS, st)
+	net, netOK := s.readNet(f.ID, s.pids, hostNetNS, st)
 	s.recordContainer(now, f, st, stats, net, netOK)
 }
 
@@ -133,17 +131,17 @@ func (s *taskScraper) identify(st *containerState, f cgroupfs.Found, pids []int)
 		p, err := s.proc.Proc(pid)
 		if err != nil {
 			// Exited since the cgroup listed it.
-			s.readFailed("proc")
+			s.readFailed(metadata.AttributeSourceProc, f.ID, err)
 			continue
 		}
 		environ, err := p.Environ()
 		if err != nil {
-			s.readFailed("environ")
+			s.readFailed(metadata.AttributeSourceEnviron, f.ID, err)
 			continue
 		}
 		comm, err := p.Comm()
 		if err != nil {
-			s.readFailed("comm")
+			s.readFailed(metadata.AttributeSourceComm, f.ID, err)
 			continue
 		}
 		st.identified = true
@@ -184,7 +182,7 @@ func (s *taskScraper) isServiceNamespace(pid int, podUID string) bool {
 // containers sharing a namespace (those of a pod) share one reading. A container in the node's
 // network namespace is marked and gets no network metrics: they would be the node's traffic
 // charged to it. hostNetNS 0 (unknown) gives no network metrics at all.
-func (s *taskScraper) readNet(pids []int, hostNetNS uint64, st *containerState) (netCounters, bool) {
+func (s *taskScraper) readNet(containerID string, pids []int, hostNetNS uint64, st *containerState) (netCounters, bool) {
 	if hostNetNS == 0 {
 		return netCounters{}, false
 	}
@@ -202,13 +200,12 @@ func (s *taskScraper) readNet(pids []int, hostNetNS uint64, st *containerState) 
 			return c, true
 		}
 		b, err := s.procFiles.ReadFile(s.procRoot, pidDir, "net/dev")
-		if err != nil {
-			s.readFailed("net_dev")
-			continue
+		var c netCounters
+		if err == nil {
+			c, err = netTotals(b)
 		}
-		c, err := netTotals(b)
 		if err != nil {
-			s.readFailed("net_dev")
+			s.readFailed(metadata.AttributeSourceNetDev, containerID, err)
 			continue
 		}
 		s.netByNamespace[ns] = c

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/scraper/scrapererror"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
 )
 
 // cmdlineTimeout bounds one read of a process's command line, which the kernel serves from the
@@ -26,7 +27,7 @@ const cmdlineTimeout = time.Second
 func (s *taskScraper) scrapeProcesses(now pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
 	procs, err := s.proc.AllProcs()
 	if err != nil {
-		s.nodeReadFailed(errs, "proc", err)
+		s.nodeReadFailed(errs, metadata.AttributeSourceProc, err)
 		return
 	}
 	uninterruptible := map[string]int64{}
@@ -54,7 +55,7 @@ func (s *taskScraper) scrapeProcess(now pcommon.Timestamp, p procfs.Proc, uninte
 	}
 	if err != nil {
 		// Usually the process exited between the listing and the read.
-		s.readFailed("proc_stat")
+		s.readFailed(metadata.AttributeSourceProcStat, pid, err)
 		return
 	}
 	inD := stat.state == 'D'

@@ -4,6 +4,7 @@
 package taskreceiver
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,9 +14,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
 )
 
 // copyHost gives a test its own copy of a fixture host to damage.
@@ -283,4 +290,38 @@ func TestResourceFollowsChanges(t *testing.T) {
 	for _, p := range second["task_network_receive_bytes_total"] {
 		assert.True(t, p.ended, "the series of the old resource ends; no new network series")
 	}
+}
+
+// TestSkipLoggedOnceWhileFailing: every collection counts a skip, but its debug line (with the
+// error and the item) is written once while the item keeps failing, and again after it recovered.
+func TestSkipLoggedOnceWhileFailing(t *testing.T) {
+	root := copyHost(t, "v2-systemd-crio")
+	core, logs := observer.New(zapcore.DebugLevel)
+	set := receivertest.NewNopSettings(metadata.Type)
+	set.Logger = zap.New(core)
+	s := newTaskScraper(testConfig(root), set)
+	require.NoError(t, s.start(context.Background(), componenttest.NewNopHost()))
+	memoryStat := filepath.Join(root, v2ContainerDir, "memory.stat")
+	healthy, err := os.ReadFile(memoryStat)
+	require.NoError(t, err)
+	skipLines := func() []observer.LoggedEntry {
+		return logs.FilterMessageSnippet("Skipped what could not be read").FilterField(zap.String("source", "cgroup")).All()
+	}
+
+	require.NoError(t, os.WriteFile(memoryStat, []byte("anon 1\n"), 0o644))
+	var last pmetric.Metrics
+	for range 3 {
+		last = scrapeOnce(t, s)
+	}
+	assert.Equal(t, float64(3), readErrors(pointsByName(last))["cgroup"], "each collection counted")
+	lines := skipLines()
+	require.Len(t, lines, 1, "three failing collections, one line")
+	assert.Equal(t, "1515151515151515151515151515151515151515151515151515151515151515", lines[0].ContextMap()["item"])
+	assert.Contains(t, lines[0].ContextMap()["error"], "memory.stat: no inactive_file")
+
+	require.NoError(t, os.WriteFile(memoryStat, healthy, 0o644))
+	scrapeOnce(t, s)
+	require.NoError(t, os.WriteFile(memoryStat, []byte("anon 1\n"), 0o644))
+	scrapeOnce(t, s)
+	assert.Len(t, skipLines(), 2, "failing again after a recovery is logged again")
 }

@@ -6,9 +6,10 @@ package taskreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/task
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/prometheus/procfs"
@@ -70,9 +71,11 @@ type taskScraper struct {
 	now func() time.Time
 
 	iterations int64
-	readErrors map[string]int64
-	stale      *staleness.Tracker
-	containers map[string]*containerState
+	readErrors map[metadata.AttributeSource]int64
+	// skipsLogged are the skips logged in this collection, skipsLoggedBefore in the last one.
+	skipsLogged, skipsLoggedBefore map[skipKey]struct{}
+	stale                          *staleness.Tracker
+	containers                     map[string]*containerState
 	// Reused by every collection: a container's process ids, and the network readings of the
 	// namespaces read so far.
 	pids           []int
@@ -90,11 +93,13 @@ func newTaskScraper(cfg *Config, set receiver.Settings) *taskScraper {
 		tasks:       taskRecorders(containerMB),
 		services:    serviceRecorders(containerMB),
 		now:         time.Now,
-		readErrors:  map[string]int64{},
+		readErrors:  map[metadata.AttributeSource]int64{},
 		stale:       staleness.NewTracker(),
 		containers:  map[string]*containerState{},
 
-		netByNamespace: map[uint64]netCounters{},
+		netByNamespace:    map[uint64]netCounters{},
+		skipsLogged:       map[skipKey]struct{}{},
+		skipsLoggedBefore: map[skipKey]struct{}{},
 	}
 }
 
@@ -140,6 +145,7 @@ func (s *taskScraper) shutdown(context.Context) error {
 func (s *taskScraper) scrape(context.Context) (pmetric.Metrics, error) {
 	now := pcommon.NewTimestampFromTime(s.now())
 	s.iterations++
+	s.startSkipLog()
 	var errs scrapererror.ScrapeErrors
 
 	// The node pass goes first: a container without a memory limit is given the node's memory.
@@ -147,12 +153,7 @@ func (s *taskScraper) scrape(context.Context) (pmetric.Metrics, error) {
 	s.scrapeProcesses(now, &errs)
 	s.scrapeContainers(now)
 	s.mb.RecordCollectorIterationCountTotalDataPoint(now, s.iterations, collectorName)
-	sources := make([]string, 0, len(s.readErrors))
-	for src := range s.readErrors {
-		sources = append(sources, src)
-	}
-	sort.Strings(sources)
-	for _, src := range sources {
+	for _, src := range slices.Sorted(maps.Keys(s.readErrors)) {
 		s.mb.RecordCollectorReadErrorsTotalDataPoint(now, s.readErrors[src], collectorName, src)
 	}
 	rb := s.mb.NewResourceBuilder()
@@ -166,25 +167,54 @@ func (s *taskScraper) scrape(context.Context) (pmetric.Metrics, error) {
 
 // recoverRead is deferred around each read of host text. A parser library that panics on a cut
 // line (procfs v0.23.0 does on a short /proc/net/dev line) costs that source, not the collector.
-func (s *taskScraper) recoverRead(source string, errs *scrapererror.ScrapeErrors) {
+// errs is nil for a per-item source, whose item is then the one skipped.
+func (s *taskScraper) recoverRead(source metadata.AttributeSource, item string, errs *scrapererror.ScrapeErrors) {
 	if r := recover(); r != nil {
 		err := fmt.Errorf("parser panicked: %v", r)
 		if errs == nil {
-			s.readFailed(source)
-			s.logger.Debug("Skipped an item whose file could not be parsed", zap.String("source", source), zap.Error(err))
+			s.readFailed(source, item, err)
 			return
 		}
 		s.nodeReadFailed(errs, source, err)
 	}
 }
 
-// readFailed counts a skipped item under its source.
-func (s *taskScraper) readFailed(source string) {
+// skipKey is one item of a source that could not be read: a container id, a pid, a mount point,
+// or "" for a node-wide file.
+type skipKey struct {
+	source metadata.AttributeSource
+	item   string
+}
+
+// readFailed counts a skipped item under its source and logs it at debug, with the error, once
+// while it keeps failing: an item that fails in a collection and failed in the one before is not
+// logged again, one that recovers and fails again is. The two sets this needs hold only what one
+// collection skipped, so they stay bounded however many pids and containers come and go.
+func (s *taskScraper) readFailed(source metadata.AttributeSource, item string, err error) {
 	s.readErrors[source]++
+	key := skipKey{source, item}
+	if _, ok := s.skipsLogged[key]; ok {
+		return
+	}
+	s.skipsLogged[key] = struct{}{}
+	if _, ok := s.skipsLoggedBefore[key]; ok {
+		return
+	}
+	fields := []zap.Field{zap.String("source", source.String()), zap.Error(err)}
+	if item != "" {
+		fields = append(fields, zap.String("item", item))
+	}
+	s.logger.Debug("Skipped what could not be read; logged once while it keeps failing", fields...)
+}
+
+// startSkipLog begins a collection's set of logged skips; the last one's becomes the one before.
+func (s *taskScraper) startSkipLog() {
+	clear(s.skipsLoggedBefore)
+	s.skipsLogged, s.skipsLoggedBefore = s.skipsLoggedBefore, s.skipsLogged
 }
 
 // nodeReadFailed counts a node-wide source that could not be read and reports it as a partial error.
-func (s *taskScraper) nodeReadFailed(errs *scrapererror.ScrapeErrors, source string, err error) {
-	s.readFailed(source)
-	errs.AddPartial(1, fmt.Errorf("%s: %w", source, err))
+func (s *taskScraper) nodeReadFailed(errs *scrapererror.ScrapeErrors, source metadata.AttributeSource, err error) {
+	s.readFailed(source, "", err)
+	errs.AddPartial(1, fmt.Errorf("%s: %w", source.String(), err))
 }
