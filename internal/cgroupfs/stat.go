@@ -41,7 +41,7 @@ type Hierarchy struct {
 	mount   string
 	version Version
 	files   hostfile.Reader
-	found   []Found // reused by each FindContainers
+	tree    walker
 	// noSchedulerBlkio is set once a v1 container's blkio directory is seen without
 	// blkio.io_service_bytes_recursive: the kernel has no CFQ, and no container will have it.
 	noSchedulerBlkio bool
@@ -74,9 +74,7 @@ func (h *Hierarchy) FindContainers() ([]Found, error) {
 	if h.version == V1 {
 		dir = filepath.Join(h.mount, v1Memory)
 	}
-	var err error
-	h.found, err = findContainers(&h.files, dir, h.found)
-	return h.found, err
+	return h.tree.findContainers(dir)
 }
 
 // Processes appends the process ids of the cgroup at path (a Found.Path) to pids[:0].

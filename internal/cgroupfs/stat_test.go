@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -177,4 +178,32 @@ func FuzzParsers(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFindContainersFollowsTheTree: a walk that remembers the last one still sees containers
+// come and go, and a repeated walk of an unchanged tree allocates next to nothing.
+func TestFindContainersFollowsTheTree(t *testing.T) {
+	mount := host(t, 2)
+	h, err := cgroupfs.NewHierarchy(mount)
+	require.NoError(t, err)
+	paths := func() []string {
+		found, err := h.FindContainers()
+		require.NoError(t, err)
+		var out []string
+		for _, f := range found {
+			out = append(out, f.Path)
+		}
+		return out
+	}
+	assert.Equal(t, []string{containerPath}, paths())
+
+	second := "/kubepods/burstable/pod8d6d4f1e-1d5a-4a3c-9f3e-2b1c0a9e7d11/" + strings.Repeat("ab", 32)
+	require.NoError(t, os.Mkdir(filepath.Join(mount, second), 0o755))
+	assert.Equal(t, []string{containerPath, second}, paths(), "sorted by path")
+	require.NoError(t, os.Remove(filepath.Join(mount, containerPath, "cgroup.procs")))
+	require.NoError(t, os.RemoveAll(filepath.Join(mount, containerPath)))
+	assert.Equal(t, []string{second}, paths())
+
+	allocs := testing.AllocsPerRun(20, func() { _, _ = h.FindContainers() })
+	assert.LessOrEqual(t, allocs, float64(2), "only the walk's stack of directories")
 }

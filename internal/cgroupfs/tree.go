@@ -46,31 +46,60 @@ type Found struct {
 // the order of their paths. It does not descend into a container (nested cgroups belong to it).
 // Directories that vanish during the walk (containers stopping) are passed over.
 func FindContainers(dir string) ([]Found, error) {
-	var files hostfile.Reader
-	return findContainers(&files, dir, nil)
+	var w walker
+	return w.findContainers(dir)
 }
 
-// findContainers appends the containers under dir to found[:0]. It lists directories only
-// (hostfile.Reader.Subdirs): the dozens of control files of every cgroup on the way cost nothing.
-func findContainers(files *hostfile.Reader, dir string, found []Found) ([]Found, error) {
-	found = found[:0]
+// walker walks a hierarchy again and again (a collection each). It lists directories only
+// (hostfile.Reader.Subdirs), so the dozens of control files of every cgroup on the way cost
+// nothing, and remembers the directories of the last walk: one met again reuses its path and
+// what ParseContainer made of it rather than allocating them anew.
+type walker struct {
+	files hostfile.Reader
+	found []Found
+	// path is the directory being looked up; last and next hold the directories of the last
+	// walk and of this one, by path relative to the root.
+	path       []byte
+	last, next map[string]walkEntry
+}
+
+type walkEntry struct {
+	found     Found // Path only, for a directory that is not a container
+	container bool
+}
+
+// findContainers returns the containers under dir, in a slice valid until the next walk.
+func (w *walker) findContainers(dir string) ([]Found, error) {
+	if w.next == nil {
+		w.last, w.next = map[string]walkEntry{}, map[string]walkEntry{}
+	}
+	w.found = w.found[:0]
 	pending := []string{""} // paths relative to dir still to list; "" is dir itself
 	for len(pending) > 0 {
 		rel := pending[len(pending)-1]
 		pending = pending[:len(pending)-1]
-		err := files.Subdirs(func(name []byte) error {
-			p := rel + "/" + string(name)
-			if c, ok := ParseContainer(p); ok {
-				found = append(found, Found{Container: c, Path: p})
+		err := w.files.Subdirs(func(name []byte) error {
+			w.path = append(append(append(w.path[:0], rel...), '/'), name...)
+			e, ok := w.last[string(w.path)]
+			if !ok {
+				p := string(w.path)
+				c, isContainer := ParseContainer(p)
+				e = walkEntry{Found{Container: c, Path: p}, isContainer}
+			}
+			w.next[e.found.Path] = e
+			if e.container {
+				w.found = append(w.found, e.found)
 			} else {
-				pending = append(pending, p)
+				pending = append(pending, e.found.Path)
 			}
 			return nil
 		}, dir, rel)
 		if err != nil && (rel == "" || !errors.Is(err, fs.ErrNotExist)) {
-			return found, err
+			return w.found, err
 		}
 	}
-	slices.SortFunc(found, func(a, b Found) int { return strings.Compare(a.Path, b.Path) })
-	return found, nil
+	clear(w.last)
+	w.last, w.next = w.next, w.last
+	slices.SortFunc(w.found, func(a, b Found) int { return strings.Compare(a.Path, b.Path) })
+	return w.found, nil
 }

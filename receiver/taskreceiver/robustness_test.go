@@ -4,7 +4,6 @@
 package taskreceiver
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.uber.org/zap"
@@ -299,8 +297,7 @@ func TestSkipLoggedOnceWhileFailing(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
 	set := receivertest.NewNopSettings(metadata.Type)
 	set.Logger = zap.New(core)
-	s := newTaskScraper(testConfig(root), set)
-	require.NoError(t, s.start(context.Background(), componenttest.NewNopHost()))
+	s := startScraper(t, testConfig(root), set)
 	memoryStat := filepath.Join(root, v2ContainerDir, "memory.stat")
 	healthy, err := os.ReadFile(memoryStat)
 	require.NoError(t, err)

@@ -80,6 +80,9 @@ type taskScraper struct {
 	// namespaces read so far.
 	pids           []int
 	netByNamespace map[uint64]netCounters
+	// and the node's process ids, and its processes in state D by command.
+	allPIDs         []int
+	uninterruptible map[string]int64
 }
 
 func newTaskScraper(cfg *Config, set receiver.Settings) *taskScraper {
@@ -98,6 +101,7 @@ func newTaskScraper(cfg *Config, set receiver.Settings) *taskScraper {
 		containers:  map[string]*containerState{},
 
 		netByNamespace:    map[uint64]netCounters{},
+		uninterruptible:   map[string]int64{},
 		skipsLogged:       map[skipKey]struct{}{},
 		skipsLoggedBefore: map[skipKey]struct{}{},
 	}
