@@ -12,9 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/procfs"
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/tasklabels"
@@ -42,13 +40,20 @@ type containerState struct {
 	prev        containerSample
 	hasPrev     bool
 	hostNetwork bool
+	// seenIn is the collection that last found the container running.
+	seenIn int64
+
+	resource    pcommon.Resource
+	resourceKey containerResourceKey
+	hasResource bool
 }
 
 type containerSample struct {
 	at         time.Time
 	cpuOK      bool
 	cpuSeconds float64
-	net        *netCounters
+	netOK      bool
+	net        netCounters
 }
 
 type netCounters struct{ rx, tx uint64 }
@@ -57,68 +62,66 @@ func (s *taskScraper) scrapeContainers(now pcommon.Timestamp) {
 	if s.cgroups == nil {
 		return
 	}
-	found, err := s.cgroups.findContainers()
+	found, err := s.cgroups.FindContainers()
 	if err != nil {
-		s.readFailed("cgroup")
+		s.readFailed(metadata.AttributeSourceCgroup, "", err)
 		return
 	}
 	if s.pods, err = s.podCache.Get(); err != nil {
 		// The last good index (or none) names what it can.
-		s.readFailed("pod_logs")
+		s.readFailed(metadata.AttributeSourcePodLogs, "", err)
 	}
-	hostNetNS := s.hostNetNamespace()
-	if hostNetNS == 0 {
+	hostNetNS, err := s.netNamespace("1")
+	if err != nil {
 		// Without the node's namespace a host-network container cannot be told apart, and would
 		// be charged the node's traffic: no container gets network metrics this time.
-		s.readFailed("net_ns")
+		s.readFailed(metadata.AttributeSourceNetNs, "", err)
 	}
-	seen := make(map[string]bool, len(found))
+	clear(s.netByNamespace)
 	for _, f := range found {
-		if s.scrapeContainer(now, f, hostNetNS) {
-			seen[f.ID] = true
-		}
+		s.scrapeContainer(now, f, hostNetNS)
 	}
-	for id := range s.containers {
-		if !seen[id] {
+	for id, st := range s.containers {
+		if st.seenIn != s.iterations {
 			delete(s.containers, id)
 		}
 	}
 }
 
-// scrapeContainer records one container; it reports whether the container is still running.
-func (s *taskScraper) scrapeContainer(now pcommon.Timestamp, f cgroupfs.Found, hostNetNS uint32) bool {
-	defer s.recoverRead("cgroup", nil)
-	pids, err := s.cgroups.processes(f.Path)
-	if err != nil {
-		s.readFailed("cgroup")
-		return false
+// scrapeContainer records one container and marks it seen while it has processes.
+func (s *taskScraper) scrapeContainer(now pcommon.Timestamp, f cgroupfs.Found, hostNetNS uint64) {
+	defer s.recoverRead(metadata.AttributeSourceCgroup, f.ID, nil)
+	var err error
+	if s.pids, err = s.cgroups.Processes(f.Path, s.pids); err != nil {
+		s.readFailed(metadata.AttributeSourceCgroup, f.ID, err)
+		return
 	}
-	if len(pids) == 0 {
+	if len(s.pids) == 0 {
 		// An empty cgroup is a container being torn down: nothing runs, nothing to charge.
-		return false
+		return
 	}
 	st := s.containers[f.ID]
 	if st == nil {
 		st = &containerState{}
 		s.containers[f.ID] = st
 	}
+	st.seenIn = s.iterations
 	if !st.identified {
-		s.identify(st, f, pids)
+		s.identify(st, f, s.pids)
 	}
 	if st.kind == kindIgnored || st.kind == kindSandbox {
-		return true
+		return
 	}
-	stats, err := s.cgroups.stat(f.Path)
+	stats, err := s.cgroups.Stat(f.Path)
 	if err != nil {
 		// A controller that cannot be read costs its own metrics, not the container's others.
-		s.readFailed("cgroup")
-		s.logger.Debug("Skipped a container's unreadable cgroup controllers", zap.String("container_id", f.ID), zap.Error(err))
-		if !stats.anyOK() {
-			return true
+		s.readFailed(metadata.AttributeSourceCgroup, f.ID, err)
+		if !stats.CPUOK && !stats.MemoryOK && !stats.IOOK {
+			return
 		}
 	}
-	s.recordContainer(now, f, st, stats, s.readNet(pids, hostNetNS, st))
-	return true
+	net, netOK := s.readNet(f.ID, s.pids, hostNetNS, st)
+	s.recordContainer(now, f, st, stats, net, netOK)
 }
 
 // identify classifies a container and reads its labels from the environment of its first
@@ -128,17 +131,17 @@ func (s *taskScraper) identify(st *containerState, f cgroupfs.Found, pids []int)
 		p, err := s.proc.Proc(pid)
 		if err != nil {
 			// Exited since the cgroup listed it.
-			s.readFailed("proc")
+			s.readFailed(metadata.AttributeSourceProc, f.ID, err)
 			continue
 		}
 		environ, err := p.Environ()
 		if err != nil {
-			s.readFailed("environ")
+			s.readFailed(metadata.AttributeSourceEnviron, f.ID, err)
 			continue
 		}
 		comm, err := p.Comm()
 		if err != nil {
-			s.readFailed("comm")
+			s.readFailed(metadata.AttributeSourceComm, f.ID, err)
 			continue
 		}
 		st.identified = true
@@ -175,90 +178,71 @@ func (s *taskScraper) isServiceNamespace(pid int, podUID string) bool {
 	return slices.Contains(s.cfg.ServiceNamespaces, strings.TrimSpace(string(b)))
 }
 
-// netNamespace returns the inode of a process's network namespace, 0 when it cannot be read.
-func netNamespace(p procfs.Proc) uint32 {
-	ns, err := p.Namespaces()
-	if err != nil {
-		return 0
-	}
-	return ns["net"].Inode
-}
-
-// hostNetNamespace is the network namespace of the node (pid 1's), 0 when it cannot be read.
-func (s *taskScraper) hostNetNamespace() uint32 {
-	p, err := s.proc.Proc(1)
-	if err != nil {
-		return 0
-	}
-	return netNamespace(p)
-}
-
-// readNet sums the container's network devices (all but lo) as seen from one of its processes.
-// A container in the node's network namespace is marked and gets no network metrics: they would
-// be the node's traffic charged to it.
-func (s *taskScraper) readNet(pids []int, hostNetNS uint32, st *containerState) *netCounters {
+// readNet sums the container's network devices (all but lo) as seen from one of its processes;
+// containers sharing a namespace (those of a pod) share one reading. A container in the node's
+// network namespace is marked and gets no network metrics: they would be the node's traffic
+// charged to it. hostNetNS 0 (unknown) gives no network metrics at all.
+func (s *taskScraper) readNet(containerID string, pids []int, hostNetNS uint64, st *containerState) (netCounters, bool) {
 	if hostNetNS == 0 {
-		return nil
+		return netCounters{}, false
 	}
 	for _, pid := range pids {
-		p, err := s.proc.Proc(pid)
+		pidDir := strconv.Itoa(pid)
+		ns, err := s.netNamespace(pidDir)
 		if err != nil {
-			continue
-		}
-		ns := netNamespace(p)
-		if ns == 0 {
-			continue
+			continue // exited since the cgroup listed it
 		}
 		st.hostNetwork = ns == hostNetNS
 		if st.hostNetwork {
-			return nil
+			return netCounters{}, false
 		}
-		dev, err := p.NetDev()
+		if c, ok := s.netByNamespace[ns]; ok {
+			return c, true
+		}
+		b, err := s.procFiles.ReadFile(s.procRoot, pidDir, "net/dev")
+		var c netCounters
+		if err == nil {
+			c, err = netTotals(b)
+		}
 		if err != nil {
-			s.readFailed("net_dev")
+			s.readFailed(metadata.AttributeSourceNetDev, containerID, err)
 			continue
 		}
-		var c netCounters
-		for name, line := range dev {
-			if name != "lo" {
-				c.rx += line.RxBytes
-				c.tx += line.TxBytes
-			}
-		}
-		return &c
+		s.netByNamespace[ns] = c
+		return c, true
 	}
-	return nil
+	return netCounters{}, false
 }
 
-func (s *taskScraper) recordContainer(now pcommon.Timestamp, f cgroupfs.Found, st *containerState, stats containerStats, net *netCounters) {
+func (s *taskScraper) recordContainer(now pcommon.Timestamp, f cgroupfs.Found, st *containerState, stats cgroupfs.Stats, net netCounters, netOK bool) {
 	r := s.tasks
 	if st.kind == kindService {
 		r = s.services
 	}
 	at := now.AsTime()
-	if stats.cpuOK {
-		r.cpuSeconds(now, stats.cpuSeconds)
+	if stats.CPUOK {
+		r.cpuSeconds(now, stats.CPUSeconds)
 	}
 	if st.hasPrev {
 		if dt := at.Sub(st.prev.at).Seconds(); dt > 0 {
-			if d := stats.cpuSeconds - st.prev.cpuSeconds; stats.cpuOK && st.prev.cpuOK && d >= 0 {
+			if d := stats.CPUSeconds - st.prev.cpuSeconds; stats.CPUOK && st.prev.cpuOK && d >= 0 {
 				r.cpuPercent(now, d/dt*100)
 			}
-			if net != nil && st.prev.net != nil && net.rx >= st.prev.net.rx && net.tx >= st.prev.net.tx {
+			if netOK && st.prev.netOK && net.rx >= st.prev.net.rx && net.tx >= st.prev.net.tx {
 				r.netIn(now, float64(net.rx-st.prev.net.rx)/dt)
 				r.netOut(now, float64(net.tx-st.prev.net.tx)/dt)
 			}
 		}
 	}
-	st.prev, st.hasPrev = containerSample{at: at, cpuOK: stats.cpuOK, cpuSeconds: stats.cpuSeconds, net: net}, true
+	st.prev, st.hasPrev = containerSample{at: at, cpuOK: stats.CPUOK, cpuSeconds: stats.CPUSeconds, netOK: netOK, net: net}, true
 
-	if stats.memoryOK {
+	if stats.MemoryOK {
 		// docker stats' usage: page cache that can be dropped at once is not the container's use.
-		usage := stats.memUsage
-		if stats.inactiveFile < usage {
-			usage -= stats.inactiveFile
+		usage := stats.MemoryUsage
+		if stats.InactiveFile < usage {
+			usage -= stats.InactiveFile
 		}
-		limit := stats.memLimit
+		limit := stats.MemoryLimit
 		if s.memTotal > 0 && (limit == 0 || limit > s.memTotal) {
 			limit = s.memTotal
 		}
@@ -268,42 +252,66 @@ func (s *taskScraper) recordContainer(now pcommon.Timestamp, f cgroupfs.Found, s
 			r.memPercent(now, float64(usage)/float64(limit)*100)
 		}
 	}
-	if net != nil {
+	if netOK {
 		r.netReceive(now, int64(net.rx))
 		r.netTransmit(now, int64(net.tx))
 	}
-	if stats.ioOK {
-		r.blockIn(now, int64(stats.blockRead))
-		r.blockOut(now, int64(stats.blockWrite))
+	if stats.IOOK {
+		r.blockIn(now, int64(stats.ReadBytes))
+		r.blockOut(now, int64(stats.WriteBytes))
 	}
 
-	rb := s.containerMB.NewResourceBuilder()
+	if key := s.resourceKey(f, st); !st.hasResource || key != st.resourceKey {
+		st.resource, st.resourceKey, st.hasResource = s.containerResource(f, st, key), key, true
+	}
+	s.containerMB.EmitForResource(metadata.WithResource(st.resource))
+}
+
+// containerResourceKey is what can change in a container's resource attributes: the names the
+// kubelet's log layout gives (absent until it has written them) and the network namespace.
+type containerResourceKey struct {
+	namespace, podName, containerName string
+	hostNetwork                       bool
+}
+
+func (s *taskScraper) resourceKey(f cgroupfs.Found, st *containerState) containerResourceKey {
+	key := containerResourceKey{hostNetwork: st.hostNetwork}
+	if pod, ok := s.pods.PodByUID(f.PodUID); ok && f.PodUID != "" {
+		key.namespace, key.podName = pod.Namespace, pod.Name
+		key.containerName = s.pods.ContainerName(f.PodUID, f.ID)
+	}
+	return key
+}
+
+// containerResource builds the container's resource; it is kept in the container's state and
+// rebuilt only when its key changes (EmitForResource copies it into each collection's metrics).
+func (s *taskScraper) containerResource(f cgroupfs.Found, st *containerState, key containerResourceKey) pcommon.Resource {
+	rb := s.containerRB
 	rb.SetNodeName(s.nodeName)
 	rb.SetContainerID(f.ID)
-	var containerName string
 	if f.PodUID != "" {
 		rb.SetPodUID(f.PodUID)
-		if pod, ok := s.pods.PodByUID(f.PodUID); ok {
-			rb.SetNamespace(pod.Namespace)
-			rb.SetPodName(pod.Name)
-			if containerName = s.pods.ContainerName(f.PodUID, f.ID); containerName != "" {
-				rb.SetContainerName(containerName)
-			}
-		}
 	}
-	if st.hostNetwork {
+	if key.namespace != "" || key.podName != "" {
+		rb.SetNamespace(key.namespace)
+		rb.SetPodName(key.podName)
+	}
+	if key.containerName != "" {
+		rb.SetContainerName(key.containerName)
+	}
+	if key.hostNetwork {
 		rb.SetHostNetwork("true")
 	}
 	if st.kind == kindService {
-		rb.SetName(cmp.Or(containerName, st.service))
+		rb.SetName(cmp.Or(key.containerName, st.service))
 	} else {
 		labels := st.labels
-		if pod, ok := s.pods.PodByUID(f.PodUID); ok {
-			labels.FallBackToPod(pod.Namespace, pod.Name)
+		if key.namespace != "" || key.podName != "" {
+			labels.FallBackToPod(key.namespace, key.podName)
 		}
 		labels.SetOn(rb)
 	}
-	s.containerMB.EmitForResource(metadata.WithResource(rb.Emit()))
+	return rb.Emit()
 }
 
 // containerRecorders are the record functions of one metric family (task_* or service_*), which

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
 )
 
 // scrapeFilesystems reports size and available space of the host's mounts (pid 1's mount
@@ -18,12 +19,12 @@ import (
 func (s *taskScraper) scrapeFilesystems(now pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
 	init, err := s.proc.Proc(1)
 	if err != nil {
-		s.nodeReadFailed(errs, "mountinfo", err)
+		s.nodeReadFailed(errs, metadata.AttributeSourceMountinfo, err)
 		return
 	}
 	mounts, err := init.MountInfo()
 	if err != nil {
-		s.nodeReadFailed(errs, "mountinfo", err)
+		s.nodeReadFailed(errs, metadata.AttributeSourceMountinfo, err)
 		return
 	}
 	type labels struct{ device, fstype, mountpoint string }
@@ -41,7 +42,7 @@ func (s *taskScraper) scrapeFilesystems(now pcommon.Timestamp, errs *scrapererro
 		})
 		if err != nil {
 			// A vanished or inaccessible mount is common (autofs, revoked NFS): count it, go on.
-			s.readFailed("statfs")
+			s.readFailed(metadata.AttributeSourceStatfs, m.MountPoint, err)
 			continue
 		}
 		size := float64(buf.Blocks) * float64(buf.Bsize)

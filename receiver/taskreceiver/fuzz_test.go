@@ -11,14 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// hostTextFiles are the host files whose text a collection parses (through procfs, containerd's
-// cgroups or our own code), by fixture host.
+// hostTextFiles are the host files whose text a collection parses (through procfs or our own
+// code), by fixture host.
 var hostTextFiles = []struct{ host, file string }{
 	{"v1-systemd-containerd", "proc/stat"},
 	{"v1-systemd-containerd", "proc/meminfo"},
 	{"v1-systemd-containerd", "proc/net/dev"},
 	{"v1-systemd-containerd", "proc/diskstats"},
-	{"v1-systemd-containerd", "proc/partitions"},
 	{"v1-systemd-containerd", "proc/loadavg"},
 	{"v1-systemd-containerd", "proc/1/mountinfo"},
 	{"v1-systemd-containerd", "proc/2001/stat"},
@@ -27,15 +26,17 @@ var hostTextFiles = []struct{ host, file string }{
 	{"v1-systemd-containerd", "proc/2001/net/dev"},
 	{"v1-systemd-containerd", v1ContainerDir("memory") + "/memory.stat"},
 	{"v1-systemd-containerd", v1ContainerDir("memory") + "/memory.usage_in_bytes"},
+	{"v1-systemd-containerd", v1ContainerDir("memory") + "/memory.limit_in_bytes"},
 	{"v1-systemd-containerd", v1ContainerDir("memory") + "/cgroup.procs"},
 	{"v1-systemd-containerd", v1ContainerDir("cpu,cpuacct") + "/cpuacct.usage"},
-	{"v1-systemd-containerd", v1ContainerDir("cpu,cpuacct") + "/cpuacct.stat"},
 	{"v1-systemd-containerd", v1ContainerDir("blkio") + "/blkio.throttle.io_service_bytes"},
 	{"v2-systemd-crio", v2ContainerDir + "/cpu.stat"},
 	{"v2-systemd-crio", v2ContainerDir + "/memory.stat"},
+	{"v2-systemd-crio", v2ContainerDir + "/memory.current"},
 	{"v2-systemd-crio", v2ContainerDir + "/memory.max"},
 	{"v2-systemd-crio", v2ContainerDir + "/io.stat"},
 	{"v2-systemd-crio", v2ContainerDir + "/cgroup.procs"},
+	{"v2-systemd-crio", "proc/3001/net/dev"},
 }
 
 func v1ContainerDir(controller string) string {

@@ -23,19 +23,19 @@ var errNoData = errors.New("file has no data lines")
 // stands alone: one unreadable file costs only its own metrics.
 func (s *taskScraper) scrapeNode(now pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
 	for _, src := range []struct {
-		name string
-		read func(pcommon.Timestamp, *scrapererror.ScrapeErrors)
+		source metadata.AttributeSource
+		read   func(pcommon.Timestamp, *scrapererror.ScrapeErrors)
 	}{
-		{"uname", s.scrapeUname},
-		{"stat", s.scrapeCPU},
-		{"meminfo", s.scrapeMemory},
-		{"net_dev", s.scrapeNetDev},
-		{"diskstats", s.scrapeDiskstats},
-		{"mountinfo", s.scrapeFilesystems},
-		{"loadavg", s.scrapeLoad},
+		{metadata.AttributeSourceUname, s.scrapeUname},
+		{metadata.AttributeSourceStat, s.scrapeCPU},
+		{metadata.AttributeSourceMeminfo, s.scrapeMemory},
+		{metadata.AttributeSourceNetDev, s.scrapeNetDev},
+		{metadata.AttributeSourceDiskstats, s.scrapeDiskstats},
+		{metadata.AttributeSourceMountinfo, s.scrapeFilesystems},
+		{metadata.AttributeSourceLoadavg, s.scrapeLoad},
 	} {
 		func() {
-			defer s.recoverRead(src.name, errs)
+			defer s.recoverRead(src.source, "", errs)
 			src.read(now, errs)
 		}()
 	}
@@ -44,7 +44,7 @@ func (s *taskScraper) scrapeNode(now pcommon.Timestamp, errs *scrapererror.Scrap
 func (s *taskScraper) scrapeLoad(now pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
 	load, err := s.proc.LoadAvg()
 	if err != nil {
-		s.nodeReadFailed(errs, "loadavg", err)
+		s.nodeReadFailed(errs, metadata.AttributeSourceLoadavg, err)
 		return
 	}
 	s.mb.RecordNodeLoad1DataPoint(now, load.Load1)
@@ -59,7 +59,7 @@ func (s *taskScraper) scrapeUname(now pcommon.Timestamp, errs *scrapererror.Scra
 	for i, name := range []string{"ostype", "osrelease", "version", "hostname", "domainname"} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
-			s.nodeReadFailed(errs, "uname", err)
+			s.nodeReadFailed(errs, metadata.AttributeSourceUname, err)
 			return
 		}
 		fields[i] = strings.TrimSpace(string(b))
@@ -82,7 +82,7 @@ func (s *taskScraper) scrapeCPU(now pcommon.Timestamp, errs *scrapererror.Scrape
 		err = errNoData // an empty or cut file parses without error
 	}
 	if err != nil {
-		s.nodeReadFailed(errs, "stat", err)
+		s.nodeReadFailed(errs, metadata.AttributeSourceStat, err)
 		return
 	}
 	for n, c := range stat.CPU {
@@ -108,7 +108,7 @@ func (s *taskScraper) scrapeCPU(now pcommon.Timestamp, errs *scrapererror.Scrape
 func (s *taskScraper) scrapeMemory(now pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
 	mi, err := s.proc.Meminfo()
 	if err != nil {
-		s.nodeReadFailed(errs, "meminfo", err)
+		s.nodeReadFailed(errs, metadata.AttributeSourceMeminfo, err)
 		return
 	}
 	if mi.MemTotalBytes != nil {
@@ -137,7 +137,7 @@ func (s *taskScraper) scrapeNetDev(now pcommon.Timestamp, errs *scrapererror.Scr
 		err = errNoData // every host has lo; none means the file was cut
 	}
 	if err != nil {
-		s.nodeReadFailed(errs, "net_dev", err)
+		s.nodeReadFailed(errs, metadata.AttributeSourceNetDev, err)
 		return
 	}
 	for name, line := range netDev {
@@ -152,7 +152,7 @@ const sectorSize = 512
 func (s *taskScraper) scrapeDiskstats(now pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
 	disks, err := s.block.ProcDiskstats()
 	if err != nil {
-		s.nodeReadFailed(errs, "diskstats", err)
+		s.nodeReadFailed(errs, metadata.AttributeSourceDiskstats, err)
 		return
 	}
 	for _, d := range disks {

@@ -4,8 +4,8 @@
 package taskreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver"
 
 import (
-	"github.com/prometheus/procfs"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/scraper/scrapererror"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
 )
 
 // cmdlineTimeout bounds one read of a process's command line, which the kernel serves from the
@@ -21,57 +22,70 @@ import (
 const cmdlineTimeout = time.Second
 
 // scrapeProcesses reports processes in state D by command (zombie_process_count, OpenPAI's
-// name for them) and the resident memory of large processes (process_mem_usage_byte).
+// name for them) and the resident memory of large processes (process_mem_usage_byte). The pids
+// are listed with the scraper's reused reader (procfs's AllProcs allocates a name and a Proc each).
 func (s *taskScraper) scrapeProcesses(now pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
-	procs, err := s.proc.AllProcs()
+	s.allPIDs = s.allPIDs[:0]
+	err := s.procFiles.Subdirs(func(name []byte) error {
+		if pid, err := strconv.Atoi(string(name)); err == nil && pid > 0 {
+			s.allPIDs = append(s.allPIDs, pid)
+		}
+		return nil
+	}, s.procRoot)
 	if err != nil {
-		s.nodeReadFailed(errs, "proc", err)
+		s.nodeReadFailed(errs, metadata.AttributeSourceProc, err)
 		return
 	}
-	uninterruptible := map[string]int64{}
-	for _, p := range procs {
-		s.scrapeProcess(now, p, uninterruptible)
+	clear(s.uninterruptible)
+	for _, pid := range s.allPIDs {
+		s.scrapeProcess(now, pid)
 	}
-	commands := make([]string, 0, len(uninterruptible))
-	for c := range uninterruptible {
-		commands = append(commands, c)
-	}
-	sort.Strings(commands)
-	for _, c := range commands {
-		s.mb.RecordZombieProcessCountDataPoint(now, uninterruptible[c], c)
+	for _, c := range slices.Sorted(maps.Keys(s.uninterruptible)) {
+		s.mb.RecordZombieProcessCountDataPoint(now, s.uninterruptible[c], c)
 	}
 }
 
 // scrapeProcess counts a process in state D under its command, and records its resident memory
 // when it is large.
-func (s *taskScraper) scrapeProcess(now pcommon.Timestamp, p procfs.Proc, uninterruptible map[string]int64) {
-	defer s.recoverRead("proc_stat", nil)
-	stat, err := p.Stat()
+func (s *taskScraper) scrapeProcess(now pcommon.Timestamp, pidNumber int) {
+	pid := strconv.Itoa(pidNumber)
+	b, err := s.procFiles.ReadFile(s.procRoot, pid, "stat")
+	var stat processStat
+	if err == nil {
+		stat, err = parseProcessStat(b)
+	}
 	if err != nil {
 		// Usually the process exited between the listing and the read.
-		s.readFailed("proc_stat")
+		s.readFailed(metadata.AttributeSourceProcStat, pid, err)
 		return
 	}
-	inD := stat.State == "D"
-	rss := int64(stat.ResidentMemory())
+	inD := stat.state == 'D'
+	rss := stat.rssPages * int64(pageSize)
 	large := s.cfg.ProcessMemThreshold > 0 && rss > s.cfg.ProcessMemThreshold
 	if !inD && !large {
 		return
 	}
+	comm := string(stat.comm)
 	// A process in state D can hold the lock its command line is read under: bound the read.
 	// A process gone by now, or stuck, still has its stat line: keep it with its comm.
-	args, _ := deadline.CallKeyed(s.cmdlineCalls, strconv.Itoa(p.PID), p.CmdLine)
-	cmd := commandName(args, stat.Comm)
+	args, _ := deadline.CallKeyed(s.cmdlineCalls, pid, func() ([]string, error) {
+		p, err := s.proc.Proc(pidNumber)
+		if err != nil {
+			return nil, err
+		}
+		return p.CmdLine()
+	})
+	cmd := commandName(args, comm)
 	if inD {
 		command := cmd
 		if strings.Contains(strings.Join(args, " "), "nvidia-smi") {
 			// OpenPAI's alert rule matches this one value.
 			command = "nvidia-smi"
 		}
-		uninterruptible[command]++
+		s.uninterruptible[command]++
 	}
 	if large {
-		s.mb.RecordProcessMemUsageByteDataPoint(now, rss, strconv.Itoa(p.PID), cmd)
+		s.mb.RecordProcessMemUsageByteDataPoint(now, rss, pid, cmd)
 	}
 }
 

@@ -4,6 +4,7 @@
 package taskreceiver
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
 )
 
 // copyHost gives a test its own copy of a fixture host to damage.
@@ -252,4 +260,65 @@ func TestStoppedContainerEnds(t *testing.T) {
 			assert.False(t, p.ended, "a series is ended once")
 		}
 	}
+}
+
+// TestResourceFollowsChanges: a container's resource is kept between collections, and rebuilt
+// when what it says changes (here the container moves into the node's network namespace).
+func TestResourceFollowsChanges(t *testing.T) {
+	root := copyHost(t, "v2-systemd-crio")
+	s := newStartedScraper(t, testConfig(root))
+	hostNetworkOf := func(points map[string][]point) any {
+		for _, p := range points["task_cpu_seconds_total"] {
+			if p.resource["job_name"] == "dave~infer" {
+				return p.resource["host_network"]
+			}
+		}
+		t.Fatal("dave~infer not reported")
+		return nil
+	}
+	first := pointsByName(scrapeOnce(t, s))
+	assert.Nil(t, hostNetworkOf(first))
+	assert.Len(t, first["task_network_receive_bytes_total"], 1, "dave~infer has its own network")
+
+	link := filepath.Join(root, "proc/3001/ns/net")
+	require.NoError(t, os.Remove(link))
+	require.NoError(t, os.Symlink(fmt.Sprintf("net:[%d]", hostfixture.HostNetNS), link))
+	second := pointsByName(scrapeOnce(t, s))
+	assert.Equal(t, "true", hostNetworkOf(second))
+	for _, p := range second["task_network_receive_bytes_total"] {
+		assert.True(t, p.ended, "the series of the old resource ends; no new network series")
+	}
+}
+
+// TestSkipLoggedOnceWhileFailing: every collection counts a skip, but its debug line (with the
+// error and the item) is written once while the item keeps failing, and again after it recovered.
+func TestSkipLoggedOnceWhileFailing(t *testing.T) {
+	root := copyHost(t, "v2-systemd-crio")
+	core, logs := observer.New(zapcore.DebugLevel)
+	set := receivertest.NewNopSettings(metadata.Type)
+	set.Logger = zap.New(core)
+	s := startScraper(t, testConfig(root), set)
+	memoryStat := filepath.Join(root, v2ContainerDir, "memory.stat")
+	healthy, err := os.ReadFile(memoryStat)
+	require.NoError(t, err)
+	skipLines := func() []observer.LoggedEntry {
+		return logs.FilterMessageSnippet("Skipped what could not be read").FilterField(zap.String("source", "cgroup")).All()
+	}
+
+	require.NoError(t, os.WriteFile(memoryStat, []byte("anon 1\n"), 0o644))
+	var last pmetric.Metrics
+	for range 3 {
+		last = scrapeOnce(t, s)
+	}
+	assert.Equal(t, float64(3), readErrors(pointsByName(last))["cgroup"], "each collection counted")
+	lines := skipLines()
+	require.Len(t, lines, 1, "three failing collections, one line")
+	assert.Equal(t, "1515151515151515151515151515151515151515151515151515151515151515", lines[0].ContextMap()["item"])
+	assert.Contains(t, lines[0].ContextMap()["error"], "memory.stat: no inactive_file")
+
+	require.NoError(t, os.WriteFile(memoryStat, healthy, 0o644))
+	scrapeOnce(t, s)
+	require.NoError(t, os.WriteFile(memoryStat, []byte("anon 1\n"), 0o644))
+	scrapeOnce(t, s)
+	assert.Len(t, skipLines(), 2, "failing again after a recovery is logged again")
 }

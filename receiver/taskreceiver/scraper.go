@@ -6,10 +6,10 @@ package taskreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/task
 import (
 	"context"
 	"fmt"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/nodename"
+	"maps"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/prometheus/procfs"
@@ -21,7 +21,10 @@ import (
 	"go.opentelemetry.io/collector/scraper/scrapererror"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfile"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/nodename"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podlogs"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/staleness"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
@@ -40,6 +43,7 @@ type taskScraper struct {
 	// services are containerMB's two metric families.
 	mb          *metadata.MetricsBuilder
 	containerMB *metadata.MetricsBuilder
+	containerRB *metadata.ResourceBuilder // reusable: Emit starts a new resource
 	tasks       containerRecorders
 	services    containerRecorders
 	memTotal    uint64
@@ -47,7 +51,10 @@ type taskScraper struct {
 	nodeName string
 	proc     procfs.FS
 	block    blockdevice.FS
-	cgroups  cgroupHierarchy
+	cgroups  *cgroupfs.Hierarchy // nil on a node without a cgroup hierarchy
+	// procFiles reads the /proc files of every container each collection (procRoot/<pid>/…).
+	procFiles hostfile.Reader
+	procRoot  string
 	// podCache names pods and containers (shared with every component reading this root);
 	// pods is its index for the collection under way.
 	podCache    *podlogs.Cache
@@ -64,9 +71,18 @@ type taskScraper struct {
 	now func() time.Time
 
 	iterations int64
-	readErrors map[string]int64
-	stale      *staleness.Tracker
-	containers map[string]*containerState
+	readErrors map[metadata.AttributeSource]int64
+	// skipsLogged are the skips logged in this collection, skipsLoggedBefore in the last one.
+	skipsLogged, skipsLoggedBefore map[skipKey]struct{}
+	stale                          *staleness.Tracker
+	containers                     map[string]*containerState
+	// Reused by every collection: a container's process ids, and the network readings of the
+	// namespaces read so far.
+	pids           []int
+	netByNamespace map[uint64]netCounters
+	// and the node's process ids, and its processes in state D by command.
+	allPIDs         []int
+	uninterruptible map[string]int64
 }
 
 func newTaskScraper(cfg *Config, set receiver.Settings) *taskScraper {
@@ -76,19 +92,26 @@ func newTaskScraper(cfg *Config, set receiver.Settings) *taskScraper {
 		logger:      set.Logger,
 		mb:          metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, set),
 		containerMB: containerMB,
+		containerRB: containerMB.NewResourceBuilder(),
 		tasks:       taskRecorders(containerMB),
 		services:    serviceRecorders(containerMB),
 		now:         time.Now,
-		readErrors:  map[string]int64{},
+		readErrors:  map[metadata.AttributeSource]int64{},
 		stale:       staleness.NewTracker(),
 		containers:  map[string]*containerState{},
+
+		netByNamespace:    map[uint64]netCounters{},
+		uninterruptible:   map[string]int64{},
+		skipsLogged:       map[skipKey]struct{}{},
+		skipsLoggedBefore: map[skipKey]struct{}{},
 	}
 }
 
 func (s *taskScraper) start(context.Context, component.Host) error {
 	var err error
 	root := s.cfg.RootPath
-	if s.proc, err = procfs.NewFS(filepath.Join(root, "proc")); err != nil {
+	s.procRoot = filepath.Join(root, "proc")
+	if s.proc, err = procfs.NewFS(s.procRoot); err != nil {
 		return fmt.Errorf("root_path: %w", err)
 	}
 	if s.block, err = blockdevice.NewFS(filepath.Join(root, "proc"), filepath.Join(root, "sys")); err != nil {
@@ -107,7 +130,7 @@ func (s *taskScraper) start(context.Context, component.Host) error {
 	s.podCache, s.releasePods = podlogs.Shared(root)
 
 	mount := filepath.Join(root, "sys", "fs", "cgroup")
-	if s.cgroups, err = newCgroupHierarchy(mount, filepath.Join(root, "proc")); err != nil {
+	if s.cgroups, err = cgroupfs.NewHierarchy(mount); err != nil {
 		// A node without cgroups still has node metrics; say once why tasks are missing.
 		s.logger.Warn("No cgroup hierarchy found: task and service metrics are off", zap.Error(err))
 	}
@@ -126,6 +149,7 @@ func (s *taskScraper) shutdown(context.Context) error {
 func (s *taskScraper) scrape(context.Context) (pmetric.Metrics, error) {
 	now := pcommon.NewTimestampFromTime(s.now())
 	s.iterations++
+	s.startSkipLog()
 	var errs scrapererror.ScrapeErrors
 
 	// The node pass goes first: a container without a memory limit is given the node's memory.
@@ -133,12 +157,7 @@ func (s *taskScraper) scrape(context.Context) (pmetric.Metrics, error) {
 	s.scrapeProcesses(now, &errs)
 	s.scrapeContainers(now)
 	s.mb.RecordCollectorIterationCountTotalDataPoint(now, s.iterations, collectorName)
-	sources := make([]string, 0, len(s.readErrors))
-	for src := range s.readErrors {
-		sources = append(sources, src)
-	}
-	sort.Strings(sources)
-	for _, src := range sources {
+	for _, src := range slices.Sorted(maps.Keys(s.readErrors)) {
 		s.mb.RecordCollectorReadErrorsTotalDataPoint(now, s.readErrors[src], collectorName, src)
 	}
 	rb := s.mb.NewResourceBuilder()
@@ -152,25 +171,54 @@ func (s *taskScraper) scrape(context.Context) (pmetric.Metrics, error) {
 
 // recoverRead is deferred around each read of host text. A parser library that panics on a cut
 // line (procfs v0.23.0 does on a short /proc/net/dev line) costs that source, not the collector.
-func (s *taskScraper) recoverRead(source string, errs *scrapererror.ScrapeErrors) {
+// errs is nil for a per-item source, whose item is then the one skipped.
+func (s *taskScraper) recoverRead(source metadata.AttributeSource, item string, errs *scrapererror.ScrapeErrors) {
 	if r := recover(); r != nil {
 		err := fmt.Errorf("parser panicked: %v", r)
 		if errs == nil {
-			s.readFailed(source)
-			s.logger.Debug("Skipped an item whose file could not be parsed", zap.String("source", source), zap.Error(err))
+			s.readFailed(source, item, err)
 			return
 		}
 		s.nodeReadFailed(errs, source, err)
 	}
 }
 
-// readFailed counts a skipped item under its source.
-func (s *taskScraper) readFailed(source string) {
+// skipKey is one item of a source that could not be read: a container id, a pid, a mount point,
+// or "" for a node-wide file.
+type skipKey struct {
+	source metadata.AttributeSource
+	item   string
+}
+
+// readFailed counts a skipped item under its source and logs it at debug, with the error, once
+// while it keeps failing: an item that fails in a collection and failed in the one before is not
+// logged again, one that recovers and fails again is. The two sets this needs hold only what one
+// collection skipped, so they stay bounded however many pids and containers come and go.
+func (s *taskScraper) readFailed(source metadata.AttributeSource, item string, err error) {
 	s.readErrors[source]++
+	key := skipKey{source, item}
+	if _, ok := s.skipsLogged[key]; ok {
+		return
+	}
+	s.skipsLogged[key] = struct{}{}
+	if _, ok := s.skipsLoggedBefore[key]; ok {
+		return
+	}
+	fields := []zap.Field{zap.String("source", source.String()), zap.Error(err)}
+	if item != "" {
+		fields = append(fields, zap.String("item", item))
+	}
+	s.logger.Debug("Skipped what could not be read; logged once while it keeps failing", fields...)
+}
+
+// startSkipLog begins a collection's set of logged skips; the last one's becomes the one before.
+func (s *taskScraper) startSkipLog() {
+	clear(s.skipsLoggedBefore)
+	s.skipsLogged, s.skipsLoggedBefore = s.skipsLoggedBefore, s.skipsLogged
 }
 
 // nodeReadFailed counts a node-wide source that could not be read and reports it as a partial error.
-func (s *taskScraper) nodeReadFailed(errs *scrapererror.ScrapeErrors, source string, err error) {
-	s.readFailed(source)
-	errs.AddPartial(1, fmt.Errorf("%s: %w", source, err))
+func (s *taskScraper) nodeReadFailed(errs *scrapererror.ScrapeErrors, source metadata.AttributeSource, err error) {
+	s.readFailed(source, "", err)
+	errs.AddPartial(1, fmt.Errorf("%s: %w", source.String(), err))
 }

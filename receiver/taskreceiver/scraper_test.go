@@ -8,12 +8,14 @@ import (
 	"flag"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.opentelemetry.io/collector/scraper/scrapererror"
 
@@ -43,8 +45,18 @@ func testConfig(root string) *Config {
 
 func newStartedScraper(t testing.TB, cfg *Config) *taskScraper {
 	t.Helper()
-	s := newTaskScraper(cfg, receivertest.NewNopSettings(metadata.Type))
+	return startScraper(t, cfg, receivertest.NewNopSettings(metadata.Type))
+}
+
+// startScraper starts a scraper whose deadlines (statfs, a command line) never pass by
+// themselves: on a loaded machine a slow call must not change what a test sees.
+func startScraper(t testing.TB, cfg *Config, set receiver.Settings) *taskScraper {
+	t.Helper()
+	s := newTaskScraper(cfg, set)
 	require.NoError(t, s.start(context.Background(), componenttest.NewNopHost()))
+	never := func(time.Duration) <-chan time.Time { return nil }
+	s.statfsCalls.Guard.After = never
+	s.cmdlineCalls.Guard.After = never
 	return s
 }
 

@@ -69,6 +69,84 @@ var MapAttributeMode = map[string]AttributeMode{
 	"steal":   AttributeModeSteal,
 }
 
+// AttributeSource specifies the value source attribute.
+type AttributeSource int
+
+const (
+	_ AttributeSource = iota
+	AttributeSourceCgroup
+	AttributeSourceComm
+	AttributeSourceDiskstats
+	AttributeSourceEnviron
+	AttributeSourceLoadavg
+	AttributeSourceMeminfo
+	AttributeSourceMountinfo
+	AttributeSourceNetDev
+	AttributeSourceNetNs
+	AttributeSourcePodLogs
+	AttributeSourceProc
+	AttributeSourceProcStat
+	AttributeSourceStat
+	AttributeSourceStatfs
+	AttributeSourceUname
+)
+
+// String returns the string representation of the AttributeSource.
+func (av AttributeSource) String() string {
+	switch av {
+	case AttributeSourceCgroup:
+		return "cgroup"
+	case AttributeSourceComm:
+		return "comm"
+	case AttributeSourceDiskstats:
+		return "diskstats"
+	case AttributeSourceEnviron:
+		return "environ"
+	case AttributeSourceLoadavg:
+		return "loadavg"
+	case AttributeSourceMeminfo:
+		return "meminfo"
+	case AttributeSourceMountinfo:
+		return "mountinfo"
+	case AttributeSourceNetDev:
+		return "net_dev"
+	case AttributeSourceNetNs:
+		return "net_ns"
+	case AttributeSourcePodLogs:
+		return "pod_logs"
+	case AttributeSourceProc:
+		return "proc"
+	case AttributeSourceProcStat:
+		return "proc_stat"
+	case AttributeSourceStat:
+		return "stat"
+	case AttributeSourceStatfs:
+		return "statfs"
+	case AttributeSourceUname:
+		return "uname"
+	}
+	return ""
+}
+
+// MapAttributeSource is a helper map of string to AttributeSource attribute value.
+var MapAttributeSource = map[string]AttributeSource{
+	"cgroup":    AttributeSourceCgroup,
+	"comm":      AttributeSourceComm,
+	"diskstats": AttributeSourceDiskstats,
+	"environ":   AttributeSourceEnviron,
+	"loadavg":   AttributeSourceLoadavg,
+	"meminfo":   AttributeSourceMeminfo,
+	"mountinfo": AttributeSourceMountinfo,
+	"net_dev":   AttributeSourceNetDev,
+	"net_ns":    AttributeSourceNetNs,
+	"pod_logs":  AttributeSourcePodLogs,
+	"proc":      AttributeSourceProc,
+	"proc_stat": AttributeSourceProcStat,
+	"stat":      AttributeSourceStat,
+	"statfs":    AttributeSourceStatfs,
+	"uname":     AttributeSourceUname,
+}
+
 var MetricsInfo = metricsInfo{
 	CollectorIterationCountTotal: metricInfo{
 		Name:       "collector_iteration_count_total",
@@ -3130,8 +3208,8 @@ func (mb *MetricsBuilder) RecordCollectorIterationCountTotalDataPoint(ts pcommon
 }
 
 // RecordCollectorReadErrorsTotalDataPoint adds a data point to collector_read_errors_total metric.
-func (mb *MetricsBuilder) RecordCollectorReadErrorsTotalDataPoint(ts pcommon.Timestamp, val int64, collectorAttributeValue string, sourceAttributeValue string) {
-	mb.metricCollectorReadErrorsTotal.recordDataPoint(mb.startTime, ts, val, collectorAttributeValue, sourceAttributeValue)
+func (mb *MetricsBuilder) RecordCollectorReadErrorsTotalDataPoint(ts pcommon.Timestamp, val int64, collectorAttributeValue string, sourceAttributeValue AttributeSource) {
+	mb.metricCollectorReadErrorsTotal.recordDataPoint(mb.startTime, ts, val, collectorAttributeValue, sourceAttributeValue.String())
 }
 
 // RecordNodeCPUSecondsTotalDataPoint adds a data point to node_cpu_seconds_total metric.

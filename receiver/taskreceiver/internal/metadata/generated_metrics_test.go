@@ -95,9 +95,9 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordCollectorReadErrorsTotalDataPoint(ts, 1, "collector-val", "source-val")
+			mb.RecordCollectorReadErrorsTotalDataPoint(ts, 1, "collector-val", AttributeSourceCgroup)
 			if tt.name == "reaggregate_set" {
-				mb.RecordCollectorReadErrorsTotalDataPoint(ts, 3, "collector-val-2", "source-val-2")
+				mb.RecordCollectorReadErrorsTotalDataPoint(ts, 3, "collector-val-2", AttributeSourceComm)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -365,7 +365,7 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.Equal(t, "collector-val", collectorAttrVal.Str())
 						sourceAttrVal, ok := dp.Attributes().Get("source")
 						assert.True(t, ok)
-						assert.Equal(t, "source-val", sourceAttrVal.Str())
+						assert.Equal(t, "cgroup", sourceAttrVal.Str())
 					} else {
 						assert.False(t, validatedMetrics["collector_read_errors_total"], "Found a duplicate in the metrics slice: collector_read_errors_total")
 						validatedMetrics["collector_read_errors_total"] = true
