@@ -4,6 +4,8 @@
 package gpureceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver"
 
 import (
+	"encoding/binary"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -69,8 +71,8 @@ func (s *nvmlSource) collectGPU(st *gpuState, now pcommon.Timestamp) {
 	}
 	if r.down == nvml.SUCCESS {
 		for _, step := range []func(*gpuRead){
-			readUtilization, readMemoryAndProcesses, readThermalAndPower, readClocks,
-			readPCIe, readNVLink, readECC, readRetiredPages, readRemappedRows, readMIG,
+			readUtilization, readMemoryAndProcesses, readThermalAndPower, readFieldValues, readClocks,
+			readPCIe, readNVLink, readECC, readRetiredPages, readRemappedRows, readMIG, readVGPULicense,
 		} {
 			step(r)
 		}
@@ -110,6 +112,23 @@ func readUtilization(r *gpuRead) {
 		r.util = int64(u.Gpu)
 		r.st.mb.RecordGpuUtilizationDataPoint(r.now, float64(u.Gpu), metadata.AttributeVenderNvidia)
 		r.st.mb.RecordNvidiasmiUtilizationGpuDataPoint(r.now, float64(u.Gpu))
+		r.st.mb.RecordGpuMemoryControllerUtilizationDataPoint(r.now, float64(u.Memory))
+	}
+	for _, c := range []struct {
+		call  string
+		get   func() (uint32, uint32, nvml.Return)
+		codec metadata.AttributeCodec
+	}{
+		{"GetEncoderUtilization", r.dev.GetEncoderUtilization, metadata.AttributeCodecEncoder},
+		{"GetDecoderUtilization", r.dev.GetDecoderUtilization, metadata.AttributeCodecDecoder},
+	} {
+		pct, ok := read(r, c.call, func() (uint32, nvml.Return) {
+			pct, _, ret := c.get() // the second value is NVML's sampling period
+			return pct, ret
+		})
+		if ok {
+			r.st.mb.RecordGpuCodecUtilizationDataPoint(r.now, float64(pct), c.codec)
+		}
 	}
 }
 
@@ -124,11 +143,14 @@ func readMemoryAndProcesses(r *gpuRead) {
 		var m nvml.Memory_v2
 		if m, haveMemory = read(r, "GetMemoryInfo_v2", r.dev.GetMemoryInfo_v2); haveMemory {
 			total, used = m.Total, m.Used
+			mb.RecordGpuMemoryFreeBytesDataPoint(r.now, int64(m.Free))
+			mb.RecordGpuMemoryReservedBytesDataPoint(r.now, int64(m.Reserved))
 		}
 	} else {
 		var m nvml.Memory
 		if m, haveMemory = read(r, "GetMemoryInfo", r.dev.GetMemoryInfo); haveMemory {
 			total, used = m.Total, m.Used
+			mb.RecordGpuMemoryFreeBytesDataPoint(r.now, int64(m.Free))
 		}
 	}
 	if haveMemory {
@@ -202,6 +224,53 @@ func readThermalAndPower(r *gpuRead) {
 	if r.src.symbols[symTotalEnergy] {
 		if mj, ok := read(r, "GetTotalEnergyConsumption", r.dev.GetTotalEnergyConsumption); ok {
 			mb.RecordGpuEnergyJoulesTotalDataPoint(r.now, float64(mj)/1000)
+		}
+	}
+}
+
+// scopeAllLinks asks a per-link NVLink field for its sum over every link.
+const scopeAllLinks = math.MaxUint32
+
+// maxValidCelsius is the highest memory temperature DCGM accepts from NVML; above it the
+// value means "no reading".
+const maxValidCelsius = 200
+
+// readFieldValues reads what NVML gives only as field values, in one call (one deadline): the
+// memory temperature and NVLink's payload counters (the ones DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL
+// is computed from). A field the GPU lacks answers NOT_SUPPORTED in its own return and is left out.
+func readFieldValues(r *gpuRead) {
+	values, ok := read(r, "GetFieldValues", func() ([]nvml.FieldValue, nvml.Return) {
+		v := []nvml.FieldValue{
+			{FieldId: nvml.FI_DEV_MEMORY_TEMP},
+			{FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX, ScopeId: scopeAllLinks},
+			{FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ScopeId: scopeAllLinks},
+		}
+		return v, r.dev.GetFieldValues(v)
+	})
+	if !ok {
+		return
+	}
+	mb := r.st.mb
+	for _, v := range values {
+		if ret := nvml.Return(v.NvmlReturn); ret != nvml.SUCCESS {
+			if ret != nvml.ERROR_NOT_SUPPORTED {
+				r.src.logger.Debug("NVML field value failed", zap.Int("gpu", r.st.id.index), zap.Uint32("field", v.FieldId), zap.String("error", ret.Error()))
+			}
+			continue
+		}
+		switch v.FieldId {
+		case nvml.FI_DEV_MEMORY_TEMP:
+			// An unsigned int whatever ValueType says: R545 drivers label it a double.
+			if c := binary.NativeEndian.Uint32(v.Value[:4]); c <= maxValidCelsius {
+				mb.RecordGpuMemoryTemperatureCelsiusDataPoint(r.now, float64(c))
+			}
+		case nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX, nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
+			dir := metadata.AttributeDirectionRx
+			if v.FieldId == nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX {
+				dir = metadata.AttributeDirectionTx
+			}
+			kib := binary.NativeEndian.Uint64(v.Value[:])
+			mb.RecordGpuNvlinkDataBytesTotalDataPoint(r.now, int64(kib)*1024, dir)
 		}
 	}
 }
@@ -465,6 +534,26 @@ func readMIG(r *gpuRead) {
 		gi, ci := strconv.Itoa(inst.gi), strconv.Itoa(inst.ci)
 		r.st.mb.RecordGpuMigMemoryTotalBytesDataPoint(r.now, int64(inst.memory.Total), inst.uuid, gi, ci)
 		r.st.mb.RecordGpuMigMemoryUsedBytesDataPoint(r.now, int64(inst.memory.Used), inst.uuid, gi, ci)
+	}
+}
+
+// readVGPULicense reports the vGPU license as DCGM does: 0 on a GPU without vGPU licensing
+// (bare metal), else whether the vGPU feature is licensed.
+func readVGPULicense(r *gpuRead) {
+	f, ok := read(r, "GetGridLicensableFeatures", r.dev.GetGridLicensableFeatures)
+	if !ok {
+		return
+	}
+	if f.IsGridLicenseSupported == 0 {
+		r.st.mb.RecordGpuVgpuLicensedDataPoint(r.now, 0)
+		return
+	}
+	n := min(int(f.LicensableFeaturesCount), len(f.GridLicensableFeatures))
+	for _, feature := range f.GridLicensableFeatures[:n] {
+		if feature.FeatureCode == uint32(nvml.GRID_LICENSE_FEATURE_CODE_VGPU) {
+			r.st.mb.RecordGpuVgpuLicensedDataPoint(r.now, boolLevel(feature.FeatureState > 0, 1))
+			return
+		}
 	}
 }
 

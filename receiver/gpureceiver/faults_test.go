@@ -172,15 +172,35 @@ func TestMissingSymbols(t *testing.T) {
 	for _, absent := range []string{"gpu_energy_joules_total", "gpu_remapped_rows", "gpu_remapped_rows_pending", "gpu_mig_enabled"} {
 		assert.Empty(t, points(rm, absent), absent)
 	}
-	// GetMemoryInfo (v1) replaces v2.
-	assert.Equal(t, int64(12<<30), value(t, rm, "gpu_memory_used_bytes"))
+	// GetMemoryInfo (v1) replaces v2: its used memory includes the driver's reserved 512 MiB,
+	// which it does not report apart.
+	assert.Equal(t, int64(12<<30+512<<20), value(t, rm, "gpu_memory_used_bytes"))
+	assert.Empty(t, points(rm, "gpu_memory_reserved_bytes"))
+	assert.Len(t, points(rm, "gpu_memory_free_bytes"), 1)
 }
 
-// preAmpere turns simulated GPUs into ones that retire pages instead of remapping rows.
-type preAmpere struct {
+// otherGPUs is the simulated server with its GPUs replaced, each wrapping the simulated one.
+type otherGPUs struct {
 	*simulated.Server
 	devices []nvml.Device
 }
+
+func withGPUs(srv *simulated.Server, wrap func(*simulated.Device) nvml.Device) *otherGPUs {
+	lib := &otherGPUs{Server: srv}
+	for _, d := range srv.Server.Devices {
+		lib.devices = append(lib.devices, wrap(d.(*simulated.Device)))
+	}
+	return lib
+}
+
+func (o *otherGPUs) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
+	if i < 0 || i >= len(o.devices) {
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return o.devices[i], nvml.SUCCESS
+}
+
+// preAmpereGPU retires pages instead of remapping rows.
 
 type preAmpereGPU struct {
 	*simulated.Device
@@ -201,22 +221,11 @@ func (preAmpereGPU) GetRemappedRows() (int, int, bool, bool, nvml.Return) {
 	return 0, 0, false, false, nvml.ERROR_NOT_SUPPORTED
 }
 
-func (p *preAmpere) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
-	if i < 0 || i >= len(p.devices) {
-		return nil, nvml.ERROR_INVALID_ARGUMENT
-	}
-	return p.devices[i], nvml.SUCCESS
-}
-
 // TestRetiredPagesOrRemappedRows: each GPU reports the memory repair its generation has and
 // leaves the other out rather than reporting zeros.
 func TestRetiredPagesOrRemappedRows(t *testing.T) {
 	clock := newFakeClock()
-	srv := simServer(t, "dgxa100.yaml", clock)
-	lib := &preAmpere{Server: srv}
-	for _, d := range srv.Server.Devices {
-		lib.devices = append(lib.devices, preAmpereGPU{d.(*simulated.Device)})
-	}
+	lib := withGPUs(simServer(t, "dgxa100.yaml", clock), func(d *simulated.Device) nvml.Device { return preAmpereGPU{d} })
 	src := startSource(t, testConfig(), lib, clock, nil)
 	rm := gpuResource(t, src.scrape(), "0")
 	assert.Equal(t, int64(2), value(t, rm, "nvidiasmi_retired_page_count", "type", "single"))
@@ -259,4 +268,49 @@ func TestMIG(t *testing.T) {
 	other := gpuResource(t, md, "0")
 	assert.Equal(t, int64(0), value(t, other, "gpu_mig_enabled"))
 	assert.Empty(t, points(other, "gpu_mig_memory_used_bytes"))
+}
+
+// pcieVGPU is a PCIe card without NVLink, HBM sensor or video engines, licensed as a vGPU guest.
+type pcieVGPU struct {
+	*simulated.Device
+}
+
+func (pcieVGPU) GetFieldValues(values []nvml.FieldValue) nvml.Return {
+	for i := range values {
+		values[i].NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
+	}
+	return nvml.SUCCESS
+}
+
+func (pcieVGPU) GetEncoderUtilization() (uint32, uint32, nvml.Return) {
+	return 0, 0, nvml.ERROR_NOT_SUPPORTED
+}
+
+func (pcieVGPU) GetGridLicensableFeatures() (nvml.GridLicensableFeatures, nvml.Return) {
+	f := nvml.GridLicensableFeatures{IsGridLicenseSupported: 1, LicensableFeaturesCount: 2}
+	f.GridLicensableFeatures[0] = nvml.GridLicensableFeature{FeatureCode: uint32(nvml.GRID_LICENSE_FEATURE_CODE_COMPUTE)}
+	f.GridLicensableFeatures[1] = nvml.GridLicensableFeature{FeatureCode: uint32(nvml.GRID_LICENSE_FEATURE_CODE_VGPU), FeatureState: 1}
+	return f, nvml.SUCCESS
+}
+
+// TestFieldsAGPULacks: what a GPU does not have (a memory sensor, NVLink, an encoder) is left
+// out, not reported as 0, while the rest of the same calls is; a licensed vGPU reports 1.
+func TestFieldsAGPULacks(t *testing.T) {
+	clock := newFakeClock()
+	lib := withGPUs(simServer(t, "dgxa100.yaml", clock), func(d *simulated.Device) nvml.Device { return pcieVGPU{d} })
+	rm := gpuResource(t, startSource(t, testConfig(), lib, clock, nil).scrape(), "0")
+	for _, absent := range []string{"gpu_memory_temperature_celsius", "gpu_nvlink_data_bytes_total"} {
+		assert.Empty(t, points(rm, absent), absent)
+	}
+	codecs := points(rm, "gpu_codec_utilization")
+	require.Len(t, codecs, 1, "the decoder only")
+	assert.True(t, hasAttrs(codecs[0].Attributes(), "codec", "decoder"))
+	assert.Equal(t, int64(1), value(t, rm, "gpu_vgpu_licensed"))
+
+	// The simulated DGX: bare metal, so 0 as DCGM reports it, and every field present.
+	rm = gpuResource(t, startSource(t, testConfig(), simServer(t, "dgxa100.yaml", clock), clock, nil).scrape(), "0")
+	assert.Equal(t, int64(0), value(t, rm, "gpu_vgpu_licensed"))
+	assert.Len(t, points(rm, "gpu_memory_temperature_celsius"), 1)
+	assert.Len(t, points(rm, "gpu_nvlink_data_bytes_total"), 2)
+	assert.Len(t, points(rm, "gpu_codec_utilization"), 2)
 }
