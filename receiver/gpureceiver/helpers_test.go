@@ -54,8 +54,27 @@ func startSource(t testing.TB, cfg *Config, lib nvml.Interface, clock *fakeClock
 	}
 	src := newSource(ss, lib, release)
 	src.start()
-	t.Cleanup(src.shutdown)
+	t.Cleanup(func() {
+		src.shutdown()
+		// The simulation wakes the event watcher when it closes; a test waits for it.
+		waitOrFail(t, src.watcher.Wait, "the XID event watcher did not stop after shutdown")
+	})
 	return src
+}
+
+// waitOrFail runs wait and fails the test if it has not returned within 10 s.
+func waitOrFail(t testing.TB, wait func(), msg string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal(msg)
+	}
 }
 
 // gpuResource finds the resource of the GPU at minor number index.

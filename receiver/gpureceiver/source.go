@@ -68,12 +68,19 @@ type nvmlSource struct {
 	newMB   func() *metadata.MetricsBuilder
 	libLane deadline.Lane
 
-	// release frees what the backend holds (the simulation's blocked calls); kmsg is the kernel
-	// log being followed, closed at shutdown to wake its blocked read.
+	// release frees what the backend holds (the simulation's blocked calls and event wait);
+	// kmsg is the kernel log being followed, closed at shutdown to wake its blocked read.
 	release func()
 	kmsg    *os.File
 	stop    chan struct{}
 	wg      sync.WaitGroup
+	// watcher is the XID event watcher, apart from wg: shutdown cannot wake NVML's event wait,
+	// so it does not wait for it (tests do).
+	watcher sync.WaitGroup
+	// nvmlHolds counts who still uses the library after Init: the source until its shutdown,
+	// the event watcher until its wait returns. The last to let go shuts NVML down, so neither
+	// the event set is freed nor the library unloaded under a wait in progress.
+	nvmlHolds atomic.Int32
 
 	ready   atomic.Bool
 	driver  string
@@ -134,6 +141,7 @@ func (s *nvmlSource) tryInit(first bool) bool {
 		}
 	}
 	s.driver, _ = guarded(&s.libLane, &s.guard, s.lib.SystemGetDriverVersion)
+	s.nvmlHolds.Store(1)
 	s.ready.Store(true)
 	s.enumMu.Lock()
 	s.enumerate()
@@ -145,11 +153,15 @@ func (s *nvmlSource) tryInit(first bool) bool {
 	s.enumMu.Unlock()
 	s.logger.Info("NVML initialized", zap.String("driver_version", s.driver), zap.Int("gpus", n), zap.Strings("calls_missing_in_driver", missing))
 	if set != nil {
-		s.wg.Add(1)
+		s.nvmlHolds.Add(1)
+		s.watcher.Add(1)
 		go func() {
-			defer s.wg.Done()
-			defer set.Free()
+			defer s.watcher.Done()
 			s.watchEvents(set)
+			if ret := set.Free(); ret != nvml.SUCCESS {
+				s.logger.Debug("NVML event set free failed", zap.String("error", ret.Error()))
+			}
+			s.letGoOfNVML()
 		}()
 	}
 	return true
@@ -223,9 +235,13 @@ func (s *nvmlSource) gpuByPCI(pci pciAddr) *gpuIdentity {
 	return nil
 }
 
-// eventWait is how long one NVML event wait blocks; it bounds how long shutdown waits for the
-// watcher.
-const eventWait = 500 * time.Millisecond
+// eventWait is how long one NVML event wait blocks when no XID comes: the watcher sleeps in
+// NVML until an event is due, or the simulation closes, and wakes otherwise once an hour. NVML
+// has no call that interrupts a wait, so shutdown does not wait for it (see nvmlHolds).
+const eventWait = time.Hour
+
+// eventRetryPause paces the waits after one failed (a lost GPU can make every wait fail at once).
+const eventRetryPause = time.Second
 
 // registerEvents creates the XID event set; the caller holds enumMu. Registration goes through
 // each GPU's lane, so a GPU that hangs already at start holds back only itself. GPUs that
@@ -257,15 +273,16 @@ func (s *nvmlSource) registerEvents() nvml.EventSet {
 	return set
 }
 
-// watchEvents reads XIDs from the event set until the receiver stops.
+// watchEvents reads XIDs from the event set until the receiver stops; an event that arrives
+// after the stop is dropped.
 func (s *nvmlSource) watchEvents(set nvml.EventSet) {
 	for {
+		ev, ret := set.Wait(uint32(eventWait / time.Millisecond))
 		select {
 		case <-s.stop:
 			return
 		default:
 		}
-		ev, ret := set.Wait(uint32(eventWait / time.Millisecond))
 		switch ret {
 		case nvml.SUCCESS:
 			if ev.EventType&nvml.EventTypeXidCriticalError == 0 {
@@ -284,7 +301,7 @@ func (s *nvmlSource) watchEvents(set nvml.EventSet) {
 			select {
 			case <-s.stop:
 				return
-			case <-time.After(eventWait):
+			case <-time.After(eventRetryPause):
 			}
 		}
 	}
@@ -305,18 +322,27 @@ func (s *nvmlSource) onKmsgLine(line string) {
 	s.xids.add(occ)
 }
 
-// shutdown stops the goroutines and, if Init succeeded, shuts NVML down.
+// shutdown stops the goroutines and lets go of NVML: shut down now, or by the event watcher
+// once its wait returns.
 func (s *nvmlSource) shutdown() {
 	close(s.stop)
 	if s.kmsg != nil {
 		s.kmsg.Close()
 	}
 	s.release()
-	s.wg.Wait()
+	s.wg.Wait() // the Init retries: after it, ready no longer changes
 	if s.ready.Load() {
-		if ret := s.call(s.lib.Shutdown); ret != nvml.SUCCESS {
-			s.logger.Debug("NVML Shutdown failed", zap.String("error", ret.Error()))
-		}
+		s.letGoOfNVML()
+	}
+}
+
+// letGoOfNVML drops one hold on the library and shuts NVML down after the last.
+func (s *nvmlSource) letGoOfNVML() {
+	if s.nvmlHolds.Add(-1) > 0 {
+		return
+	}
+	if ret := s.call(s.lib.Shutdown); ret != nvml.SUCCESS {
+		s.logger.Debug("NVML Shutdown failed", zap.String("error", ret.Error()))
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -19,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 )
 
 // Kernel log lines as drivers print them; the dmesg and syslog forms have other prefixes.
@@ -329,4 +332,76 @@ func TestXIDTableEntries(t *testing.T) {
 		assert.Contains(t, defaultXIDTable, disputed)
 	}
 	assert.Equal(t, "fatal", defaultXIDTable[79].severity)
+}
+
+// heldWait is an NVML whose event wait blocks until the test lets it return, as a real
+// driver's does: nothing but an event or its timeout ends it.
+type heldWait struct {
+	*simulated.Server
+	waits    chan uint32   // each wait's timeout, in ms
+	unblock  chan struct{} // closed by the test: the wait returns (as if its timeout passed)
+	mu       sync.Mutex
+	calls    []string // Free and Shutdown, in order
+}
+
+type heldSet struct {
+	mock.EventSet
+	lib *heldWait
+}
+
+func (h *heldWait) EventSetCreate() (nvml.EventSet, nvml.Return) {
+	return &heldSet{lib: h}, nvml.SUCCESS
+}
+
+func (s *heldSet) Wait(timeoutMs uint32) (nvml.EventData, nvml.Return) {
+	s.lib.waits <- timeoutMs
+	<-s.lib.unblock
+	return nvml.EventData{}, nvml.ERROR_TIMEOUT
+}
+
+func (s *heldSet) Free() nvml.Return {
+	s.lib.record("Free")
+	return nvml.SUCCESS
+}
+
+func (h *heldWait) Shutdown() nvml.Return {
+	h.record("Shutdown")
+	return nvml.SUCCESS
+}
+
+func (h *heldWait) record(call string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls = append(h.calls, call)
+}
+
+func (h *heldWait) recorded() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.calls...)
+}
+
+// TestEventWatcherSleepsUntilDue: the XID watcher makes one long NVML wait and no other call
+// while no event comes (no polling), shutdown returns without waiting for that wait, and the
+// event set is freed and NVML shut down only once the wait has returned, in that order.
+func TestEventWatcherSleepsUntilDue(t *testing.T) {
+	clock := newFakeClock()
+	lib := &heldWait{Server: simServer(t, "dgxa100.yaml", clock), waits: make(chan uint32, 10), unblock: make(chan struct{})}
+	ss := sourceSettings{cfg: testConfig(), set: receivertest.NewNopSettings(metadata.Type), nodeName: "gpu-node-07", now: clock.Now}
+	src := newSource(ss, lib, func() {})
+	src.start()
+	select {
+	case timeout := <-lib.waits:
+		assert.Equal(t, uint32(eventWait/time.Millisecond), timeout)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watcher made no event wait")
+	}
+	src.scrape()
+
+	waitOrFail(t, src.shutdown, "shutdown waited for the event wait, which nothing but an event or its timeout ends")
+	assert.Empty(t, lib.recorded(), "neither the set freed nor NVML shut down under the wait")
+	close(lib.unblock)
+	waitOrFail(t, src.watcher.Wait, "the watcher did not end once its wait returned")
+	assert.Equal(t, []string{"Free", "Shutdown"}, lib.recorded())
+	assert.Empty(t, lib.waits, "one wait, then the stop: no second wait")
 }
