@@ -16,7 +16,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 )
 
@@ -43,7 +47,7 @@ func assertUp(t *testing.T, md pmetric.Metrics, up map[string]int64) {
 // fatal nvml condition and keeps its labels; the other GPUs report everything.
 func TestLostGPU(t *testing.T) {
 	clock := newFakeClock()
-	src := startSource(t, testConfig(), simServer(t, "dgxh100.yaml", clock), clock, nil)
+	src := startScraper(t, testConfig(), simServer(t, "dgxh100.yaml", clock), clock, nil)
 	clock.Advance(30 * time.Second)
 	md := src.scrape()
 
@@ -71,7 +75,7 @@ faults:
 	cfg := testConfig()
 	// Long enough for the healthy GPUs' calls on a loaded test machine; the hung GPU costs it once.
 	cfg.CallTimeout = 2 * time.Second
-	src := startSource(t, cfg, srv, clock, nil)
+	src := startScraper(t, cfg, srv, clock, nil)
 
 	clock.Advance(15 * time.Second)
 	for range 2 {
@@ -100,7 +104,7 @@ func TestInitFailure(t *testing.T) {
 	cfg.ConfiguredGPUCount = new(int)
 	*cfg.ConfiguredGPUCount = 8
 	clock := newFakeClock()
-	src := startSource(t, cfg, lib, clock, nil)
+	src := startScraper(t, cfg, lib, clock, nil)
 	require.Eventually(t, func() bool { return len(lib.InitCalls()) >= 3 }, 10*time.Second, time.Millisecond)
 
 	md := src.scrape()
@@ -132,7 +136,7 @@ func TestInitRetrySucceeds(t *testing.T) {
 	lib.failures.Store(3)
 	cfg := testConfig()
 	cfg.InitRetry = InitRetryConfig{InitialInterval: time.Millisecond, MaxInterval: 4 * time.Millisecond}
-	src := startSource(t, cfg, lib, clock, nil)
+	src := startScraper(t, cfg, lib, clock, nil)
 	assert.Equal(t, int64(0), value(t, src.scrape().ResourceMetrics().At(0), "gpu_nvml_up"))
 
 	require.Eventually(t, src.ready.Load, 10*time.Second, time.Millisecond)
@@ -164,7 +168,7 @@ func TestMissingSymbols(t *testing.T) {
 			return nvml.ClocksThrottleReasonHwSlowdown, nvml.SUCCESS
 		}
 	}
-	src := startSource(t, testConfig(), oldDriver{srv}, clock, nil)
+	src := startScraper(t, testConfig(), oldDriver{srv}, clock, nil)
 	clock.Advance(30 * time.Second)
 	rm := gpuResource(t, src.scrape(), "0")
 	assert.Equal(t, int64(1), value(t, rm, "gpu_clock_event_reason", "reason", "hw_slowdown"))
@@ -226,7 +230,7 @@ func (preAmpereGPU) GetRemappedRows() (int, int, bool, bool, nvml.Return) {
 func TestRetiredPagesOrRemappedRows(t *testing.T) {
 	clock := newFakeClock()
 	lib := withGPUs(simServer(t, "dgxa100.yaml", clock), func(d *simulated.Device) nvml.Device { return preAmpereGPU{d} })
-	src := startSource(t, testConfig(), lib, clock, nil)
+	src := startScraper(t, testConfig(), lib, clock, nil)
 	rm := gpuResource(t, src.scrape(), "0")
 	assert.Equal(t, int64(2), value(t, rm, "nvidiasmi_retired_page_count", "type", "single"))
 	assert.Equal(t, int64(1), value(t, rm, "nvidiasmi_retired_page_count", "type", "double"))
@@ -237,7 +241,7 @@ func TestRetiredPagesOrRemappedRows(t *testing.T) {
 	}
 
 	// The Ampere mock itself: remapped rows, no retired pages.
-	ampere := startSource(t, testConfig(), simServer(t, "dgxa100.yaml", clock), clock, nil)
+	ampere := startScraper(t, testConfig(), simServer(t, "dgxa100.yaml", clock), clock, nil)
 	rm = gpuResource(t, ampere.scrape(), "0")
 	assert.Empty(t, points(rm, "nvidiasmi_retired_page_count"))
 	assert.Len(t, points(rm, "gpu_remapped_rows"), 2)
@@ -247,7 +251,7 @@ func TestRetiredPagesOrRemappedRows(t *testing.T) {
 // none, no utilization; the other GPUs report MIG off.
 func TestMIG(t *testing.T) {
 	clock := newFakeClock()
-	src := startSource(t, testConfig(), simServer(t, "dgxh100.yaml", clock), clock, nil)
+	src := startScraper(t, testConfig(), simServer(t, "dgxh100.yaml", clock), clock, nil)
 	md := src.scrape()
 	mig := gpuResource(t, md, "6")
 	assert.Equal(t, int64(1), value(t, mig, "gpu_mig_enabled"))
@@ -298,7 +302,7 @@ func (pcieVGPU) GetGridLicensableFeatures() (nvml.GridLicensableFeatures, nvml.R
 func TestFieldsAGPULacks(t *testing.T) {
 	clock := newFakeClock()
 	lib := withGPUs(simServer(t, "dgxa100.yaml", clock), func(d *simulated.Device) nvml.Device { return pcieVGPU{d} })
-	rm := gpuResource(t, startSource(t, testConfig(), lib, clock, nil).scrape(), "0")
+	rm := gpuResource(t, startScraper(t, testConfig(), lib, clock, nil).scrape(), "0")
 	for _, absent := range []string{"gpu_memory_temperature_celsius", "gpu_nvlink_data_bytes_total"} {
 		assert.Empty(t, points(rm, absent), absent)
 	}
@@ -308,9 +312,68 @@ func TestFieldsAGPULacks(t *testing.T) {
 	assert.Equal(t, int64(1), value(t, rm, "gpu_vgpu_licensed"))
 
 	// The simulated DGX: bare metal, so 0 as DCGM reports it, and every field present.
-	rm = gpuResource(t, startSource(t, testConfig(), simServer(t, "dgxa100.yaml", clock), clock, nil).scrape(), "0")
+	rm = gpuResource(t, startScraper(t, testConfig(), simServer(t, "dgxa100.yaml", clock), clock, nil).scrape(), "0")
 	assert.Equal(t, int64(0), value(t, rm, "gpu_vgpu_licensed"))
 	assert.Len(t, points(rm, "gpu_memory_temperature_celsius"), 1)
 	assert.Len(t, points(rm, "gpu_nvlink_data_bytes_total"), 2)
 	assert.Len(t, points(rm, "gpu_codec_utilization"), 2)
+}
+
+// hungEnumeration is the simulated server whose handle of GPU 3 does not come back until the
+// test releases it.
+type hungEnumeration struct {
+	*simulated.Server
+	entered, release chan struct{}
+}
+
+func (h *hungEnumeration) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
+	if i == 3 {
+		h.entered <- struct{}{}
+		<-h.release
+	}
+	return h.Server.DeviceGetHandleByIndex(i)
+}
+
+// TestTimeoutDuringEnumeration: a call past its deadline while the GPUs are enumerated is
+// counted in gpu_nvml_timeouts_total{call} and logged like one during collection, once; the GPU
+// is down and the others report. Deadlines are the test's: a call passes its deadline when the
+// test says so, never because the machine is slow.
+func TestTimeoutDuringEnumeration(t *testing.T) {
+	clock := newFakeClock()
+	lib := &hungEnumeration{Server: simServer(t, "dgxa100.yaml", clock), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	core, logs := observer.New(zap.WarnLevel)
+	set := receivertest.NewNopSettings(metadata.Type)
+	set.Logger = zap.New(core)
+	cfg := testConfig()
+	cfg.XID.NVMLEvents = false
+	src := newScraper(scraperSettings{cfg: cfg, set: set, nodeName: "gpu-node-07", now: clock.Now}, lib, lib.Close)
+	deadlines := make(chan time.Time)
+	src.guard.After = func(time.Duration) <-chan time.Time { return deadlines }
+	started := make(chan struct{})
+	go func() { defer close(started); src.start() }()
+	t.Cleanup(func() {
+		close(lib.release)
+		src.shutdown()
+	})
+
+	waitOrFail(t, func() { <-lib.entered }, "enumeration never asked for GPU 3's handle")
+	// Only GPU 3's call is waiting on a deadline now: enumeration makes one call at a time.
+	select {
+	case deadlines <- clock.Now():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no call was waiting on its deadline")
+	}
+	waitOrFail(t, func() { <-started }, "Init did not finish after GPU 3's call passed its deadline")
+
+	for range 2 {
+		md := src.scrape()
+		assertUp(t, md, map[string]int64{"0": 1, "2": 1, "3": 0, "7": 1})
+		rm := gpuResource(t, md, "3")
+		assert.Equal(t, int64(1), value(t, rm, "gpu_nvml_timeouts_total", "call", "DeviceGetHandleByIndex"), "counted once: the next enumeration makes no call while it hangs")
+		assert.Equal(t, int64(healthWarning), value(t, rm, "gpu_health", "condition", "nvml"))
+	}
+	logged := logs.FilterMessageSnippet("passed its deadline").All()
+	require.Len(t, logged, 1)
+	assert.Equal(t, "DeviceGetHandleByIndex", logged[0].ContextMap()["call"])
+	assert.Equal(t, int64(3), logged[0].ContextMap()["gpu"])
 }

@@ -44,15 +44,15 @@ func simServer(t testing.TB, scenario string, clock *fakeClock) *simulated.Serve
 	return srv
 }
 
-// startSource starts a source on lib as the receiver does and stops it at the end of the test.
-func startSource(t testing.TB, cfg *Config, lib nvml.Interface, clock *fakeClock, emit func(plog.Logs)) *gpuSource {
+// startScraper starts a source on lib as the receiver does and stops it at the end of the test.
+func startScraper(t testing.TB, cfg *Config, lib nvml.Interface, clock *fakeClock, emit func(plog.Logs)) *gpuScraper {
 	t.Helper()
-	ss := sourceSettings{cfg: cfg, set: receivertest.NewNopSettings(metadata.Type), nodeName: "gpu-node-07", now: clock.Now, emitLogs: emit}
+	ss := scraperSettings{cfg: cfg, set: receivertest.NewNopSettings(metadata.Type), nodeName: "gpu-node-07", now: clock.Now, emitLogs: emit}
 	release := func() {}
 	if c, ok := lib.(interface{ Close() }); ok {
 		release = c.Close
 	}
-	src := newSource(ss, lib, release)
+	src := newScraper(ss, lib, release)
 	src.start()
 	t.Cleanup(func() {
 		src.shutdown()

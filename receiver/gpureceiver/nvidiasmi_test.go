@@ -27,7 +27,7 @@ func TestAgainstNvidiaSMI(t *testing.T) {
 	lib, release, err := openLibrary(cfg)
 	require.NoError(t, err)
 	clock := newFakeClock()
-	src := startSource(t, cfg, lib, clock, nil)
+	src := startScraper(t, cfg, lib, clock, nil)
 	defer release()
 	if !src.ready.Load() {
 		t.Skip("NVML is not available on this machine (no NVIDIA driver): nothing to compare")

@@ -250,7 +250,7 @@ faults:
   - {at: 6s, gpu: 1, kind: xid, xid: 13}
 `)
 	sink := &logSink{}
-	src := startSource(t, testConfig(), srv, clock, sink.emit)
+	src := startScraper(t, testConfig(), srv, clock, sink.emit)
 	clock.Advance(10 * time.Second)
 	require.Eventually(t, func() bool { return len(sink.records()) == 3 }, 10*time.Second, 5*time.Millisecond)
 
@@ -273,7 +273,7 @@ func TestXIDFromKmsg(t *testing.T) {
 	clock := newFakeClock()
 	srv := simServer(t, "dgxa100.yaml", clock)
 	sink := &logSink{}
-	src := startSource(t, testConfig(), srv, clock, sink.emit)
+	src := startScraper(t, testConfig(), srv, clock, sink.emit)
 	path := filepath.Join(t.TempDir(), "kern.log")
 	require.NoError(t, os.WriteFile(path, []byte("NVRM: Xid (PCI:0000:04:00): 31, logged before the start, skipped\n"), 0o600))
 	f, err := openKmsg(path)
@@ -338,10 +338,10 @@ func TestXIDTableEntries(t *testing.T) {
 // driver's does: nothing but an event or its timeout ends it.
 type heldWait struct {
 	*simulated.Server
-	waits    chan uint32   // each wait's timeout, in ms
-	unblock  chan struct{} // closed by the test: the wait returns (as if its timeout passed)
-	mu       sync.Mutex
-	calls    []string // Free and Shutdown, in order
+	waits   chan uint32   // each wait's timeout, in ms
+	unblock chan struct{} // closed by the test: the wait returns (as if its timeout passed)
+	mu      sync.Mutex
+	calls   []string // Free and Shutdown, in order
 }
 
 type heldSet struct {
@@ -387,8 +387,8 @@ func (h *heldWait) recorded() []string {
 func TestEventWatcherSleepsUntilDue(t *testing.T) {
 	clock := newFakeClock()
 	lib := &heldWait{Server: simServer(t, "dgxa100.yaml", clock), waits: make(chan uint32, 10), unblock: make(chan struct{})}
-	ss := sourceSettings{cfg: testConfig(), set: receivertest.NewNopSettings(metadata.Type), nodeName: "gpu-node-07", now: clock.Now}
-	src := newSource(ss, lib, func() {})
+	ss := scraperSettings{cfg: testConfig(), set: receivertest.NewNopSettings(metadata.Type), nodeName: "gpu-node-07", now: clock.Now}
+	src := newScraper(ss, lib, func() {})
 	src.start()
 	select {
 	case timeout := <-lib.waits:

@@ -4,17 +4,13 @@
 package gpureceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver"
 
 import (
-	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/latency"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 )
 
@@ -42,63 +38,25 @@ type gpuIdentity struct {
 	handle   nvml.Device
 }
 
-// gpuState is a GPU's collection state, touched only by the scrape (and enumeration, under
-// enumMu): scrapes never overlap.
+// gpuState is a GPU's collection state, touched only by the scrape and enumeration, under
+// enumMu (scrapes never overlap).
 type gpuState struct {
-	id   *gpuIdentity
-	lane deadline.Lane
+	id *gpuIdentity
+	// lane carries every NVML call on the GPU (callGPU); timeouts counts its calls past their
+	// deadline, by call.
+	lane     deadline.Lane
+	timeouts map[string]int64
 	// handleErr is why the last enumeration got no handle for this index.
 	handleErr nvml.Return
 	mb        *metadata.MetricsBuilder
-	timeouts  map[string]int64
 	// lastProcessSample is the newest per-process utilization sample seen, so each collection
 	// asks NVML only for the samples of its own interval.
 	lastProcessSample uint64
 }
 
-// nvmlSource owns the NVML library for one receiver: Init with retry and backoff, the GPU list,
-// and the XID event watcher. Nothing calls the library before Init succeeded.
-type nvmlSource struct {
-	lib     nvml.Interface
-	cfg     *Config
-	logger  *zap.Logger
-	hist    *latency.Histogram
-	guard   deadline.Guard // call_timeout on every NVML call, its latency into hist
-	xids    *xidTracker
-	newMB   func() *metadata.MetricsBuilder
-	libLane deadline.Lane
-
-	// release frees what the backend holds (the simulation's blocked calls and event wait);
-	// kmsg is the kernel log being followed, closed at shutdown to wake its blocked read.
-	release func()
-	kmsg    *os.File
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	// watcher is the XID event watcher, apart from wg: shutdown cannot wake NVML's event wait,
-	// so it does not wait for it (tests do).
-	watcher sync.WaitGroup
-	// nvmlHolds counts who still uses the library after Init: the source until its shutdown,
-	// the event watcher until its wait returns. The last to let go shuts NVML down, so neither
-	// the event set is freed nor the library unloaded under a wait in progress.
-	nvmlHolds atomic.Int32
-
-	ready   atomic.Bool
-	driver  string
-	symbols map[string]bool
-
-	enumMu     sync.Mutex
-	gpus       []*gpuState
-	identities atomic.Pointer[[]*gpuIdentity]
-}
-
-func (s *nvmlSource) call(f func() nvml.Return) nvml.Return {
-	_, ret := guarded(&s.libLane, &s.guard, func() (struct{}, nvml.Return) { return struct{}{}, f() })
-	return ret
-}
-
 // start initializes NVML, or keeps retrying in the background with exponential backoff: the
 // driver may be installed or reloaded while the collector runs.
-func (s *nvmlSource) start() {
+func (s *gpuScraper) start() {
 	if s.tryInit(true) {
 		return
 	}
@@ -120,8 +78,8 @@ func (s *nvmlSource) start() {
 	}()
 }
 
-func (s *nvmlSource) tryInit(first bool) bool {
-	if ret := s.call(s.lib.Init); ret != nvml.SUCCESS {
+func (s *gpuScraper) tryInit(first bool) bool {
+	if ret := s.libraryCall("Init", s.lib.Init); ret != nvml.SUCCESS {
 		if first {
 			s.logger.Warn("NVML is not available: GPU metrics are off (gpu_nvml_up 0) and Init is retried with backoff; everything else keeps running",
 				zap.String("library", s.libraryName()), zap.String("error", ret.Error()),
@@ -140,7 +98,7 @@ func (s *nvmlSource) tryInit(first bool) bool {
 			missing = append(missing, sym)
 		}
 	}
-	s.driver, _ = guarded(&s.libLane, &s.guard, s.lib.SystemGetDriverVersion)
+	s.driver, _ = callLibrary(s, "SystemGetDriverVersion", s.lib.SystemGetDriverVersion)
 	s.nvmlHolds.Store(1)
 	s.ready.Store(true)
 	s.enumMu.Lock()
@@ -167,7 +125,7 @@ func (s *nvmlSource) tryInit(first bool) bool {
 	return true
 }
 
-func (s *nvmlSource) libraryName() string {
+func (s *gpuScraper) libraryName() string {
 	if s.cfg.LibraryPath != "" {
 		return s.cfg.LibraryPath
 	}
@@ -176,8 +134,8 @@ func (s *nvmlSource) libraryName() string {
 
 // enumerate refreshes the GPU list and publishes the identities; the caller holds enumMu. A GPU
 // that cannot be reached keeps its last identity, so its series keep their labels while down.
-func (s *nvmlSource) enumerate() nvml.Return {
-	count, ret := guarded(&s.libLane, &s.guard, s.lib.DeviceGetCount)
+func (s *gpuScraper) enumerate() nvml.Return {
+	count, ret := callLibrary(s, "DeviceGetCount", s.lib.DeviceGetCount)
 	if ret != nvml.SUCCESS {
 		return ret
 	}
@@ -188,12 +146,9 @@ func (s *nvmlSource) enumerate() nvml.Return {
 	s.gpus = s.gpus[:count]
 	ids := make([]*gpuIdentity, count)
 	for i, st := range s.gpus {
-		st.handleErr = nvml.SUCCESS
-		if st.lane.Hung() {
-			st.handleErr = errDeadline
-		} else if h, ret := guarded(&st.lane, &s.guard, func() (nvml.Device, nvml.Return) { return s.lib.DeviceGetHandleByIndex(i) }); ret != nvml.SUCCESS {
-			st.handleErr = ret
-		} else if st.id.handle != h || st.id.uuid == "" {
+		var h nvml.Device
+		h, st.handleErr = callGPU(s, st, "DeviceGetHandleByIndex", func() (nvml.Device, nvml.Return) { return s.lib.DeviceGetHandleByIndex(i) })
+		if st.handleErr == nvml.SUCCESS && (st.id.handle != h || st.id.uuid == "") {
 			st.id = s.identify(st, i, h)
 		}
 		ids[i] = st.id
@@ -202,18 +157,18 @@ func (s *nvmlSource) enumerate() nvml.Return {
 	return nvml.SUCCESS
 }
 
-func (s *nvmlSource) identify(st *gpuState, index int, h nvml.Device) *gpuIdentity {
+func (s *gpuScraper) identify(st *gpuState, index int, h nvml.Device) *gpuIdentity {
 	id := &gpuIdentity{index: index, handle: h}
-	id.uuid, _ = guarded(&st.lane, &s.guard, h.GetUUID)
-	id.model, _ = guarded(&st.lane, &s.guard, h.GetName)
-	if pci, ret := guarded(&st.lane, &s.guard, h.GetPciInfo); ret == nvml.SUCCESS {
+	id.uuid, _ = callGPU(s, st, "GetUUID", h.GetUUID)
+	id.model, _ = callGPU(s, st, "GetName", h.GetName)
+	if pci, ret := callGPU(s, st, "GetPciInfo", h.GetPciInfo); ret == nvml.SUCCESS {
 		id.pci = pciAddr{domain: pci.Domain, bus: pci.Bus, device: pci.Device}
 		id.pciBusID = cString(pci.BusId[:])
 	}
 	return id
 }
 
-func (s *nvmlSource) gpuByHandle(h nvml.Device) *gpuIdentity {
+func (s *gpuScraper) gpuByHandle(h nvml.Device) *gpuIdentity {
 	if ids := s.identities.Load(); ids != nil {
 		for _, id := range *ids {
 			if id.handle == h {
@@ -224,7 +179,7 @@ func (s *nvmlSource) gpuByHandle(h nvml.Device) *gpuIdentity {
 	return nil
 }
 
-func (s *nvmlSource) gpuByPCI(pci pciAddr) *gpuIdentity {
+func (s *gpuScraper) gpuByPCI(pci pciAddr) *gpuIdentity {
 	if ids := s.identities.Load(); ids != nil {
 		for _, id := range *ids {
 			if id.pciBusID != "" && id.pci == pci {
@@ -246,8 +201,8 @@ const eventRetryPause = time.Second
 // registerEvents creates the XID event set; the caller holds enumMu. Registration goes through
 // each GPU's lane, so a GPU that hangs already at start holds back only itself. GPUs that
 // cannot register (ERROR_NOT_SUPPORTED on old GPUs) are left to the kernel log.
-func (s *nvmlSource) registerEvents() nvml.EventSet {
-	set, ret := guarded(&s.libLane, &s.guard, s.lib.EventSetCreate)
+func (s *gpuScraper) registerEvents() nvml.EventSet {
+	set, ret := callLibrary(s, "EventSetCreate", s.lib.EventSetCreate)
 	if ret != nvml.SUCCESS {
 		s.logger.Warn("NVML event set unavailable: XIDs come from the kernel log only", zap.String("error", ret.Error()))
 		return nil
@@ -258,11 +213,11 @@ func (s *nvmlSource) registerEvents() nvml.EventSet {
 		if h == nil || st.handleErr != nvml.SUCCESS {
 			continue
 		}
-		supported, ret := guarded(&st.lane, &s.guard, h.GetSupportedEventTypes)
+		supported, ret := callGPU(s, st, "GetSupportedEventTypes", h.GetSupportedEventTypes)
 		if ret != nvml.SUCCESS || supported&nvml.EventTypeXidCriticalError == 0 {
 			continue
 		}
-		_, ret = guarded(&st.lane, &s.guard, func() (struct{}, nvml.Return) {
+		_, ret = callGPU(s, st, "RegisterEvents", func() (struct{}, nvml.Return) {
 			return struct{}{}, h.RegisterEvents(nvml.EventTypeXidCriticalError, set)
 		})
 		if ret == nvml.SUCCESS {
@@ -275,7 +230,7 @@ func (s *nvmlSource) registerEvents() nvml.EventSet {
 
 // watchEvents reads XIDs from the event set until the receiver stops; an event that arrives
 // after the stop is dropped.
-func (s *nvmlSource) watchEvents(set nvml.EventSet) {
+func (s *gpuScraper) watchEvents(set nvml.EventSet) {
 	for {
 		ev, ret := set.Wait(uint32(eventWait / time.Millisecond))
 		select {
@@ -308,7 +263,7 @@ func (s *nvmlSource) watchEvents(set nvml.EventSet) {
 }
 
 // onKmsgLine turns an "NVRM: Xid" line into an occurrence on the GPU at its PCI address.
-func (s *nvmlSource) onKmsgLine(line string) {
+func (s *gpuScraper) onKmsgLine(line string) {
 	x, ok := parseXIDLine(line)
 	if !ok {
 		return
@@ -324,7 +279,7 @@ func (s *nvmlSource) onKmsgLine(line string) {
 
 // shutdown stops the goroutines and lets go of NVML: shut down now, or by the event watcher
 // once its wait returns.
-func (s *nvmlSource) shutdown() {
+func (s *gpuScraper) shutdown() {
 	close(s.stop)
 	if s.kmsg != nil {
 		s.kmsg.Close()
@@ -337,11 +292,11 @@ func (s *nvmlSource) shutdown() {
 }
 
 // letGoOfNVML drops one hold on the library and shuts NVML down after the last.
-func (s *nvmlSource) letGoOfNVML() {
+func (s *gpuScraper) letGoOfNVML() {
 	if s.nvmlHolds.Add(-1) > 0 {
 		return
 	}
-	if ret := s.call(s.lib.Shutdown); ret != nvml.SUCCESS {
+	if ret := s.libraryCall("Shutdown", s.lib.Shutdown); ret != nvml.SUCCESS {
 		s.logger.Debug("NVML Shutdown failed", zap.String("error", ret.Error()))
 	}
 }
