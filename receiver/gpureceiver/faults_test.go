@@ -89,23 +89,28 @@ faults:
 	}
 
 	clock.Advance(time.Minute)
-	require.Eventually(t, func() bool { return !src.gpus[3].lane.Hung() }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return !src.gpus[3].lane.Hung() }, 10*time.Second, 5*time.Millisecond, "GPU 3's call did not return after its hang ended")
 	md := src.scrape()
 	assertUp(t, md, map[string]int64{"3": 1})
 	assert.Equal(t, int64(healthOK), value(t, gpuResource(t, md, "3"), "gpu_health", "condition", "nvml"))
 }
 
-// TestInitFailure: without a driver the source reports gpu_nvml_up 0, retries Init with backoff
-// and makes no other NVML call. The mock has only Init: any other call would panic.
+// TestInitFailure: without a driver the scraper reports gpu_nvml_up 0, retries Init with
+// backoff and makes no other NVML call. The mock has only Init: any other call would panic.
 func TestInitFailure(t *testing.T) {
 	lib := &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }}
 	cfg := testConfig()
-	cfg.InitRetry = InitRetryConfig{InitialInterval: time.Millisecond, MaxInterval: 2 * time.Millisecond}
+	cfg.InitRetry = InitRetryConfig{InitialInterval: time.Second, MaxInterval: 2 * time.Second}
 	cfg.ConfiguredGPUCount = new(int)
 	*cfg.ConfiguredGPUCount = 8
 	clock := newFakeClock()
-	src := startScraper(t, cfg, lib, clock, nil)
-	require.Eventually(t, func() bool { return len(lib.InitCalls()) >= 3 }, 10*time.Second, time.Millisecond)
+	timers := newHandTimers()
+	ss := settingsFor(cfg, clock, nil)
+	ss.after = timers.after
+	src := startWith(t, ss, lib)
+	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 2 * time.Second}, []time.Duration{timers.next(t), timers.next(t), timers.next(t)}, "exponential backoff up to max_interval")
+	timers.next(t) // the retry after the third fired: Init has been called 4 times
+	assert.Len(t, lib.InitCalls(), 4)
 
 	md := src.scrape()
 	require.Equal(t, 1, md.ResourceMetrics().Len(), "only the node resource, no GPU")
@@ -129,17 +134,23 @@ func (f *flakyInit) Init() nvml.Return {
 	return f.Server.Init()
 }
 
-// TestInitRetrySucceeds: a driver that loads after the collector started is picked up.
+// TestInitRetrySucceeds: a driver that loads after the collector started is picked up. The
+// backoff's timers are the test's: no real time passes.
 func TestInitRetrySucceeds(t *testing.T) {
 	clock := newFakeClock()
 	lib := &flakyInit{Server: simServer(t, "dgxa100.yaml", clock)}
 	lib.failures.Store(3)
 	cfg := testConfig()
-	cfg.InitRetry = InitRetryConfig{InitialInterval: time.Millisecond, MaxInterval: 4 * time.Millisecond}
-	src := startScraper(t, cfg, lib, clock, nil)
+	cfg.InitRetry = InitRetryConfig{InitialInterval: time.Second, MaxInterval: 4 * time.Second}
+	timers := newHandTimers()
+	ss := settingsFor(cfg, clock, nil)
+	ss.after = timers.after
+	src := startWith(t, ss, lib)
 	assert.Equal(t, int64(0), value(t, src.scrape().ResourceMetrics().At(0), "gpu_nvml_up"))
 
-	require.Eventually(t, src.ready.Load, 10*time.Second, time.Millisecond)
+	// Init failed at start and fails on the first two retries; the third loads the driver.
+	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, []time.Duration{timers.next(t), timers.next(t), timers.next(t)})
+	require.Eventually(t, src.ready.Load, 10*time.Second, time.Millisecond, "NVML not ready after the driver loaded")
 	md := src.scrape()
 	assert.Equal(t, int64(1), value(t, md.ResourceMetrics().At(0), "gpu_nvml_up"))
 	assert.Equal(t, int64(8), value(t, md.ResourceMetrics().At(0), "gpu_devices_detected"))
@@ -346,7 +357,9 @@ func TestTimeoutDuringEnumeration(t *testing.T) {
 	set.Logger = zap.New(core)
 	cfg := testConfig()
 	cfg.XID.NVMLEvents = false
-	src := newScraper(scraperSettings{cfg: cfg, set: set, nodeName: "gpu-node-07", now: clock.Now}, lib, lib.Close)
+	ss := settingsFor(cfg, clock, nil)
+	ss.set = set
+	src := newScraper(ss, lib, lib.Close)
 	deadlines := make(chan time.Time)
 	src.guard.After = func(time.Duration) <-chan time.Time { return deadlines }
 	started := make(chan struct{})

@@ -68,7 +68,7 @@ func (s *gpuScraper) start() {
 			select {
 			case <-s.stop:
 				return
-			case <-time.After(wait):
+			case <-s.after(wait):
 			}
 			if s.tryInit(false) {
 				return
@@ -256,7 +256,7 @@ func (s *gpuScraper) watchEvents(set nvml.EventSet) {
 			select {
 			case <-s.stop:
 				return
-			case <-time.After(eventRetryPause):
+			case <-s.after(eventRetryPause):
 			}
 		}
 	}

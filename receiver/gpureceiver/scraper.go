@@ -26,12 +26,15 @@ import (
 // collectorName is the name label of collector_iteration_count_total.
 const collectorName = "gpu"
 
-// scraperSettings is what a scraper needs besides the library; now is the clock, a seam for tests.
+// scraperSettings is what a scraper needs besides the library. now and after are the clock and
+// the timers of the Init retries and the event watcher's pauses, seams for tests; after is
+// time.After when nil.
 type scraperSettings struct {
 	cfg      *Config
 	set      receiver.Settings
 	nodeName string
 	now      func() time.Time
+	after    func(time.Duration) <-chan time.Time
 	// emitLogs receives the XID log records; nil without a logs pipeline.
 	emitLogs func(plog.Logs)
 }
@@ -47,6 +50,7 @@ type gpuScraper struct {
 	// version is the collector's, set on the scope the histogram gets when no gauge is enabled.
 	version string
 	now     func() time.Time
+	after   func(time.Duration) <-chan time.Time
 	lib     nvml.Interface
 	newMB   func() *metadata.MetricsBuilder
 	// release frees what the backend holds (the simulation's blocked calls and event wait).
@@ -99,6 +103,7 @@ func newScraper(ss scraperSettings, lib nvml.Interface, release func()) *gpuScra
 		nodeName: ss.nodeName,
 		version:  ss.set.BuildInfo.Version,
 		now:      ss.now,
+		after:    ss.after,
 		lib:      lib,
 		newMB:    func() *metadata.MetricsBuilder { return metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, ss.set) },
 		release:  release,
@@ -118,6 +123,9 @@ func newScraper(ss scraperSettings, lib nvml.Interface, release func()) *gpuScra
 		lb:           metadata.NewLogsBuilder(metadata.LogsBuilderConfig{Events: cfg.Events, ResourceAttributes: cfg.ResourceAttributes}, ss.set),
 		counts:       map[string]map[uint64]int64{},
 		health:       map[string][]healthMark{},
+	}
+	if s.after == nil {
+		s.after = time.After
 	}
 	s.nodeMB = s.newMB()
 	return s

@@ -42,7 +42,7 @@ func TestScrapeGolden(t *testing.T) {
 			clock.Advance(30 * time.Second)
 			// XIDs arrive through the event watcher's goroutine: read once it has them all.
 			xids := scenarioXIDs(t, name+".yaml")
-			require.Eventually(t, func() bool { return len(sink.records()) == xids }, 10*time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool { return len(sink.records()) == xids }, 10*time.Second, 5*time.Millisecond, "the scenario's %d XIDs were not all logged", xids)
 			actual := src.scrape()
 
 			expectedFile := filepath.Join("testdata", "expected", name+".yaml")

@@ -252,7 +252,7 @@ faults:
 	sink := &logSink{}
 	src := startScraper(t, testConfig(), srv, clock, sink.emit)
 	clock.Advance(10 * time.Second)
-	require.Eventually(t, func() bool { return len(sink.records()) == 3 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(sink.records()) == 3 }, 10*time.Second, 5*time.Millisecond, "the three XIDs were not logged")
 
 	md := src.scrape()
 	gpu3, gpu1 := gpuResource(t, md, "3"), gpuResource(t, md, "1")
@@ -291,9 +291,9 @@ func TestXIDFromKmsg(t *testing.T) {
 	_, err = w.WriteString(", name=python, second one, written in two parts\n")
 	require.NoError(t, err)
 	require.NoError(t, w.Close())
-	require.Eventually(t, func() bool { return len(sink.records()) == 3 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return len(sink.records()) == 3 }, 10*time.Second, time.Millisecond, "the three kernel log XIDs were not logged")
 	close(stop)
-	<-done
+	waitOrFail(t, func() { <-done }, "the kernel log reader did not stop")
 
 	md := src.scrape()
 	assert.Equal(t, int64(2), value(t, gpuResource(t, md, "3"), "gpu_xid_errors_total", "xid", "94"))
@@ -387,8 +387,7 @@ func (h *heldWait) recorded() []string {
 func TestEventWatcherSleepsUntilDue(t *testing.T) {
 	clock := newFakeClock()
 	lib := &heldWait{Server: simServer(t, "dgxa100.yaml", clock), waits: make(chan uint32, 10), unblock: make(chan struct{})}
-	ss := scraperSettings{cfg: testConfig(), set: receivertest.NewNopSettings(metadata.Type), nodeName: "gpu-node-07", now: clock.Now}
-	src := newScraper(ss, lib, func() {})
+	src := newScraper(settingsFor(testConfig(), clock, nil), lib, func() {})
 	src.start()
 	select {
 	case timeout := <-lib.waits:
