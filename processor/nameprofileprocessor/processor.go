@@ -27,6 +27,7 @@ const (
 	attrContainerName = "container_name"
 	metricGPUInfo     = "gpu_info"
 	metricXIDErrors   = "gpu_xid_errors_total"
+	metricNVLinkBytes = "gpu_nvlink_data_bytes_total"
 	metricTaskGPU     = "task_gpu_percent"
 	metricTaskGPUMem  = "task_gpu_mem_percent" // alone on a MIG slice, which has no utilization
 )
@@ -36,8 +37,16 @@ type nameProfile struct {
 	mb      *metadata.MetricsBuilder
 
 	mu sync.Mutex
-	// xids is what DCGM_FI_DEV_XID_ERRORS needs across batches, by GPU UUID.
-	xids map[string]*lastXID
+	// xids and nvlink are what DCGM_FI_DEV_XID_ERRORS and DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL
+	// need across batches, by GPU UUID.
+	xids   map[string]*lastXID
+	nvlink map[string]*lastNVLink
+}
+
+// lastNVLink is a GPU's NVLink payload counters (rx + tx) at its previous batch.
+type lastNVLink struct {
+	start, at pcommon.Timestamp
+	bytes     int64
 }
 
 // lastXID follows one GPU's XID counters to tell which code occurred last.
@@ -52,6 +61,7 @@ func newNameProfile(cfg *Config, set processor.Settings) *nameProfile {
 		profile: profileFor(cfg.Profile),
 		mb:      metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, set),
 		xids:    map[string]*lastXID{},
+		nvlink:  map[string]*lastNVLink{},
 	}
 }
 
@@ -87,9 +97,9 @@ func (p *nameProfile) processMetrics(_ context.Context, md pmetric.Metrics) (pme
 		uuid := res.str(attrUUID)
 		id, isGPU := ids[uuid]
 		isGPU = isGPU && res.has(attrMinorNumber) && !res.has(attrJobName)
-		if isGPU && p.profile.xidLastValue && rm.ScopeMetrics().Len() > 0 {
-			// The gpu receiver's one scope holds the GPU's XID counters.
-			p.recordLastXID(rm.ScopeMetrics().At(0).Metrics(), uuid)
+		if isGPU && rm.ScopeMetrics().Len() > 0 {
+			// The gpu receiver's one scope holds the GPU's counters.
+			p.recordAcrossBatches(rm.ScopeMetrics().At(0).Metrics(), uuid)
 		}
 		for j := 0; j < rm.ScopeMetrics().Len(); j++ {
 			p.renameMetrics(rm.ScopeMetrics().At(j).Metrics(), id, isGPU)
@@ -159,12 +169,58 @@ func heldGPUs(rm pmetric.ResourceMetrics) map[string]bool {
 	return held
 }
 
-// recordLastXID appends DCGM_FI_DEV_XID_ERRORS to a GPU's metrics: the code whose counter
-// grew last, 0 until one does. Codes first seen in the same batch as several others cannot be
-// ordered: the highest wins.
-func (p *nameProfile) recordLastXID(ms pmetric.MetricSlice, uuid string) {
+// recordAcrossBatches appends to a GPU's metrics the profile's metrics that compare a batch
+// with the ones before it.
+func (p *nameProfile) recordAcrossBatches(ms pmetric.MetricSlice, uuid string) {
+	if !p.profile.xidLastValue && !p.profile.nvlinkBandwidth {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.profile.xidLastValue {
+		p.recordLastXID(ms, uuid)
+	}
+	if p.profile.nvlinkBandwidth {
+		p.recordNVLinkBandwidth(ms, uuid)
+	}
+	emitted := p.mb.Emit().ResourceMetrics()
+	for i := 0; i < emitted.Len(); i++ {
+		for j := 0; j < emitted.At(i).ScopeMetrics().Len(); j++ {
+			emitted.At(i).ScopeMetrics().At(j).Metrics().MoveAndAppendTo(ms)
+		}
+	}
+}
+
+// recordNVLinkBandwidth records DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL as DCGM computes it: the
+// growth of the NVLink payload counters (rx + tx, in KiB) since the previous batch, per second,
+// divided by 1000; 0 on the first batch and after the counters restart. dcgm-exporter types it
+// a counter though it is this rate. A GPU without NVLink has no counters and gets no series.
+func (p *nameProfile) recordNVLinkBandwidth(ms pmetric.MetricSlice, uuid string) {
+	m, ok := findIn(ms, metricNVLinkBytes)
+	if !ok {
+		return
+	}
+	pts, _ := metricpoints.Numbers(m)
+	if pts.Len() == 0 {
+		return
+	}
+	now := &lastNVLink{start: pts.At(0).StartTimestamp(), at: pts.At(0).Timestamp()}
+	for i := 0; i < pts.Len(); i++ {
+		now.bytes += pts.At(i).IntValue()
+	}
+	var mbps int64
+	if prev := p.nvlink[uuid]; prev != nil && prev.start == now.start && now.at > prev.at && now.bytes >= prev.bytes {
+		seconds := float64(now.at-prev.at) / 1e9
+		mbps = int64(float64(now.bytes-prev.bytes) / 1024 / seconds / 1000)
+	}
+	p.nvlink[uuid] = now
+	p.mb.RecordDCGMFIDEVNVLINKBANDWIDTHTOTALDataPoint(now.at, mbps)
+}
+
+// recordLastXID records DCGM_FI_DEV_XID_ERRORS: the code whose counter grew last, 0 until one
+// does. Codes first seen in the same batch as several others cannot be ordered: the highest
+// wins.
+func (p *nameProfile) recordLastXID(ms pmetric.MetricSlice, uuid string) {
 	st := p.xids[uuid]
 	if st == nil {
 		st = &lastXID{counts: map[string]int64{}}
@@ -198,12 +254,6 @@ func (p *nameProfile) recordLastXID(ms pmetric.MetricSlice, uuid string) {
 		now = firstTimestamp(ms.At(0))
 	}
 	p.mb.RecordDCGMFIDEVXIDERRORSDataPoint(now, st.code)
-	emitted := p.mb.Emit().ResourceMetrics()
-	for i := 0; i < emitted.Len(); i++ {
-		for j := 0; j < emitted.At(i).ScopeMetrics().Len(); j++ {
-			emitted.At(i).ScopeMetrics().At(j).Metrics().MoveAndAppendTo(ms)
-		}
-	}
 }
 
 // renameMetrics replaces each metric the profile maps by its new name(s).

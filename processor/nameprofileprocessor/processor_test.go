@@ -80,7 +80,7 @@ func runProfile(t *testing.T, profile string, batches ...pmetric.Metrics) []pmet
 
 var timeDependent = []string{
 	"cmd_nvml_latency_seconds",
-	"gpu_power_watts", "gpu_energy_joules_total",
+	"gpu_power_watts", "gpu_energy_joules_total", "gpu_nvlink_data_bytes_total",
 	"DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
 	"hw.power", "hw.energy",
 }
@@ -214,32 +214,100 @@ func TestUnits(t *testing.T) {
 		collected.CopyTo(md)
 		byProfile[profile] = runProfile(t, profile, md)[0]
 	}
+	same := func(v float64) float64 { return v }
+	mib := func(b float64) float64 { return float64(int64(b) >> 20) }
+	percentToRatio := func(p float64) float64 { return p / 100 }
 	for _, tc := range []struct {
 		profile, to, from, key, value string
 		convert                       func(float64) float64
+		// toKey and toValue select the renamed points when several collected metrics share a name.
+		toKey, toValue string
 	}{
-		{ProfileDCGM, "DCGM_FI_DEV_FB_USED", "gpu_memory_used_bytes", "", "", func(b float64) float64 { return float64(int64(b) >> 20) }},
-		{ProfileDCGM, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "gpu_energy_joules_total", "", "", func(j float64) float64 { return j * 1000 }},
-		{ProfileDCGM, "DCGM_FI_DEV_GPU_UTIL", "gpu_utilization", "", "", func(p float64) float64 { return p }},
-		{ProfileDCGM, "DCGM_FI_DEV_SM_CLOCK", "gpu_clock_mhz", "clock", "sm", func(v float64) float64 { return v }},
-		{ProfileDCGM, "DCGM_FI_DEV_MEM_CLOCK", "gpu_clock_mhz", "clock", "memory", func(v float64) float64 { return v }},
-		{ProfileDCGM, "DCGM_FI_DEV_POWER_USAGE", "gpu_power_watts", "", "", func(w float64) float64 { return w }},
-		{ProfileSemconv, "hw.gpu.utilization", "gpu_utilization", "", "", func(p float64) float64 { return p / 100 }},
-		{ProfileSemconv, "hw.gpu.memory.usage", "gpu_memory_used_bytes", "", "", func(b float64) float64 { return b }},
-		{ProfileSemconv, "hw.energy", "gpu_energy_joules_total", "", "", func(j float64) float64 { return j }},
+		{profile: ProfileDCGM, to: "DCGM_FI_DEV_FB_USED", from: "gpu_memory_used_bytes", convert: mib},
+		{profile: ProfileDCGM, to: "DCGM_FI_DEV_FB_FREE", from: "gpu_memory_free_bytes", convert: mib},
+		{profile: ProfileDCGM, to: "DCGM_FI_DEV_FB_RESERVED", from: "gpu_memory_reserved_bytes", convert: mib},
+		{profile: ProfileDCGM, to: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", from: "gpu_energy_joules_total", convert: func(j float64) float64 { return j * 1000 }},
+		{profile: ProfileDCGM, to: "DCGM_FI_DEV_GPU_UTIL", from: "gpu_utilization", convert: same},
+		{profile: ProfileDCGM, to: "DCGM_FI_DEV_MEM_COPY_UTIL", from: "gpu_memory_controller_utilization", convert: same},
+		{profile: ProfileDCGM, to: "DCGM_FI_DEV_ENC_UTIL", from: "gpu_codec_utilization", key: "codec", value: "encoder", convert: same},
+		{profile: ProfileDCGM, to: "DCGM_FI_DEV_DEC_UTIL", from: "gpu_codec_utilization", key: "codec", value: "decoder", convert: same},
+		{profile: ProfileDCGM, to: "DCGM_FI_DEV_MEMORY_TEMP", from: "gpu_memory_temperature_celsius", convert: same},
+		{profile: ProfileDCGM, to: "DCGM_FI_DEV_VGPU_LICENSE_STATUS", from: "gpu_vgpu_licensed", convert: same},
+		{profile: ProfileDCGM, to: "DCGM_FI_DEV_SM_CLOCK", from: "gpu_clock_mhz", key: "clock", value: "sm", convert: same},
+		{profile: ProfileDCGM, to: "DCGM_FI_DEV_MEM_CLOCK", from: "gpu_clock_mhz", key: "clock", value: "memory", convert: same},
+		{profile: ProfileDCGM, to: "DCGM_FI_DEV_POWER_USAGE", from: "gpu_power_watts", convert: same},
+		{profile: ProfileSemconv, to: "hw.gpu.utilization", from: "gpu_utilization", convert: percentToRatio, toKey: "hw.gpu.task", toValue: "general"},
+		{profile: ProfileSemconv, to: "hw.gpu.utilization", from: "gpu_codec_utilization", key: "codec", value: "decoder", convert: percentToRatio, toKey: "hw.gpu.task", toValue: "decoder"},
+		{profile: ProfileSemconv, to: "hw.temperature", from: "gpu_memory_temperature_celsius", convert: same, toKey: "hw.sensor_location", toValue: "memory"},
+		{profile: ProfileSemconv, to: "hw.temperature", from: "nvidiasmi_temperature", convert: same, toKey: "hw.sensor_location", toValue: "gpu"},
+		{profile: ProfileSemconv, to: "hw.gpu.memory.usage", from: "gpu_memory_used_bytes", convert: same},
+		{profile: ProfileSemconv, to: "hw.energy", from: "gpu_energy_joules_total", convert: same},
 	} {
-		t.Run(tc.to, func(t *testing.T) {
+		t.Run(tc.to+"/"+tc.from+tc.value, func(t *testing.T) {
 			from := gpuValues(collected, tc.from, tc.key, tc.value)
 			require.NotEmpty(t, from)
 			want := map[string]float64{}
 			for id, v := range from {
 				want[id] = tc.convert(v)
 			}
-			got := gpuValues(byProfile[tc.profile], tc.to, "", "")
+			got := gpuValues(byProfile[tc.profile], tc.to, tc.toKey, tc.toValue)
 			require.Len(t, got, len(want))
 			for id, v := range want {
 				assert.InDelta(t, v, got[id], 1e-9, "GPU %s", id)
 			}
 		})
 	}
+}
+
+// nvlinkBatch is one GPU's device resource with its NVLink payload counters at at seconds.
+func nvlinkBatch(start pcommon.Timestamp, at float64, rx, tx int64) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("minor_number", "3")
+	rm.Resource().Attributes().PutStr("uuid", "GPU-3")
+	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
+	ms.AppendEmpty().SetName("gpu_info")
+	ms.At(0).SetEmptyGauge().DataPoints().AppendEmpty().SetIntValue(1)
+	m := ms.AppendEmpty()
+	m.SetName("gpu_nvlink_data_bytes_total")
+	sum := m.SetEmptySum()
+	sum.SetIsMonotonic(true)
+	for dir, n := range map[string]int64{"rx": rx, "tx": tx} {
+		pt := sum.DataPoints().AppendEmpty()
+		pt.Attributes().PutStr("direction", dir)
+		pt.SetIntValue(n)
+		pt.SetStartTimestamp(start)
+		pt.SetTimestamp(pcommon.Timestamp(at * 1e9))
+	}
+	return md
+}
+
+// TestNVLinkBandwidth: DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL is, as DCGM computes it, the growth
+// of rx + tx in KiB per second since the previous batch divided by 1000: 0 on the first batch
+// and after the receiver restarted; the counter stays beside it.
+func TestNVLinkBandwidth(t *testing.T) {
+	const kib = 1024
+	out := runProfile(t, ProfileDCGM,
+		nvlinkBatch(1e9, 10, 0, 0),
+		nvlinkBatch(1e9, 20, 30_000_000*kib, 20_000_000*kib), // 50e6 KiB in 10 s
+		nvlinkBatch(1e9, 30, 30_000_000*kib, 20_000_000*kib), // idle
+		nvlinkBatch(1e9, 32, 31_000_000*kib, 21_000_000*kib), // 2e6 KiB in 2 s
+		nvlinkBatch(40e9, 41, 5*kib, 5*kib),                  // restarted
+	)
+	var got []int64
+	for _, md := range out {
+		rm := md.ResourceMetrics().At(0)
+		m, ok := findMetric(rm, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL")
+		require.True(t, ok)
+		require.Equal(t, pmetric.MetricTypeSum, m.Type(), "dcgm-exporter's type, a counter")
+		got = append(got, m.Sum().DataPoints().At(0).IntValue())
+		_, kept := findMetric(rm, "gpu_nvlink_data_bytes_total")
+		assert.True(t, kept)
+	}
+	assert.Equal(t, []int64{0, 5000, 0, 1000, 0}, got)
+
+	// A GPU without NVLink has no counters and no DCGM series.
+	md := xidBatch(1e9, nil)
+	_, ok := findMetric(runProfile(t, ProfileDCGM, md)[0].ResourceMetrics().At(0), "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL")
+	assert.False(t, ok)
 }

@@ -42,6 +42,9 @@ type profile struct {
 	pointIdentity func(id gpuIdentity) []attribute
 	// xidLastValue adds DCGM_FI_DEV_XID_ERRORS, the last XID code seen, to each GPU.
 	xidLastValue bool
+	// nvlinkBandwidth adds DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, the NVLink traffic since the
+	// previous batch, to each GPU with NVLink.
+	nvlinkBandwidth bool
 }
 
 const mib = 1.0 / (1 << 20)
@@ -61,6 +64,13 @@ var dcgm = profile{
 		{from: "gpu_remapped_rows", where: attribute{"error_type", "uncorrected"}, to: "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", unit: "1", desc: "Number of remapped rows for uncorrectable errors", kind: counter, drop: []string{"error_type"}},
 		{from: "gpu_remapped_rows", where: attribute{"error_type", "corrected"}, to: "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", unit: "1", desc: "Number of remapped rows for correctable errors", kind: counter, drop: []string{"error_type"}},
 		{from: "gpu_remapped_rows_failed", to: "DCGM_FI_DEV_ROW_REMAP_FAILURE", unit: "1", desc: "Whether remapping of rows has failed"},
+		{from: "gpu_memory_temperature_celsius", to: "DCGM_FI_DEV_MEMORY_TEMP", unit: "Cel", desc: "Memory temperature (in C)."},
+		{from: "gpu_memory_controller_utilization", to: "DCGM_FI_DEV_MEM_COPY_UTIL", unit: "%", desc: "Memory utilization (in %)."},
+		{from: "gpu_codec_utilization", where: attribute{"codec", "encoder"}, to: "DCGM_FI_DEV_ENC_UTIL", unit: "%", desc: "Encoder utilization (in %).", drop: []string{"codec"}},
+		{from: "gpu_codec_utilization", where: attribute{"codec", "decoder"}, to: "DCGM_FI_DEV_DEC_UTIL", unit: "%", desc: "Decoder utilization (in %).", drop: []string{"codec"}},
+		{from: "gpu_memory_free_bytes", to: "DCGM_FI_DEV_FB_FREE", unit: "MiBy", desc: "Framebuffer memory free (in MiB).", scale: mib},
+		{from: "gpu_memory_reserved_bytes", to: "DCGM_FI_DEV_FB_RESERVED", unit: "MiBy", desc: "Framebuffer memory reserved (in MiB).", scale: mib},
+		{from: "gpu_vgpu_licensed", to: "DCGM_FI_DEV_VGPU_LICENSE_STATUS", unit: "1", desc: "vGPU License status"},
 	},
 	labelGPU: func(res resourceAttrs, id gpuIdentity) {
 		res.rename("minor_number", "gpu")
@@ -78,8 +88,9 @@ var dcgm = profile{
 			res.put("container", h.container)
 		}
 	},
-	gpuKeys:      map[string]string{"minor_number": "gpu", "uuid": "UUID"},
-	xidLastValue: true,
+	gpuKeys:         map[string]string{"minor_number": "gpu", "uuid": "UUID"},
+	xidLastValue:    true,
+	nvlinkBandwidth: true,
 }
 
 // semconv is OpenTelemetry's hardware semantic conventions (v1.43.0, the version of
@@ -87,12 +98,16 @@ var dcgm = profile{
 var semconv = profile{
 	metrics: []rename{
 		{from: "gpu_utilization", to: "hw.gpu.utilization", unit: "1", desc: "Fraction of time spent in a specific task.", scale: 0.01, drop: []string{"vender"}, set: []attribute{{"hw.gpu.task", "general"}}},
+		{from: "gpu_codec_utilization", where: attribute{"codec", "encoder"}, to: "hw.gpu.utilization", unit: "1", desc: "Fraction of time spent in a specific task.", scale: 0.01, drop: []string{"codec"}, set: []attribute{{"hw.gpu.task", "encoder"}}},
+		{from: "gpu_codec_utilization", where: attribute{"codec", "decoder"}, to: "hw.gpu.utilization", unit: "1", desc: "Fraction of time spent in a specific task.", scale: 0.01, drop: []string{"codec"}, set: []attribute{{"hw.gpu.task", "decoder"}}},
 		{from: "gpu_mem_utilization", to: "hw.gpu.memory.utilization", unit: "1", desc: "Fraction of GPU memory used.", scale: 0.01, drop: []string{"vender"}},
 		{from: "gpu_memory_used_bytes", to: "hw.gpu.memory.usage", unit: "By", desc: "GPU memory used.", kind: upDown},
 		{from: "gpu_memory_total_bytes", to: "hw.gpu.memory.limit", unit: "By", desc: "Size of the GPU memory.", kind: upDown},
 		{from: "gpu_power_watts", to: "hw.power", unit: "W", desc: "Instantaneous power consumed by the component."},
 		{from: "gpu_energy_joules_total", to: "hw.energy", unit: "J", desc: "Energy consumed by the component.", kind: counter},
-		{from: "nvidiasmi_temperature", to: "hw.temperature", unit: "Cel", desc: "Temperature in degrees Celsius."},
+		// hw.sensor_location tells the GPU's two sensors apart.
+		{from: "nvidiasmi_temperature", to: "hw.temperature", unit: "Cel", desc: "Temperature in degrees Celsius.", set: []attribute{{"hw.sensor_location", "gpu"}}},
+		{from: "gpu_memory_temperature_celsius", to: "hw.temperature", unit: "Cel", desc: "Temperature in degrees Celsius.", set: []attribute{{"hw.sensor_location", "memory"}}},
 		{from: "gpu_xid_errors_total", to: "hw.errors", unit: "{error}", desc: "Number of errors encountered by the component.", kind: counter, set: []attribute{{"error.type", "xid"}}},
 		{from: "gpu_pcie_replays_total", to: "hw.errors", unit: "{error}", desc: "Number of errors encountered by the component.", kind: counter, set: []attribute{{"error.type", "pcie_replay"}}},
 	},

@@ -34,7 +34,7 @@ processes:
 			b.Cleanup(srv.Close)
 			cfg := testConfig()
 			cfg.XID.NVMLEvents = false
-			src := startSource(b, cfg, srv, clock, nil)
+			src := startScraper(b, cfg, srv, clock, nil)
 			b.ReportAllocs()
 			for b.Loop() {
 				src.scrape()

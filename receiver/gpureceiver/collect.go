@@ -4,6 +4,8 @@
 package gpureceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver"
 
 import (
+	"encoding/binary"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,58 +26,60 @@ const (
 
 // gpuRead is one collection of one GPU. The first call that finds the GPU lost, needing a
 // reset or past its deadline ends it: the GPU is reported down and its remaining calls are not
-// made, while the other GPUs, collected in parallel, go on.
+// made, while the other GPUs, collected in parallel, go on. Its steps run in order and hand on
+// what later ones need.
 type gpuRead struct {
-	src    *nvmlSource
-	st     *gpuState
+	s      *gpuScraper
+	gpu    *gpuState
 	dev    nvml.Device
+	mb     *metadata.MetricsBuilder
 	now    pcommon.Timestamp
 	down   nvml.Return
 	health map[metadata.AttributeCondition]int64
 	// util is the GPU utilization read this collection, -1 when unknown.
 	util int64
+	// memoryUsed is the framebuffer in use, when haveMemory.
+	memoryUsed uint64
+	haveMemory bool
+	// processes are the PIDs on the GPU in order, when haveProcesses.
+	processes     []uint32
+	haveProcesses bool
 }
 
-// read makes one guarded NVML call on the GPU. It reports false when the value is unavailable:
-// not supported (the metric is left out, never faked), another error, or the GPU went down.
+// read makes one NVML call on the GPU through callGPU. It reports false when the value is
+// unavailable: not supported (the metric is left out, never faked), another error, or the GPU
+// went down.
 func read[T any](r *gpuRead, call string, f func() (T, nvml.Return)) (T, bool) {
 	var zero T
 	if r.down != nvml.SUCCESS {
 		return zero, false
 	}
-	v, ret := guarded(&r.st.lane, &r.src.guard, f)
+	v, ret := callGPU(r.s, r.gpu, call, f)
 	switch ret {
 	case nvml.SUCCESS:
 		return v, true
-	case nvml.ERROR_GPU_IS_LOST, nvml.ERROR_RESET_REQUIRED:
+	case nvml.ERROR_GPU_IS_LOST, nvml.ERROR_RESET_REQUIRED, errDeadline:
 		r.down = ret
-	case errDeadline:
-		r.down = ret
-		r.st.timeouts[call]++
-		r.src.logger.Warn("NVML call passed its deadline: the GPU is reported down until the call returns; the other GPUs keep reporting",
-			zap.Int("gpu", r.st.id.index), zap.String("uuid", r.st.id.uuid), zap.String("call", call), zap.Duration("call_timeout", r.src.cfg.CallTimeout))
 	case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_NOT_FOUND:
 	default:
-		r.src.logger.Debug("NVML call failed", zap.Int("gpu", r.st.id.index), zap.String("call", call), zap.String("error", ret.Error()))
+		r.s.logger.Debug("NVML call failed", zap.Int("gpu", r.gpu.id.index), zap.String("call", call), zap.String("error", ret.Error()))
 	}
 	return zero, false
 }
 
 // collectGPU records one GPU into its own MetricsBuilder (GPUs are collected in parallel).
-func (s *nvmlSource) collectGPU(st *gpuState, now pcommon.Timestamp) {
-	r := &gpuRead{src: s, st: st, dev: st.id.handle, now: now, down: st.handleErr, health: map[metadata.AttributeCondition]int64{}, util: -1}
-	if r.down == nvml.SUCCESS && st.lane.Hung() {
-		r.down = errDeadline
-	}
+func (s *gpuScraper) collectGPU(g *gpuState, now pcommon.Timestamp) {
+	r := &gpuRead{s: s, gpu: g, dev: g.id.handle, mb: g.mb, now: now, down: g.handleErr, health: map[metadata.AttributeCondition]int64{}, util: -1}
 	if r.down == nvml.SUCCESS {
 		for _, step := range []func(*gpuRead){
-			readUtilization, readMemoryAndProcesses, readThermalAndPower, readClocks,
-			readPCIe, readNVLink, readECC, readRetiredPages, readRemappedRows, readMIG,
+			readUtilization, readMemory, readProcesses, readMemoryLeak, readProcessUtilization,
+			readThermalAndPower, readFieldValues, readClocks, readPCIe, readNVLink, readECC,
+			readRetiredPages, readRemappedRows, readMIG, readVGPULicense,
 		} {
 			step(r)
 		}
 	}
-	mb := st.mb
+	mb := g.mb
 	switch r.down {
 	case nvml.SUCCESS:
 		mb.RecordGpuUpDataPoint(now, 1)
@@ -87,18 +91,18 @@ func (s *nvmlSource) collectGPU(st *gpuState, now pcommon.Timestamp) {
 		mb.RecordGpuUpDataPoint(now, 0)
 		r.health[metadata.AttributeConditionNvml] = healthWarning
 	}
-	r.health[metadata.AttributeConditionXid] = s.xids.healthOf(st.id.uuid)
+	r.health[metadata.AttributeConditionXid] = s.xids.healthOf(g.id.uuid)
 	for cond, level := range r.health {
 		mb.RecordGpuHealthDataPoint(now, level, cond)
 	}
-	codes, counts := s.xids.countsOf(st.id.uuid)
+	codes, counts := s.xids.countsOf(g.id.uuid)
 	for i, code := range codes {
 		mb.RecordGpuXidErrorsTotalDataPoint(now, counts[i], strconv.FormatUint(code, 10), s.xids.table.lookup(code).resolution)
 	}
-	for call, n := range st.timeouts {
+	for call, n := range g.timeouts {
 		mb.RecordGpuNvmlTimeoutsTotalDataPoint(now, n, call)
 	}
-	mb.RecordGpuInfoDataPoint(now, 1, st.id.model, st.id.pciBusID, s.driver)
+	mb.RecordGpuInfoDataPoint(now, 1, g.id.model, g.id.pciBusID, s.driver)
 }
 
 func (r *gpuRead) worst(cond metadata.AttributeCondition, level int64) {
@@ -108,67 +112,96 @@ func (r *gpuRead) worst(cond metadata.AttributeCondition, level int64) {
 func readUtilization(r *gpuRead) {
 	if u, ok := read(r, "GetUtilizationRates", r.dev.GetUtilizationRates); ok {
 		r.util = int64(u.Gpu)
-		r.st.mb.RecordGpuUtilizationDataPoint(r.now, float64(u.Gpu), metadata.AttributeVenderNvidia)
-		r.st.mb.RecordNvidiasmiUtilizationGpuDataPoint(r.now, float64(u.Gpu))
+		r.mb.RecordGpuUtilizationDataPoint(r.now, float64(u.Gpu), metadata.AttributeVenderNvidia)
+		r.mb.RecordNvidiasmiUtilizationGpuDataPoint(r.now, float64(u.Gpu))
+		r.mb.RecordGpuMemoryControllerUtilizationDataPoint(r.now, float64(u.Memory))
+	}
+	for _, c := range []struct {
+		call  string
+		get   func() (uint32, uint32, nvml.Return)
+		codec metadata.AttributeCodec
+	}{
+		{"GetEncoderUtilization", r.dev.GetEncoderUtilization, metadata.AttributeCodecEncoder},
+		{"GetDecoderUtilization", r.dev.GetDecoderUtilization, metadata.AttributeCodecDecoder},
+	} {
+		pct, ok := read(r, c.call, func() (uint32, nvml.Return) {
+			pct, _, ret := c.get() // the second value is NVML's sampling period
+			return pct, ret
+		})
+		if ok {
+			r.mb.RecordGpuCodecUtilizationDataPoint(r.now, float64(pct), c.codec)
+		}
 	}
 }
 
-// readMemoryAndProcesses reads the framebuffer and the processes together: a leak is memory
-// in use that no process holds.
-func readMemoryAndProcesses(r *gpuRead) {
-	mb := r.st.mb
-	var total, used uint64
-	var haveMemory bool
-	if r.src.symbols[symMemoryInfoV2] {
+// readMemory reads the framebuffer: total, used, free and, from v2, the driver's reserved part.
+func readMemory(r *gpuRead) {
+	var total uint64
+	if r.s.symbols[symMemoryInfoV2] {
 		// v2 leaves out the driver's reserved memory, which v1 counts as used.
 		var m nvml.Memory_v2
-		if m, haveMemory = read(r, "GetMemoryInfo_v2", r.dev.GetMemoryInfo_v2); haveMemory {
-			total, used = m.Total, m.Used
+		if m, r.haveMemory = read(r, "GetMemoryInfo_v2", r.dev.GetMemoryInfo_v2); r.haveMemory {
+			total, r.memoryUsed = m.Total, m.Used
+			r.mb.RecordGpuMemoryFreeBytesDataPoint(r.now, int64(m.Free))
+			r.mb.RecordGpuMemoryReservedBytesDataPoint(r.now, int64(m.Reserved))
 		}
 	} else {
 		var m nvml.Memory
-		if m, haveMemory = read(r, "GetMemoryInfo", r.dev.GetMemoryInfo); haveMemory {
-			total, used = m.Total, m.Used
+		if m, r.haveMemory = read(r, "GetMemoryInfo", r.dev.GetMemoryInfo); r.haveMemory {
+			total, r.memoryUsed = m.Total, m.Used
+			r.mb.RecordGpuMemoryFreeBytesDataPoint(r.now, int64(m.Free))
 		}
 	}
-	if haveMemory {
-		mb.RecordGpuMemoryTotalBytesDataPoint(r.now, int64(total))
-		mb.RecordGpuMemoryUsedBytesDataPoint(r.now, int64(used))
-		if total > 0 {
-			pct := float64(used) / float64(total) * 100
-			mb.RecordGpuMemUtilizationDataPoint(r.now, pct, metadata.AttributeVenderNvidia)
-			mb.RecordNvidiasmiUtilizationMemoryDataPoint(r.now, pct)
-		}
+	if !r.haveMemory {
+		return
 	}
+	r.mb.RecordGpuMemoryTotalBytesDataPoint(r.now, int64(total))
+	r.mb.RecordGpuMemoryUsedBytesDataPoint(r.now, int64(r.memoryUsed))
+	if total > 0 {
+		pct := float64(r.memoryUsed) / float64(total) * 100
+		r.mb.RecordGpuMemUtilizationDataPoint(r.now, pct, metadata.AttributeVenderNvidia)
+		r.mb.RecordNvidiasmiUtilizationMemoryDataPoint(r.now, pct)
+	}
+}
 
+// readProcesses reports the framebuffer each process on the GPU holds, compute and graphics
+// together.
+func readProcesses(r *gpuRead) {
 	compute, okCompute := read(r, "GetComputeRunningProcesses", r.dev.GetComputeRunningProcesses)
 	graphics, okGraphics := read(r, "GetGraphicsRunningProcesses", r.dev.GetGraphicsRunningProcesses)
-	if !okCompute && !okGraphics {
+	if r.haveProcesses = okCompute || okGraphics; !r.haveProcesses {
 		return
 	}
 	memory := map[uint32]uint64{}
 	for _, p := range append(compute, graphics...) {
 		memory[p.Pid] += p.UsedGpuMemory
 	}
-	pids := make([]uint32, 0, len(memory))
+	r.processes = make([]uint32, 0, len(memory))
 	for pid := range memory {
-		pids = append(pids, pid)
+		r.processes = append(r.processes, pid)
 	}
-	sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
-	for _, pid := range pids {
-		mb.RecordGpuProcessMemoryUsedBytesDataPoint(r.now, int64(memory[pid]), strconv.FormatUint(uint64(pid), 10))
+	sort.Slice(r.processes, func(i, j int) bool { return r.processes[i] < r.processes[j] })
+	for _, pid := range r.processes {
+		r.mb.RecordGpuProcessMemoryUsedBytesDataPoint(r.now, int64(memory[pid]), strconv.FormatUint(uint64(pid), 10))
 	}
-	if haveMemory {
-		leak := int64(0)
-		if len(pids) == 0 && used > uint64(r.src.cfg.MemoryLeakThreshold) {
-			leak = 1
-		}
-		mb.RecordNvidiasmiMemoryLeakCountDataPoint(r.now, leak)
-	}
+}
 
-	// Pass the newest sample seen, so NVML returns this interval's samples only; ERROR_NOT_FOUND
-	// means no process ran a kernel since then, a real 0 for each process.
-	last := r.st.lastProcessSample
+// readMemoryLeak is 1 when framebuffer memory is in use that no process holds.
+func readMemoryLeak(r *gpuRead) {
+	if !r.haveMemory || !r.haveProcesses {
+		return
+	}
+	r.mb.RecordNvidiasmiMemoryLeakCountDataPoint(r.now, boolLevel(len(r.processes) == 0 && r.memoryUsed > uint64(r.s.cfg.MemoryLeakThreshold), 1))
+}
+
+// readProcessUtilization reports each process's SM use over the interval. It passes the newest
+// sample seen, so NVML returns this interval's samples only; ERROR_NOT_FOUND means no process
+// ran a kernel since then, a real 0 for each process.
+func readProcessUtilization(r *gpuRead) {
+	if !r.haveProcesses {
+		return
+	}
+	last := r.gpu.lastProcessSample
 	samples, ok := read(r, "GetProcessUtilization", func() ([]nvml.ProcessUtilizationSample, nvml.Return) {
 		samples, ret := r.dev.GetProcessUtilization(last)
 		if ret == nvml.ERROR_NOT_FOUND {
@@ -183,25 +216,72 @@ func readMemoryAndProcesses(r *gpuRead) {
 	for _, smp := range samples {
 		if smp.TimeStamp > last {
 			sm[smp.Pid] = max(sm[smp.Pid], smp.SmUtil)
-			r.st.lastProcessSample = max(r.st.lastProcessSample, smp.TimeStamp)
+			r.gpu.lastProcessSample = max(r.gpu.lastProcessSample, smp.TimeStamp)
 		}
 	}
-	for _, pid := range pids {
-		mb.RecordGpuProcessSmUtilizationDataPoint(r.now, int64(sm[pid]), strconv.FormatUint(uint64(pid), 10))
+	for _, pid := range r.processes {
+		r.mb.RecordGpuProcessSmUtilizationDataPoint(r.now, int64(sm[pid]), strconv.FormatUint(uint64(pid), 10))
 	}
 }
 
 func readThermalAndPower(r *gpuRead) {
-	mb := r.st.mb
+	mb := r.mb
 	if t, ok := read(r, "GetTemperature", func() (uint32, nvml.Return) { return r.dev.GetTemperature(nvml.TEMPERATURE_GPU) }); ok {
 		mb.RecordNvidiasmiTemperatureDataPoint(r.now, float64(t))
 	}
 	if mw, ok := read(r, "GetPowerUsage", r.dev.GetPowerUsage); ok {
 		mb.RecordGpuPowerWattsDataPoint(r.now, float64(mw)/1000)
 	}
-	if r.src.symbols[symTotalEnergy] {
+	if r.s.symbols[symTotalEnergy] {
 		if mj, ok := read(r, "GetTotalEnergyConsumption", r.dev.GetTotalEnergyConsumption); ok {
 			mb.RecordGpuEnergyJoulesTotalDataPoint(r.now, float64(mj)/1000)
+		}
+	}
+}
+
+// scopeAllLinks asks a per-link NVLink field for its sum over every link.
+const scopeAllLinks = math.MaxUint32
+
+// maxValidCelsius is the highest memory temperature DCGM accepts from NVML; above it the
+// value means "no reading".
+const maxValidCelsius = 200
+
+// readFieldValues reads what NVML gives only as field values, in one call (one deadline): the
+// memory temperature and NVLink's payload counters (the ones DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL
+// is computed from). A field the GPU lacks answers NOT_SUPPORTED in its own return and is left out.
+func readFieldValues(r *gpuRead) {
+	values, ok := read(r, "GetFieldValues", func() ([]nvml.FieldValue, nvml.Return) {
+		v := []nvml.FieldValue{
+			{FieldId: nvml.FI_DEV_MEMORY_TEMP},
+			{FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX, ScopeId: scopeAllLinks},
+			{FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ScopeId: scopeAllLinks},
+		}
+		return v, r.dev.GetFieldValues(v)
+	})
+	if !ok {
+		return
+	}
+	mb := r.mb
+	for _, v := range values {
+		if ret := nvml.Return(v.NvmlReturn); ret != nvml.SUCCESS {
+			if ret != nvml.ERROR_NOT_SUPPORTED {
+				r.s.logger.Debug("NVML field value failed", zap.Int("gpu", r.gpu.id.index), zap.Uint32("field", v.FieldId), zap.String("error", ret.Error()))
+			}
+			continue
+		}
+		switch v.FieldId {
+		case nvml.FI_DEV_MEMORY_TEMP:
+			// An unsigned int whatever ValueType says: R545 drivers label it a double.
+			if c := binary.NativeEndian.Uint32(v.Value[:4]); c <= maxValidCelsius {
+				mb.RecordGpuMemoryTemperatureCelsiusDataPoint(r.now, float64(c))
+			}
+		case nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX, nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
+			dir := metadata.AttributeDirectionRx
+			if v.FieldId == nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX {
+				dir = metadata.AttributeDirectionTx
+			}
+			kib := binary.NativeEndian.Uint64(v.Value[:])
+			mb.RecordGpuNvlinkDataBytesTotalDataPoint(r.now, int64(kib)*1024, dir)
 		}
 	}
 }
@@ -226,7 +306,7 @@ var clockReasons = []struct {
 }
 
 func readClocks(r *gpuRead) {
-	mb := r.st.mb
+	mb := r.mb
 	for _, c := range []struct {
 		typ   nvml.ClockType
 		clock metadata.AttributeClock
@@ -238,7 +318,7 @@ func readClocks(r *gpuRead) {
 
 	var bits uint64
 	var haveReasons bool
-	if r.src.symbols[symClocksEventReasons] {
+	if r.s.symbols[symClocksEventReasons] {
 		bits, haveReasons = read(r, "GetCurrentClocksEventReasons", r.dev.GetCurrentClocksEventReasons)
 	} else {
 		bits, haveReasons = read(r, "GetCurrentClocksThrottleReasons", r.dev.GetCurrentClocksThrottleReasons)
@@ -264,7 +344,7 @@ func readClocks(r *gpuRead) {
 }
 
 func readPCIe(r *gpuRead) {
-	mb := r.st.mb
+	mb := r.mb
 	for _, c := range []struct {
 		counter nvml.PcieUtilCounter
 		dir     metadata.AttributeDirection
@@ -323,14 +403,14 @@ func readNVLink(r *gpuRead) {
 		}
 		for _, c := range nvlinkCounters {
 			if n, ok := read(r, "GetNvLinkErrorCounter", func() (uint64, nvml.Return) { return r.dev.GetNvLinkErrorCounter(link, c.counter) }); ok {
-				r.st.mb.RecordGpuNvlinkErrorsTotalDataPoint(r.now, int64(n), strconv.Itoa(link), c.attr)
+				r.mb.RecordGpuNvlinkErrorsTotalDataPoint(r.now, int64(n), strconv.Itoa(link), c.attr)
 			}
 		}
 	}
 }
 
 func readECC(r *gpuRead) {
-	mb := r.st.mb
+	mb := r.mb
 	var volatileUncorrected uint64
 	var haveECC bool
 	for _, e := range []struct {
@@ -375,7 +455,7 @@ func readRetiredPages(r *gpuRead) {
 		if !ok {
 			return
 		}
-		r.st.mb.RecordNvidiasmiRetiredPageCountDataPoint(r.now, int64(len(pages)), c.typ)
+		r.mb.RecordNvidiasmiRetiredPageCountDataPoint(r.now, int64(len(pages)), c.typ)
 	}
 	if pending, ok := read(r, "GetRetiredPagesPendingStatus", r.dev.GetRetiredPagesPendingStatus); ok {
 		r.worst(metadata.AttributeConditionRetiredPages, boolLevel(pending == nvml.FEATURE_ENABLED, healthWarning))
@@ -388,7 +468,7 @@ type remappedRows struct {
 }
 
 func readRemappedRows(r *gpuRead) {
-	if !r.src.symbols[symRemappedRows] {
+	if !r.s.symbols[symRemappedRows] {
 		return
 	}
 	rows, ok := read(r, "GetRemappedRows", func() (remappedRows, nvml.Return) {
@@ -398,7 +478,7 @@ func readRemappedRows(r *gpuRead) {
 	if !ok {
 		return
 	}
-	mb := r.st.mb
+	mb := r.mb
 	mb.RecordGpuRemappedRowsDataPoint(r.now, int64(rows.corrected), metadata.AttributeErrorTypeCorrected)
 	mb.RecordGpuRemappedRowsDataPoint(r.now, int64(rows.uncorrected), metadata.AttributeErrorTypeUncorrected)
 	mb.RecordGpuRemappedRowsPendingDataPoint(r.now, boolLevel(rows.pending, 1))
@@ -419,7 +499,7 @@ type migInstance struct {
 // readMIG reports the MIG instances of a GPU in MIG mode: identity and memory, which is what
 // NVML gives per instance (utilization needs DCGM or GPM, and is not invented here).
 func readMIG(r *gpuRead) {
-	if !r.src.symbols[symMigMode] {
+	if !r.s.symbols[symMigMode] {
 		return
 	}
 	mode, ok := read(r, "GetMigMode", func() (int, nvml.Return) {
@@ -429,7 +509,7 @@ func readMIG(r *gpuRead) {
 	if !ok {
 		return
 	}
-	r.st.mb.RecordGpuMigEnabledDataPoint(r.now, boolLevel(mode == nvml.DEVICE_MIG_ENABLE, 1))
+	r.mb.RecordGpuMigEnabledDataPoint(r.now, boolLevel(mode == nvml.DEVICE_MIG_ENABLE, 1))
 	if mode != nvml.DEVICE_MIG_ENABLE {
 		return
 	}
@@ -463,8 +543,28 @@ func readMIG(r *gpuRead) {
 			continue
 		}
 		gi, ci := strconv.Itoa(inst.gi), strconv.Itoa(inst.ci)
-		r.st.mb.RecordGpuMigMemoryTotalBytesDataPoint(r.now, int64(inst.memory.Total), inst.uuid, gi, ci)
-		r.st.mb.RecordGpuMigMemoryUsedBytesDataPoint(r.now, int64(inst.memory.Used), inst.uuid, gi, ci)
+		r.mb.RecordGpuMigMemoryTotalBytesDataPoint(r.now, int64(inst.memory.Total), inst.uuid, gi, ci)
+		r.mb.RecordGpuMigMemoryUsedBytesDataPoint(r.now, int64(inst.memory.Used), inst.uuid, gi, ci)
+	}
+}
+
+// readVGPULicense reports the vGPU license as DCGM does: 0 on a GPU without vGPU licensing
+// (bare metal), else whether the vGPU feature is licensed.
+func readVGPULicense(r *gpuRead) {
+	f, ok := read(r, "GetGridLicensableFeatures", r.dev.GetGridLicensableFeatures)
+	if !ok {
+		return
+	}
+	if f.IsGridLicenseSupported == 0 {
+		r.mb.RecordGpuVgpuLicensedDataPoint(r.now, 0)
+		return
+	}
+	n := min(int(f.LicensableFeaturesCount), len(f.GridLicensableFeatures))
+	for _, feature := range f.GridLicensableFeatures[:n] {
+		if feature.FeatureCode == uint32(nvml.GRID_LICENSE_FEATURE_CODE_VGPU) {
+			r.mb.RecordGpuVgpuLicensedDataPoint(r.now, boolLevel(feature.FeatureState > 0, 1))
+			return
+		}
 	}
 }
 

@@ -16,7 +16,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 )
 
@@ -43,7 +47,7 @@ func assertUp(t *testing.T, md pmetric.Metrics, up map[string]int64) {
 // fatal nvml condition and keeps its labels; the other GPUs report everything.
 func TestLostGPU(t *testing.T) {
 	clock := newFakeClock()
-	src := startSource(t, testConfig(), simServer(t, "dgxh100.yaml", clock), clock, nil)
+	src := startScraper(t, testConfig(), simServer(t, "dgxh100.yaml", clock), clock, nil)
 	clock.Advance(30 * time.Second)
 	md := src.scrape()
 
@@ -71,7 +75,7 @@ faults:
 	cfg := testConfig()
 	// Long enough for the healthy GPUs' calls on a loaded test machine; the hung GPU costs it once.
 	cfg.CallTimeout = 2 * time.Second
-	src := startSource(t, cfg, srv, clock, nil)
+	src := startScraper(t, cfg, srv, clock, nil)
 
 	clock.Advance(15 * time.Second)
 	for range 2 {
@@ -85,23 +89,28 @@ faults:
 	}
 
 	clock.Advance(time.Minute)
-	require.Eventually(t, func() bool { return !src.gpus[3].lane.Hung() }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return !src.gpus[3].lane.Hung() }, 10*time.Second, 5*time.Millisecond, "GPU 3's call did not return after its hang ended")
 	md := src.scrape()
 	assertUp(t, md, map[string]int64{"3": 1})
 	assert.Equal(t, int64(healthOK), value(t, gpuResource(t, md, "3"), "gpu_health", "condition", "nvml"))
 }
 
-// TestInitFailure: without a driver the source reports gpu_nvml_up 0, retries Init with backoff
-// and makes no other NVML call. The mock has only Init: any other call would panic.
+// TestInitFailure: without a driver the scraper reports gpu_nvml_up 0, retries Init with
+// backoff and makes no other NVML call. The mock has only Init: any other call would panic.
 func TestInitFailure(t *testing.T) {
 	lib := &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }}
 	cfg := testConfig()
-	cfg.InitRetry = InitRetryConfig{InitialInterval: time.Millisecond, MaxInterval: 2 * time.Millisecond}
+	cfg.InitRetry = InitRetryConfig{InitialInterval: time.Second, MaxInterval: 2 * time.Second}
 	cfg.ConfiguredGPUCount = new(int)
 	*cfg.ConfiguredGPUCount = 8
 	clock := newFakeClock()
-	src := startSource(t, cfg, lib, clock, nil)
-	require.Eventually(t, func() bool { return len(lib.InitCalls()) >= 3 }, 10*time.Second, time.Millisecond)
+	timers := newHandTimers()
+	ss := settingsFor(cfg, clock, nil)
+	ss.after = timers.after
+	src := startWith(t, ss, lib)
+	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 2 * time.Second}, []time.Duration{timers.next(t), timers.next(t), timers.next(t)}, "exponential backoff up to max_interval")
+	timers.next(t) // the retry after the third fired: Init has been called 4 times
+	assert.Len(t, lib.InitCalls(), 4)
 
 	md := src.scrape()
 	require.Equal(t, 1, md.ResourceMetrics().Len(), "only the node resource, no GPU")
@@ -125,17 +134,23 @@ func (f *flakyInit) Init() nvml.Return {
 	return f.Server.Init()
 }
 
-// TestInitRetrySucceeds: a driver that loads after the collector started is picked up.
+// TestInitRetrySucceeds: a driver that loads after the collector started is picked up. The
+// backoff's timers are the test's: no real time passes.
 func TestInitRetrySucceeds(t *testing.T) {
 	clock := newFakeClock()
 	lib := &flakyInit{Server: simServer(t, "dgxa100.yaml", clock)}
 	lib.failures.Store(3)
 	cfg := testConfig()
-	cfg.InitRetry = InitRetryConfig{InitialInterval: time.Millisecond, MaxInterval: 4 * time.Millisecond}
-	src := startSource(t, cfg, lib, clock, nil)
+	cfg.InitRetry = InitRetryConfig{InitialInterval: time.Second, MaxInterval: 4 * time.Second}
+	timers := newHandTimers()
+	ss := settingsFor(cfg, clock, nil)
+	ss.after = timers.after
+	src := startWith(t, ss, lib)
 	assert.Equal(t, int64(0), value(t, src.scrape().ResourceMetrics().At(0), "gpu_nvml_up"))
 
-	require.Eventually(t, src.ready.Load, 10*time.Second, time.Millisecond)
+	// Init failed at start and fails on the first two retries; the third loads the driver.
+	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, []time.Duration{timers.next(t), timers.next(t), timers.next(t)})
+	require.Eventually(t, src.ready.Load, 10*time.Second, time.Millisecond, "NVML not ready after the driver loaded")
 	md := src.scrape()
 	assert.Equal(t, int64(1), value(t, md.ResourceMetrics().At(0), "gpu_nvml_up"))
 	assert.Equal(t, int64(8), value(t, md.ResourceMetrics().At(0), "gpu_devices_detected"))
@@ -164,7 +179,7 @@ func TestMissingSymbols(t *testing.T) {
 			return nvml.ClocksThrottleReasonHwSlowdown, nvml.SUCCESS
 		}
 	}
-	src := startSource(t, testConfig(), oldDriver{srv}, clock, nil)
+	src := startScraper(t, testConfig(), oldDriver{srv}, clock, nil)
 	clock.Advance(30 * time.Second)
 	rm := gpuResource(t, src.scrape(), "0")
 	assert.Equal(t, int64(1), value(t, rm, "gpu_clock_event_reason", "reason", "hw_slowdown"))
@@ -172,15 +187,35 @@ func TestMissingSymbols(t *testing.T) {
 	for _, absent := range []string{"gpu_energy_joules_total", "gpu_remapped_rows", "gpu_remapped_rows_pending", "gpu_mig_enabled"} {
 		assert.Empty(t, points(rm, absent), absent)
 	}
-	// GetMemoryInfo (v1) replaces v2.
-	assert.Equal(t, int64(12<<30), value(t, rm, "gpu_memory_used_bytes"))
+	// GetMemoryInfo (v1) replaces v2: its used memory includes the driver's reserved 512 MiB,
+	// which it does not report apart.
+	assert.Equal(t, int64(12<<30+512<<20), value(t, rm, "gpu_memory_used_bytes"))
+	assert.Empty(t, points(rm, "gpu_memory_reserved_bytes"))
+	assert.Len(t, points(rm, "gpu_memory_free_bytes"), 1)
 }
 
-// preAmpere turns simulated GPUs into ones that retire pages instead of remapping rows.
-type preAmpere struct {
+// otherGPUs is the simulated server with its GPUs replaced, each wrapping the simulated one.
+type otherGPUs struct {
 	*simulated.Server
 	devices []nvml.Device
 }
+
+func withGPUs(srv *simulated.Server, wrap func(*simulated.Device) nvml.Device) *otherGPUs {
+	lib := &otherGPUs{Server: srv}
+	for _, d := range srv.Server.Devices {
+		lib.devices = append(lib.devices, wrap(d.(*simulated.Device)))
+	}
+	return lib
+}
+
+func (o *otherGPUs) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
+	if i < 0 || i >= len(o.devices) {
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return o.devices[i], nvml.SUCCESS
+}
+
+// preAmpereGPU retires pages instead of remapping rows.
 
 type preAmpereGPU struct {
 	*simulated.Device
@@ -201,23 +236,12 @@ func (preAmpereGPU) GetRemappedRows() (int, int, bool, bool, nvml.Return) {
 	return 0, 0, false, false, nvml.ERROR_NOT_SUPPORTED
 }
 
-func (p *preAmpere) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
-	if i < 0 || i >= len(p.devices) {
-		return nil, nvml.ERROR_INVALID_ARGUMENT
-	}
-	return p.devices[i], nvml.SUCCESS
-}
-
 // TestRetiredPagesOrRemappedRows: each GPU reports the memory repair its generation has and
 // leaves the other out rather than reporting zeros.
 func TestRetiredPagesOrRemappedRows(t *testing.T) {
 	clock := newFakeClock()
-	srv := simServer(t, "dgxa100.yaml", clock)
-	lib := &preAmpere{Server: srv}
-	for _, d := range srv.Server.Devices {
-		lib.devices = append(lib.devices, preAmpereGPU{d.(*simulated.Device)})
-	}
-	src := startSource(t, testConfig(), lib, clock, nil)
+	lib := withGPUs(simServer(t, "dgxa100.yaml", clock), func(d *simulated.Device) nvml.Device { return preAmpereGPU{d} })
+	src := startScraper(t, testConfig(), lib, clock, nil)
 	rm := gpuResource(t, src.scrape(), "0")
 	assert.Equal(t, int64(2), value(t, rm, "nvidiasmi_retired_page_count", "type", "single"))
 	assert.Equal(t, int64(1), value(t, rm, "nvidiasmi_retired_page_count", "type", "double"))
@@ -228,7 +252,7 @@ func TestRetiredPagesOrRemappedRows(t *testing.T) {
 	}
 
 	// The Ampere mock itself: remapped rows, no retired pages.
-	ampere := startSource(t, testConfig(), simServer(t, "dgxa100.yaml", clock), clock, nil)
+	ampere := startScraper(t, testConfig(), simServer(t, "dgxa100.yaml", clock), clock, nil)
 	rm = gpuResource(t, ampere.scrape(), "0")
 	assert.Empty(t, points(rm, "nvidiasmi_retired_page_count"))
 	assert.Len(t, points(rm, "gpu_remapped_rows"), 2)
@@ -238,7 +262,7 @@ func TestRetiredPagesOrRemappedRows(t *testing.T) {
 // none, no utilization; the other GPUs report MIG off.
 func TestMIG(t *testing.T) {
 	clock := newFakeClock()
-	src := startSource(t, testConfig(), simServer(t, "dgxh100.yaml", clock), clock, nil)
+	src := startScraper(t, testConfig(), simServer(t, "dgxh100.yaml", clock), clock, nil)
 	md := src.scrape()
 	mig := gpuResource(t, md, "6")
 	assert.Equal(t, int64(1), value(t, mig, "gpu_mig_enabled"))
@@ -259,4 +283,110 @@ func TestMIG(t *testing.T) {
 	other := gpuResource(t, md, "0")
 	assert.Equal(t, int64(0), value(t, other, "gpu_mig_enabled"))
 	assert.Empty(t, points(other, "gpu_mig_memory_used_bytes"))
+}
+
+// pcieVGPU is a PCIe card without NVLink, HBM sensor or video engines, licensed as a vGPU guest.
+type pcieVGPU struct {
+	*simulated.Device
+}
+
+func (pcieVGPU) GetFieldValues(values []nvml.FieldValue) nvml.Return {
+	for i := range values {
+		values[i].NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
+	}
+	return nvml.SUCCESS
+}
+
+func (pcieVGPU) GetEncoderUtilization() (uint32, uint32, nvml.Return) {
+	return 0, 0, nvml.ERROR_NOT_SUPPORTED
+}
+
+func (pcieVGPU) GetGridLicensableFeatures() (nvml.GridLicensableFeatures, nvml.Return) {
+	f := nvml.GridLicensableFeatures{IsGridLicenseSupported: 1, LicensableFeaturesCount: 2}
+	f.GridLicensableFeatures[0] = nvml.GridLicensableFeature{FeatureCode: uint32(nvml.GRID_LICENSE_FEATURE_CODE_COMPUTE)}
+	f.GridLicensableFeatures[1] = nvml.GridLicensableFeature{FeatureCode: uint32(nvml.GRID_LICENSE_FEATURE_CODE_VGPU), FeatureState: 1}
+	return f, nvml.SUCCESS
+}
+
+// TestFieldsAGPULacks: what a GPU does not have (a memory sensor, NVLink, an encoder) is left
+// out, not reported as 0, while the rest of the same calls is; a licensed vGPU reports 1.
+func TestFieldsAGPULacks(t *testing.T) {
+	clock := newFakeClock()
+	lib := withGPUs(simServer(t, "dgxa100.yaml", clock), func(d *simulated.Device) nvml.Device { return pcieVGPU{d} })
+	rm := gpuResource(t, startScraper(t, testConfig(), lib, clock, nil).scrape(), "0")
+	for _, absent := range []string{"gpu_memory_temperature_celsius", "gpu_nvlink_data_bytes_total"} {
+		assert.Empty(t, points(rm, absent), absent)
+	}
+	codecs := points(rm, "gpu_codec_utilization")
+	require.Len(t, codecs, 1, "the decoder only")
+	assert.True(t, hasAttrs(codecs[0].Attributes(), "codec", "decoder"))
+	assert.Equal(t, int64(1), value(t, rm, "gpu_vgpu_licensed"))
+
+	// The simulated DGX: bare metal, so 0 as DCGM reports it, and every field present.
+	rm = gpuResource(t, startScraper(t, testConfig(), simServer(t, "dgxa100.yaml", clock), clock, nil).scrape(), "0")
+	assert.Equal(t, int64(0), value(t, rm, "gpu_vgpu_licensed"))
+	assert.Len(t, points(rm, "gpu_memory_temperature_celsius"), 1)
+	assert.Len(t, points(rm, "gpu_nvlink_data_bytes_total"), 2)
+	assert.Len(t, points(rm, "gpu_codec_utilization"), 2)
+}
+
+// hungEnumeration is the simulated server whose handle of GPU 3 does not come back until the
+// test releases it.
+type hungEnumeration struct {
+	*simulated.Server
+	entered, release chan struct{}
+}
+
+func (h *hungEnumeration) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
+	if i == 3 {
+		h.entered <- struct{}{}
+		<-h.release
+	}
+	return h.Server.DeviceGetHandleByIndex(i)
+}
+
+// TestTimeoutDuringEnumeration: a call past its deadline while the GPUs are enumerated is
+// counted in gpu_nvml_timeouts_total{call} and logged like one during collection, once; the GPU
+// is down and the others report. Deadlines are the test's: a call passes its deadline when the
+// test says so, never because the machine is slow.
+func TestTimeoutDuringEnumeration(t *testing.T) {
+	clock := newFakeClock()
+	lib := &hungEnumeration{Server: simServer(t, "dgxa100.yaml", clock), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	core, logs := observer.New(zap.WarnLevel)
+	set := receivertest.NewNopSettings(metadata.Type)
+	set.Logger = zap.New(core)
+	cfg := testConfig()
+	cfg.XID.NVMLEvents = false
+	ss := settingsFor(cfg, clock, nil)
+	ss.set = set
+	src := newScraper(ss, lib, lib.Close)
+	deadlines := make(chan time.Time)
+	src.guard.After = func(time.Duration) <-chan time.Time { return deadlines }
+	started := make(chan struct{})
+	go func() { defer close(started); src.start() }()
+	t.Cleanup(func() {
+		close(lib.release)
+		src.shutdown()
+	})
+
+	waitOrFail(t, func() { <-lib.entered }, "enumeration never asked for GPU 3's handle")
+	// Only GPU 3's call is waiting on a deadline now: enumeration makes one call at a time.
+	select {
+	case deadlines <- clock.Now():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no call was waiting on its deadline")
+	}
+	waitOrFail(t, func() { <-started }, "Init did not finish after GPU 3's call passed its deadline")
+
+	for range 2 {
+		md := src.scrape()
+		assertUp(t, md, map[string]int64{"0": 1, "2": 1, "3": 0, "7": 1})
+		rm := gpuResource(t, md, "3")
+		assert.Equal(t, int64(1), value(t, rm, "gpu_nvml_timeouts_total", "call", "DeviceGetHandleByIndex"), "counted once: the next enumeration makes no call while it hangs")
+		assert.Equal(t, int64(healthWarning), value(t, rm, "gpu_health", "condition", "nvml"))
+	}
+	logged := logs.FilterMessageSnippet("passed its deadline").All()
+	require.Len(t, logged, 1)
+	assert.Equal(t, "DeviceGetHandleByIndex", logged[0].ContextMap()["call"])
+	assert.Equal(t, int64(3), logged[0].ContextMap()["gpu"])
 }

@@ -5,6 +5,7 @@ package gpureceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpure
 
 import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
 )
@@ -29,4 +30,39 @@ func guarded[T any](l *deadline.Lane, g *deadline.Guard, f func() (T, nvml.Retur
 		return r.v, errDeadline
 	}
 	return r.v, r.ret
+}
+
+// callGPU is the one path of every NVML call on a GPU, wherever it is made (enumeration, event
+// registration, collection): refused, without a call, while an earlier call on the GPU is still
+// past its deadline; a call that passes its deadline is counted in the GPU's
+// gpu_nvml_timeouts_total{call} and logged. The caller holds enumMu.
+func callGPU[T any](s *gpuScraper, g *gpuState, call string, f func() (T, nvml.Return)) (T, nvml.Return) {
+	if g.lane.Hung() {
+		var zero T
+		return zero, errDeadline
+	}
+	v, ret := guarded(&g.lane, &s.guard, f)
+	if ret == errDeadline {
+		g.timeouts[call]++
+		s.logger.Warn("NVML call passed its deadline: the GPU is reported down until the call returns; the other GPUs keep reporting",
+			zap.Int("gpu", g.id.index), zap.String("uuid", g.id.uuid), zap.String("call", call), zap.Duration("call_timeout", s.cfg.CallTimeout))
+	}
+	return v, ret
+}
+
+// callLibrary makes one of the library's own calls (Init, the driver version, the device
+// count, the event set, Shutdown) on its lane; a call past its deadline is logged as a GPU's is.
+func callLibrary[T any](s *gpuScraper, call string, f func() (T, nvml.Return)) (T, nvml.Return) {
+	v, ret := guarded(&s.libLane, &s.guard, f)
+	if ret == errDeadline {
+		s.logger.Warn("NVML call passed its deadline: the library's calls are refused until it returns",
+			zap.String("call", call), zap.Duration("call_timeout", s.cfg.CallTimeout))
+	}
+	return v, ret
+}
+
+// libraryCall is callLibrary for a call that returns only its status.
+func (s *gpuScraper) libraryCall(call string, f func() nvml.Return) nvml.Return {
+	_, ret := callLibrary(s, call, func() (struct{}, nvml.Return) { return struct{}{}, f() })
+	return ret
 }

@@ -44,18 +44,79 @@ func simServer(t testing.TB, scenario string, clock *fakeClock) *simulated.Serve
 	return srv
 }
 
-// startSource starts a source on lib as the receiver does and stops it at the end of the test.
-func startSource(t testing.TB, cfg *Config, lib nvml.Interface, clock *fakeClock, emit func(plog.Logs)) *gpuSource {
+// settingsFor is what the receiver hands a scraper, on the test's clock.
+func settingsFor(cfg *Config, clock *fakeClock, emit func(plog.Logs)) scraperSettings {
+	return scraperSettings{cfg: cfg, set: receivertest.NewNopSettings(metadata.Type), nodeName: "gpu-node-07", now: clock.Now, emitLogs: emit}
+}
+
+// startScraper starts a scraper on lib as the receiver does and stops it at the end of the test.
+func startScraper(t testing.TB, cfg *Config, lib nvml.Interface, clock *fakeClock, emit func(plog.Logs)) *gpuScraper {
 	t.Helper()
-	ss := sourceSettings{cfg: cfg, set: receivertest.NewNopSettings(metadata.Type), nodeName: "gpu-node-07", now: clock.Now, emitLogs: emit}
+	return startWith(t, settingsFor(cfg, clock, emit), lib)
+}
+
+// startWith is startScraper with the settings given.
+func startWith(t testing.TB, ss scraperSettings, lib nvml.Interface) *gpuScraper {
+	t.Helper()
 	release := func() {}
 	if c, ok := lib.(interface{ Close() }); ok {
 		release = c.Close
 	}
-	src := newSource(ss, lib, release)
-	src.start()
-	t.Cleanup(src.shutdown)
-	return src
+	s := newScraper(ss, lib, release)
+	s.start()
+	t.Cleanup(func() {
+		s.shutdown()
+		// The simulation wakes the event watcher when it closes; a test waits for it.
+		waitOrFail(t, s.watcher.Wait, "the XID event watcher did not stop after shutdown")
+	})
+	return s
+}
+
+// handTimers stand in for time.After: the test is told each timer's duration and fires it.
+type handTimers struct {
+	asked chan time.Duration
+	fire  chan time.Time
+}
+
+func newHandTimers() *handTimers {
+	return &handTimers{asked: make(chan time.Duration, 1), fire: make(chan time.Time)}
+}
+
+func (h *handTimers) after(d time.Duration) <-chan time.Time {
+	h.asked <- d
+	return h.fire
+}
+
+// next waits for the next timer to be set, fires it and returns its duration.
+func (h *handTimers) next(t testing.TB) time.Duration {
+	t.Helper()
+	var d time.Duration
+	select {
+	case d = <-h.asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no timer was set")
+	}
+	select {
+	case h.fire <- time.Time{}:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("nothing waited on the %s timer", d)
+	}
+	return d
+}
+
+// waitOrFail runs wait and fails the test if it has not returned within 10 s.
+func waitOrFail(t testing.TB, wait func(), msg string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal(msg)
+	}
 }
 
 // gpuResource finds the resource of the GPU at minor number index.

@@ -27,7 +27,7 @@ func TestAgainstNvidiaSMI(t *testing.T) {
 	lib, release, err := openLibrary(cfg)
 	require.NoError(t, err)
 	clock := newFakeClock()
-	src := startSource(t, cfg, lib, clock, nil)
+	src := startScraper(t, cfg, lib, clock, nil)
 	defer release()
 	if !src.ready.Load() {
 		t.Skip("NVML is not available on this machine (no NVIDIA driver): nothing to compare")
@@ -36,7 +36,7 @@ func TestAgainstNvidiaSMI(t *testing.T) {
 	if err != nil {
 		t.Skip("nvidia-smi is not on PATH: nothing to compare with")
 	}
-	fields := []string{"index", "uuid", "name", "memory.total", "temperature.gpu", "power.draw", "pcie.link.gen.max", "pcie.link.width.max", "pcie.link.width.current"}
+	fields := []string{"index", "uuid", "name", "memory.total", "temperature.gpu", "power.draw", "pcie.link.gen.max", "pcie.link.width.max", "pcie.link.width.current", "memory.reserved", "temperature.memory"}
 	out, err := exec.Command(smi, "--query-gpu="+strings.Join(fields, ","), "--format=csv,noheader,nounits").Output()
 	require.NoError(t, err)
 	rows, err := csv.NewReader(strings.NewReader(string(out))).ReadAll()
@@ -76,6 +76,14 @@ func TestAgainstNvidiaSMI(t *testing.T) {
 		assert.Equal(t, int64(num(row[6])), value(t, rm, "gpu_pcie_link_gen_max"))
 		assert.Equal(t, int64(num(row[7])), value(t, rm, "gpu_pcie_link_width_max"))
 		assert.Equal(t, int64(num(row[8])), value(t, rm, "gpu_pcie_link_width_current"))
+		reservedMiB := float64(value(t, rm, "gpu_memory_reserved_bytes")) / (1 << 20)
+		assert.InDelta(t, num(row[9]), reservedMiB, 1, "memory.reserved MiB of GPU %s", row[0])
+		// A GPU without an HBM sensor: nvidia-smi says N/A, the receiver leaves the series out.
+		if hbm := points(rm, "gpu_memory_temperature_celsius"); strings.Contains(row[10], "N/A") {
+			assert.Empty(t, hbm, "temperature.memory of GPU %s is N/A", row[0])
+		} else if assert.Len(t, hbm, 1, "temperature.memory of GPU %s", row[0]) {
+			assert.InDelta(t, num(row[10]), hbm[0].DoubleValue(), 3, "temperature.memory of GPU %s", row[0])
+		}
 		assert.Equal(t, int64(1), value(t, rm, "gpu_up"))
 	}
 }

@@ -46,7 +46,7 @@ type gpuReceiver struct {
 	// metrics is the scrape controller, nil without a metrics pipeline.
 	metrics  receiver.Metrics
 	nextLogs consumer.Logs
-	src      *gpuSource
+	scraper  *gpuScraper
 
 	startOnce, stopOnce sync.Once
 	startErr            error
@@ -66,7 +66,7 @@ func (r *gpuReceiver) start(ctx context.Context, host component.Host) error {
 	if err != nil {
 		return fmt.Errorf("backend %s: %w", r.cfg.Backend, err)
 	}
-	ss := sourceSettings{cfg: r.cfg, set: r.set, nodeName: nodeName, now: time.Now}
+	ss := scraperSettings{cfg: r.cfg, set: r.set, nodeName: nodeName, now: time.Now}
 	if r.nextLogs != nil {
 		next := r.nextLogs
 		ss.emitLogs = func(logs plog.Logs) {
@@ -75,9 +75,9 @@ func (r *gpuReceiver) start(ctx context.Context, host component.Host) error {
 			}
 		}
 	}
-	r.src = newSource(ss, lib, release)
+	r.scraper = newScraper(ss, lib, release)
 	r.startKmsg()
-	r.src.start()
+	r.scraper.start()
 	if r.metrics != nil {
 		return r.metrics.Start(ctx, host)
 	}
@@ -100,18 +100,18 @@ func (r *gpuReceiver) startKmsg() {
 		r.set.Logger.Warn("The kernel log cannot be read: XIDs come from NVML events only (run as root or give CAP_SYSLOG, or set xid::kmsg_path)", zap.String("path", path), zap.Error(err))
 		return
 	}
-	src := r.src
-	src.kmsg = f
-	k := &kmsgReader{file: f, poll: time.Second, logger: r.set.Logger, onLine: src.onKmsgLine}
-	src.wg.Add(1)
+	s := r.scraper
+	s.kmsg = f
+	k := &kmsgReader{file: f, poll: time.Second, logger: r.set.Logger, onLine: s.onKmsgLine}
+	s.wg.Add(1)
 	go func() {
-		defer src.wg.Done()
-		k.run(src.stop)
+		defer s.wg.Done()
+		k.run(s.stop)
 	}()
 }
 
 func (r *gpuReceiver) scrape(context.Context) (pmetric.Metrics, error) {
-	return r.src.scrape(), nil
+	return r.scraper.scrape(), nil
 }
 
 func (r *gpuReceiver) Shutdown(ctx context.Context) error {
@@ -120,8 +120,8 @@ func (r *gpuReceiver) Shutdown(ctx context.Context) error {
 		if r.metrics != nil {
 			err = r.metrics.Shutdown(ctx)
 		}
-		if r.src != nil {
-			r.src.shutdown()
+		if r.scraper != nil {
+			r.scraper.shutdown()
 		}
 		r.forget()
 	})

@@ -66,7 +66,7 @@ func TestReceiverSimulatedXID79(t *testing.T) {
 			}
 		}
 		return false
-	}, 20*time.Second, 10*time.Millisecond)
+	}, 20*time.Second, 10*time.Millisecond, "no collection with XID 79 on GPU 3 and all 8 GPUs")
 
 	md, _ := lastScrape(metrics)
 	gpu3 := gpuResource(t, md, "3")
@@ -99,7 +99,7 @@ func TestReceiverWithoutDriver(t *testing.T) {
 	r, err := f.CreateMetrics(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, metrics)
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
-	require.Eventually(t, func() bool { return len(metrics.AllMetrics()) >= 2 }, 20*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return len(metrics.AllMetrics()) >= 2 }, 20*time.Second, 10*time.Millisecond, "fewer than two collections without a driver")
 	require.NoError(t, r.Shutdown(context.Background()))
 
 	md, _ := lastScrape(metrics)

@@ -38,11 +38,11 @@ func TestScrapeGolden(t *testing.T) {
 			clock := newFakeClock()
 			cfg := testConfig()
 			sink := &logSink{}
-			src := startSource(t, cfg, simServer(t, name+".yaml", clock), clock, sink.emit)
+			src := startScraper(t, cfg, simServer(t, name+".yaml", clock), clock, sink.emit)
 			clock.Advance(30 * time.Second)
 			// XIDs arrive through the event watcher's goroutine: read once it has them all.
 			xids := scenarioXIDs(t, name+".yaml")
-			require.Eventually(t, func() bool { return len(sink.records()) == xids }, 10*time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool { return len(sink.records()) == xids }, 10*time.Second, 5*time.Millisecond, "the scenario's %d XIDs were not all logged", xids)
 			actual := src.scrape()
 
 			expectedFile := filepath.Join("testdata", "expected", name+".yaml")
@@ -75,7 +75,7 @@ func TestLatencyHistogram(t *testing.T) {
 	clock := newFakeClock()
 	cfg := testConfig()
 	cfg.XID.NVMLEvents = false // its calls would land in whichever scrape runs alongside
-	src := startSource(t, cfg, simServer(t, "dgxa100.yaml", clock), clock, nil)
+	src := startScraper(t, cfg, simServer(t, "dgxa100.yaml", clock), clock, nil)
 	count := func() uint64 {
 		md := src.scrape()
 		ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()

@@ -32,7 +32,7 @@ processes:
 	t.Cleanup(srv.Close)
 	cfg := testConfig()
 	cfg.XID.NVMLEvents = false
-	src := startSource(t, cfg, srv, clock, nil)
+	src := startScraper(t, cfg, srv, clock, nil)
 
 	pidsOf := func(md pmetric.Metrics, ended bool) []string {
 		var pids []string

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -19,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 )
 
 // Kernel log lines as drivers print them; the dmesg and syslog forms have other prefixes.
@@ -247,9 +250,9 @@ faults:
   - {at: 6s, gpu: 1, kind: xid, xid: 13}
 `)
 	sink := &logSink{}
-	src := startSource(t, testConfig(), srv, clock, sink.emit)
+	src := startScraper(t, testConfig(), srv, clock, sink.emit)
 	clock.Advance(10 * time.Second)
-	require.Eventually(t, func() bool { return len(sink.records()) == 3 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(sink.records()) == 3 }, 10*time.Second, 5*time.Millisecond, "the three XIDs were not logged")
 
 	md := src.scrape()
 	gpu3, gpu1 := gpuResource(t, md, "3"), gpuResource(t, md, "1")
@@ -270,7 +273,7 @@ func TestXIDFromKmsg(t *testing.T) {
 	clock := newFakeClock()
 	srv := simServer(t, "dgxa100.yaml", clock)
 	sink := &logSink{}
-	src := startSource(t, testConfig(), srv, clock, sink.emit)
+	src := startScraper(t, testConfig(), srv, clock, sink.emit)
 	path := filepath.Join(t.TempDir(), "kern.log")
 	require.NoError(t, os.WriteFile(path, []byte("NVRM: Xid (PCI:0000:04:00): 31, logged before the start, skipped\n"), 0o600))
 	f, err := openKmsg(path)
@@ -288,9 +291,9 @@ func TestXIDFromKmsg(t *testing.T) {
 	_, err = w.WriteString(", name=python, second one, written in two parts\n")
 	require.NoError(t, err)
 	require.NoError(t, w.Close())
-	require.Eventually(t, func() bool { return len(sink.records()) == 3 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return len(sink.records()) == 3 }, 10*time.Second, time.Millisecond, "the three kernel log XIDs were not logged")
 	close(stop)
-	<-done
+	waitOrFail(t, func() { <-done }, "the kernel log reader did not stop")
 
 	md := src.scrape()
 	assert.Equal(t, int64(2), value(t, gpuResource(t, md, "3"), "gpu_xid_errors_total", "xid", "94"))
@@ -329,4 +332,75 @@ func TestXIDTableEntries(t *testing.T) {
 		assert.Contains(t, defaultXIDTable, disputed)
 	}
 	assert.Equal(t, "fatal", defaultXIDTable[79].severity)
+}
+
+// heldWait is an NVML whose event wait blocks until the test lets it return, as a real
+// driver's does: nothing but an event or its timeout ends it.
+type heldWait struct {
+	*simulated.Server
+	waits   chan uint32   // each wait's timeout, in ms
+	unblock chan struct{} // closed by the test: the wait returns (as if its timeout passed)
+	mu      sync.Mutex
+	calls   []string // Free and Shutdown, in order
+}
+
+type heldSet struct {
+	mock.EventSet
+	lib *heldWait
+}
+
+func (h *heldWait) EventSetCreate() (nvml.EventSet, nvml.Return) {
+	return &heldSet{lib: h}, nvml.SUCCESS
+}
+
+func (s *heldSet) Wait(timeoutMs uint32) (nvml.EventData, nvml.Return) {
+	s.lib.waits <- timeoutMs
+	<-s.lib.unblock
+	return nvml.EventData{}, nvml.ERROR_TIMEOUT
+}
+
+func (s *heldSet) Free() nvml.Return {
+	s.lib.record("Free")
+	return nvml.SUCCESS
+}
+
+func (h *heldWait) Shutdown() nvml.Return {
+	h.record("Shutdown")
+	return nvml.SUCCESS
+}
+
+func (h *heldWait) record(call string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls = append(h.calls, call)
+}
+
+func (h *heldWait) recorded() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.calls...)
+}
+
+// TestEventWatcherSleepsUntilDue: the XID watcher makes one long NVML wait and no other call
+// while no event comes (no polling), shutdown returns without waiting for that wait, and the
+// event set is freed and NVML shut down only once the wait has returned, in that order.
+func TestEventWatcherSleepsUntilDue(t *testing.T) {
+	clock := newFakeClock()
+	lib := &heldWait{Server: simServer(t, "dgxa100.yaml", clock), waits: make(chan uint32, 10), unblock: make(chan struct{})}
+	src := newScraper(settingsFor(testConfig(), clock, nil), lib, func() {})
+	src.start()
+	select {
+	case timeout := <-lib.waits:
+		assert.Equal(t, uint32(eventWait/time.Millisecond), timeout)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watcher made no event wait")
+	}
+	src.scrape()
+
+	waitOrFail(t, src.shutdown, "shutdown waited for the event wait, which nothing but an event or its timeout ends")
+	assert.Empty(t, lib.recorded(), "neither the set freed nor NVML shut down under the wait")
+	close(lib.unblock)
+	waitOrFail(t, src.watcher.Wait, "the watcher did not end once its wait returned")
+	assert.Equal(t, []string{"Free", "Shutdown"}, lib.recorded())
+	assert.Empty(t, lib.waits, "one wait, then the stop: no second wait")
 }

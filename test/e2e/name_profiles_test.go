@@ -115,6 +115,20 @@ func TestDCGMDashboardOnTheDemo(t *testing.T) {
 	assert.Equal(t, 8, count(t, mc, `DCGM_FI_DEV_GPU_TEMP > 20 < 100`), "°C")
 	assert.Equal(t, 7, count(t, mc, `DCGM_FI_DEV_GPU_UTIL >= 0 <= 100`), "%, absent on the MIG GPU as in dcgm-exporter")
 	assert.Equal(t, 0, count(t, mc, `gpu_utilization or gpu_memory_used_bytes or gpu_energy_joules_total`), "renamed, not copied")
+	// The fields beyond the dashboard's: used + free + reserved is the framebuffer (whole MiB
+	// each, so within 2 MiB), the HBM runs warmer than the core, bare-metal GPUs have no vGPU
+	// license, and every GPU of the DGX has NVLink.
+	assert.Equal(t, 8, count(t, mc, `abs(DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE + DCGM_FI_DEV_FB_RESERVED - on(UUID) gpu_memory_total_bytes / 1048576) <= 2`))
+	assert.Equal(t, 8, count(t, mc, `DCGM_FI_DEV_FB_RESERVED > 0`))
+	assert.Equal(t, 8, count(t, mc, `DCGM_FI_DEV_MEMORY_TEMP > DCGM_FI_DEV_GPU_TEMP`))
+	assert.Equal(t, 8, count(t, mc, `DCGM_FI_DEV_VGPU_LICENSE_STATUS == 0`))
+	assert.Equal(t, 8, count(t, mc, `DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL >= 0`))
+	busy := count(t, mc, `DCGM_FI_DEV_GPU_UTIL > 0`)
+	require.Positive(t, busy)
+	assert.Equal(t, busy, count(t, mc, `DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL > 0 and on(UUID) DCGM_FI_DEV_GPU_UTIL > 0`), "MB/s of NVLink traffic on each busy GPU")
+	assert.Equal(t, 7, count(t, mc, `DCGM_FI_DEV_MEM_COPY_UTIL >= 0 <= 100`), "absent on the MIG GPU")
+	assert.Equal(t, 7, count(t, mc, `DCGM_FI_DEV_ENC_UTIL >= 0 <= 100`))
+	assert.Equal(t, 7, count(t, mc, `DCGM_FI_DEV_DEC_UTIL >= 0 <= 100`))
 	// The last XID, 0 on every GPU until one happens (the demo's first comes at 90 s), beside
 	// the counter.
 	assert.Equal(t, 8, count(t, mc, `DCGM_FI_DEV_XID_ERRORS == 0`))
@@ -279,17 +293,25 @@ func TestSemconvOverOTLP(t *testing.T) {
 		}
 		return len(ids) == 7
 	})
+	tasks := map[any]int{}
 	for _, p := range sink.points("hw.gpu.utilization") {
+		tasks[p["hw.gpu.task"]]++
 		assert.Regexp(t, `^GPU-`, p["hw.id"])
 		assert.Equal(t, "gpu", p["hw.type"])
-		assert.Equal(t, "general", p["hw.gpu.task"])
 		assert.Regexp(t, `^nvidia[0-7]$`, p["hw.name"])
 		assert.Contains(t, p["hw.model"], "A100")
 		assert.NotContains(t, p, "vender")
 		assert.GreaterOrEqual(t, p["value"], 0.0)
 		assert.LessOrEqual(t, p["value"], 1.0, "a fraction, not a percentage")
 	}
-	assert.NotEmpty(t, sink.points("hw.temperature"))
+	assert.Len(t, tasks, 3, "the general, encoder and decoder tasks: %v", tasks)
+	assert.Equal(t, tasks["general"], tasks["decoder"], "each GPU outside MIG mode has both")
+	assert.Equal(t, tasks["general"], tasks["encoder"])
+	sensors := map[any]bool{}
+	for _, p := range sink.points("hw.temperature") {
+		sensors[p["hw.sensor_location"]] = true
+	}
+	assert.Equal(t, map[any]bool{"gpu": true, "memory": true}, sensors)
 	assert.Empty(t, sink.points("gpu_utilization"), "renamed on the OTLP pipeline")
 
 	families, _, err := scrape(metrics)

@@ -6,6 +6,26 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 )
 
+// DCGMFIDEVNVLINKBANDWIDTHTOTALMetricConfig provides config for the DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL metric.
+type DCGMFIDEVNVLINKBANDWIDTHTOTALMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *DCGMFIDEVNVLINKBANDWIDTHTOTALMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
 // DCGMFIDEVXIDERRORSMetricConfig provides config for the DCGM_FI_DEV_XID_ERRORS metric.
 type DCGMFIDEVXIDERRORSMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
@@ -28,11 +48,15 @@ func (ms *DCGMFIDEVXIDERRORSMetricConfig) Unmarshal(parser *confmap.Conf) error 
 
 // MetricsConfig provides config for name_profile metrics.
 type MetricsConfig struct {
-	DCGMFIDEVXIDERRORS DCGMFIDEVXIDERRORSMetricConfig `mapstructure:"DCGM_FI_DEV_XID_ERRORS"`
+	DCGMFIDEVNVLINKBANDWIDTHTOTAL DCGMFIDEVNVLINKBANDWIDTHTOTALMetricConfig `mapstructure:"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"`
+	DCGMFIDEVXIDERRORS            DCGMFIDEVXIDERRORSMetricConfig            `mapstructure:"DCGM_FI_DEV_XID_ERRORS"`
 }
 
 func DefaultMetricsConfig() MetricsConfig {
 	return MetricsConfig{
+		DCGMFIDEVNVLINKBANDWIDTHTOTAL: DCGMFIDEVNVLINKBANDWIDTHTOTALMetricConfig{
+			Enabled: true,
+		},
 		DCGMFIDEVXIDERRORS: DCGMFIDEVXIDERRORSMetricConfig{
 			Enabled: true,
 		},

@@ -26,6 +26,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 			name: "all_set",
 			want: MetricsBuilderConfig{
 				Metrics: MetricsConfig{
+					DCGMFIDEVNVLINKBANDWIDTHTOTAL: DCGMFIDEVNVLINKBANDWIDTHTOTALMetricConfig{
+						Enabled: true,
+					},
 					DCGMFIDEVXIDERRORS: DCGMFIDEVXIDERRORSMetricConfig{
 						Enabled: true,
 					},
@@ -36,6 +39,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 			name: "none_set",
 			want: MetricsBuilderConfig{
 				Metrics: MetricsConfig{
+					DCGMFIDEVNVLINKBANDWIDTHTOTAL: DCGMFIDEVNVLINKBANDWIDTHTOTALMetricConfig{
+						Enabled: false,
+					},
 					DCGMFIDEVXIDERRORS: DCGMFIDEVXIDERRORSMetricConfig{
 						Enabled: false,
 					},
@@ -46,7 +52,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(DCGMFIDEVXIDERRORSMetricConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(DCGMFIDEVNVLINKBANDWIDTHTOTALMetricConfig{}, DCGMFIDEVXIDERRORSMetricConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}

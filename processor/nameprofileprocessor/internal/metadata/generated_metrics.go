@@ -17,18 +17,74 @@ const (
 )
 
 var MetricsInfo = metricsInfo{
+	DCGMFIDEVNVLINKBANDWIDTHTOTAL: metricInfo{
+		Name: "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+	},
 	DCGMFIDEVXIDERRORS: metricInfo{
 		Name: "DCGM_FI_DEV_XID_ERRORS",
 	},
 }
 
 type metricsInfo struct {
-	DCGMFIDEVXIDERRORS metricInfo
+	DCGMFIDEVNVLINKBANDWIDTHTOTAL metricInfo
+	DCGMFIDEVXIDERRORS            metricInfo
 }
 
 type metricInfo struct {
 	Name       string
 	Attributes []string
+}
+
+type metricDCGMFIDEVNVLINKBANDWIDTHTOTAL struct {
+	data     pmetric.Metric                            // data buffer for generated metric.
+	config   DCGMFIDEVNVLINKBANDWIDTHTOTALMetricConfig // metric config provided by user.
+	capacity int                                       // max observed number of data points added to the metric.
+}
+
+// init fills DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL metric with initial data.
+func (m *metricDCGMFIDEVNVLINKBANDWIDTHTOTAL) init() {
+	m.data.SetName("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL")
+	m.data.SetDescription("Total number of NVLink bandwidth counters for all lanes.")
+	m.data.SetUnit("MBy/s")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+}
+
+func (m *metricDCGMFIDEVNVLINKBANDWIDTHTOTAL) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricDCGMFIDEVNVLINKBANDWIDTHTOTAL) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricDCGMFIDEVNVLINKBANDWIDTHTOTAL) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricDCGMFIDEVNVLINKBANDWIDTHTOTAL(cfg DCGMFIDEVNVLINKBANDWIDTHTOTALMetricConfig) metricDCGMFIDEVNVLINKBANDWIDTHTOTAL {
+	m := metricDCGMFIDEVNVLINKBANDWIDTHTOTAL{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
 }
 
 type metricDCGMFIDEVXIDERRORS struct {
@@ -84,12 +140,13 @@ func newMetricDCGMFIDEVXIDERRORS(cfg DCGMFIDEVXIDERRORSMetricConfig) metricDCGMF
 // MetricsBuilder provides an interface for scrapers to report metrics while taking care of all the transformations
 // required to produce metric representation defined in metadata and user config.
 type MetricsBuilder struct {
-	config                   MetricsBuilderConfig // config of the metrics builder.
-	startTime                pcommon.Timestamp    // start time that will be applied to all recorded data points.
-	metricsCapacity          int                  // maximum observed number of metrics per resource.
-	metricsBuffer            pmetric.Metrics      // accumulates metrics data before emitting.
-	buildInfo                component.BuildInfo  // contains version information.
-	metricDCGMFIDEVXIDERRORS metricDCGMFIDEVXIDERRORS
+	config                              MetricsBuilderConfig // config of the metrics builder.
+	startTime                           pcommon.Timestamp    // start time that will be applied to all recorded data points.
+	metricsCapacity                     int                  // maximum observed number of metrics per resource.
+	metricsBuffer                       pmetric.Metrics      // accumulates metrics data before emitting.
+	buildInfo                           component.BuildInfo  // contains version information.
+	metricDCGMFIDEVNVLINKBANDWIDTHTOTAL metricDCGMFIDEVNVLINKBANDWIDTHTOTAL
+	metricDCGMFIDEVXIDERRORS            metricDCGMFIDEVXIDERRORS
 }
 
 // MetricBuilderOption applies changes to default metrics builder.
@@ -167,6 +224,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	ils.Scope().SetName(ScopeName)
 	ils.Scope().SetVersion(mb.buildInfo.Version)
 	ils.Metrics().EnsureCapacity(mb.metricsCapacity)
+	mb.metricDCGMFIDEVNVLINKBANDWIDTHTOTAL.emit(ils.Metrics())
 	mb.metricDCGMFIDEVXIDERRORS.emit(ils.Metrics())
 
 	for _, op := range options {
@@ -187,6 +245,11 @@ func (mb *MetricsBuilder) Emit(options ...ResourceMetricsOption) pmetric.Metrics
 	metrics := mb.metricsBuffer
 	mb.metricsBuffer = pmetric.NewMetrics()
 	return metrics
+}
+
+// RecordDCGMFIDEVNVLINKBANDWIDTHTOTALDataPoint adds a data point to DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL metric.
+func (mb *MetricsBuilder) RecordDCGMFIDEVNVLINKBANDWIDTHTOTALDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricDCGMFIDEVNVLINKBANDWIDTHTOTAL.recordDataPoint(mb.startTime, ts, val)
 }
 
 // RecordDCGMFIDEVXIDERRORSDataPoint adds a data point to DCGM_FI_DEV_XID_ERRORS metric.

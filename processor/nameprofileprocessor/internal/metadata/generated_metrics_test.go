@@ -57,6 +57,9 @@ func TestMetricsBuilder(t *testing.T) {
 			allMetricsCount := 0
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordDCGMFIDEVNVLINKBANDWIDTHTOTALDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordDCGMFIDEVXIDERRORSDataPoint(ts, 1)
 
 			res := pcommon.NewResource()
@@ -87,6 +90,20 @@ func TestMetricsBuilder(t *testing.T) {
 			validatedMetrics := make(map[string]bool)
 			for _, mi := range allMetricsList {
 				switch mi.Name() {
+				case "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL":
+					assert.False(t, validatedMetrics["DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"], "Found a duplicate in the metrics slice: DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL")
+					validatedMetrics["DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Total number of NVLink bandwidth counters for all lanes.", mi.Description())
+					assert.Equal(t, "MBy/s", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
 				case "DCGM_FI_DEV_XID_ERRORS":
 					assert.False(t, validatedMetrics["DCGM_FI_DEV_XID_ERRORS"], "Found a duplicate in the metrics slice: DCGM_FI_DEV_XID_ERRORS")
 					validatedMetrics["DCGM_FI_DEV_XID_ERRORS"] = true

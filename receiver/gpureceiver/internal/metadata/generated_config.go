@@ -173,6 +173,54 @@ func (ms *GpuClockMhzMetricConfig) Validate() error {
 	return nil
 }
 
+// GpuCodecUtilizationMetricAttributeKey specifies the key of an attribute for the gpu_codec_utilization metric.
+type GpuCodecUtilizationMetricAttributeKey string
+
+const (
+	GpuCodecUtilizationMetricAttributeKeyCodec GpuCodecUtilizationMetricAttributeKey = "codec"
+)
+
+// GpuCodecUtilizationMetricConfig provides config for the gpu_codec_utilization metric.
+type GpuCodecUtilizationMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                  `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpuCodecUtilizationMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpuCodecUtilizationMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpuCodecUtilizationMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpuCodecUtilizationMetricAttributeKeyCodec:
+		default:
+			return fmt.Errorf("metric gpu_codec_utilization doesn't have an attribute %v, valid attributes: [codec]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // GpuDevicesDetectedMetricConfig provides config for the gpu_devices_detected metric.
 type GpuDevicesDetectedMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
@@ -408,6 +456,86 @@ func (ms *GpuMemUtilizationMetricConfig) Validate() error {
 	return nil
 }
 
+// GpuMemoryControllerUtilizationMetricConfig provides config for the gpu_memory_controller_utilization metric.
+type GpuMemoryControllerUtilizationMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuMemoryControllerUtilizationMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// GpuMemoryFreeBytesMetricConfig provides config for the gpu_memory_free_bytes metric.
+type GpuMemoryFreeBytesMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuMemoryFreeBytesMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// GpuMemoryReservedBytesMetricConfig provides config for the gpu_memory_reserved_bytes metric.
+type GpuMemoryReservedBytesMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuMemoryReservedBytesMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// GpuMemoryTemperatureCelsiusMetricConfig provides config for the gpu_memory_temperature_celsius metric.
+type GpuMemoryTemperatureCelsiusMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuMemoryTemperatureCelsiusMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
 // GpuMemoryTotalBytesMetricConfig provides config for the gpu_memory_total_bytes metric.
 type GpuMemoryTotalBytesMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
@@ -556,6 +684,54 @@ func (ms *GpuMigMemoryUsedBytesMetricConfig) Validate() error {
 		case GpuMigMemoryUsedBytesMetricAttributeKeyMigUUID, GpuMigMemoryUsedBytesMetricAttributeKeyGpuInstanceID, GpuMigMemoryUsedBytesMetricAttributeKeyComputeInstanceID:
 		default:
 			return fmt.Errorf("metric gpu_mig_memory_used_bytes doesn't have an attribute %v, valid attributes: [mig_uuid, gpu_instance_id, compute_instance_id]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// GpuNvlinkDataBytesTotalMetricAttributeKey specifies the key of an attribute for the gpu_nvlink_data_bytes_total metric.
+type GpuNvlinkDataBytesTotalMetricAttributeKey string
+
+const (
+	GpuNvlinkDataBytesTotalMetricAttributeKeyDirection GpuNvlinkDataBytesTotalMetricAttributeKey = "direction"
+)
+
+// GpuNvlinkDataBytesTotalMetricConfig provides config for the gpu_nvlink_data_bytes_total metric.
+type GpuNvlinkDataBytesTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                      `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpuNvlinkDataBytesTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpuNvlinkDataBytesTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpuNvlinkDataBytesTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpuNvlinkDataBytesTotalMetricAttributeKeyDirection:
+		default:
+			return fmt.Errorf("metric gpu_nvlink_data_bytes_total doesn't have an attribute %v, valid attributes: [direction]", val)
 		}
 	}
 
@@ -1105,6 +1281,26 @@ func (ms *GpuUtilizationMetricConfig) Validate() error {
 	return nil
 }
 
+// GpuVgpuLicensedMetricConfig provides config for the gpu_vgpu_licensed metric.
+type GpuVgpuLicensedMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuVgpuLicensedMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
 // GpuXidErrorsTotalMetricAttributeKey specifies the key of an attribute for the gpu_xid_errors_total metric.
 type GpuXidErrorsTotalMetricAttributeKey string
 
@@ -1384,17 +1580,23 @@ type MetricsConfig struct {
 	ConfiguredGpuCount              ConfiguredGpuCountMetricConfig              `mapstructure:"configured_gpu_count"`
 	GpuClockEventReason             GpuClockEventReasonMetricConfig             `mapstructure:"gpu_clock_event_reason"`
 	GpuClockMhz                     GpuClockMhzMetricConfig                     `mapstructure:"gpu_clock_mhz"`
+	GpuCodecUtilization             GpuCodecUtilizationMetricConfig             `mapstructure:"gpu_codec_utilization"`
 	GpuDevicesDetected              GpuDevicesDetectedMetricConfig              `mapstructure:"gpu_devices_detected"`
 	GpuEccErrors                    GpuEccErrorsMetricConfig                    `mapstructure:"gpu_ecc_errors"`
 	GpuEnergyJoulesTotal            GpuEnergyJoulesTotalMetricConfig            `mapstructure:"gpu_energy_joules_total"`
 	GpuHealth                       GpuHealthMetricConfig                       `mapstructure:"gpu_health"`
 	GpuInfo                         GpuInfoMetricConfig                         `mapstructure:"gpu_info"`
 	GpuMemUtilization               GpuMemUtilizationMetricConfig               `mapstructure:"gpu_mem_utilization"`
+	GpuMemoryControllerUtilization  GpuMemoryControllerUtilizationMetricConfig  `mapstructure:"gpu_memory_controller_utilization"`
+	GpuMemoryFreeBytes              GpuMemoryFreeBytesMetricConfig              `mapstructure:"gpu_memory_free_bytes"`
+	GpuMemoryReservedBytes          GpuMemoryReservedBytesMetricConfig          `mapstructure:"gpu_memory_reserved_bytes"`
+	GpuMemoryTemperatureCelsius     GpuMemoryTemperatureCelsiusMetricConfig     `mapstructure:"gpu_memory_temperature_celsius"`
 	GpuMemoryTotalBytes             GpuMemoryTotalBytesMetricConfig             `mapstructure:"gpu_memory_total_bytes"`
 	GpuMemoryUsedBytes              GpuMemoryUsedBytesMetricConfig              `mapstructure:"gpu_memory_used_bytes"`
 	GpuMigEnabled                   GpuMigEnabledMetricConfig                   `mapstructure:"gpu_mig_enabled"`
 	GpuMigMemoryTotalBytes          GpuMigMemoryTotalBytesMetricConfig          `mapstructure:"gpu_mig_memory_total_bytes"`
 	GpuMigMemoryUsedBytes           GpuMigMemoryUsedBytesMetricConfig           `mapstructure:"gpu_mig_memory_used_bytes"`
+	GpuNvlinkDataBytesTotal         GpuNvlinkDataBytesTotalMetricConfig         `mapstructure:"gpu_nvlink_data_bytes_total"`
 	GpuNvlinkErrorsTotal            GpuNvlinkErrorsTotalMetricConfig            `mapstructure:"gpu_nvlink_errors_total"`
 	GpuNvmlTimeoutsTotal            GpuNvmlTimeoutsTotalMetricConfig            `mapstructure:"gpu_nvml_timeouts_total"`
 	GpuNvmlUp                       GpuNvmlUpMetricConfig                       `mapstructure:"gpu_nvml_up"`
@@ -1412,6 +1614,7 @@ type MetricsConfig struct {
 	GpuRemappedRowsPending          GpuRemappedRowsPendingMetricConfig          `mapstructure:"gpu_remapped_rows_pending"`
 	GpuUp                           GpuUpMetricConfig                           `mapstructure:"gpu_up"`
 	GpuUtilization                  GpuUtilizationMetricConfig                  `mapstructure:"gpu_utilization"`
+	GpuVgpuLicensed                 GpuVgpuLicensedMetricConfig                 `mapstructure:"gpu_vgpu_licensed"`
 	GpuXidErrorsTotal               GpuXidErrorsTotalMetricConfig               `mapstructure:"gpu_xid_errors_total"`
 	NvidiasmiEccErrorCount          NvidiasmiEccErrorCountMetricConfig          `mapstructure:"nvidiasmi_ecc_error_count"`
 	NvidiasmiMemoryLeakCount        NvidiasmiMemoryLeakCountMetricConfig        `mapstructure:"nvidiasmi_memory_leak_count"`
@@ -1442,6 +1645,11 @@ func DefaultMetricsConfig() MetricsConfig {
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []GpuClockMhzMetricAttributeKey{GpuClockMhzMetricAttributeKeyClock},
 		},
+		GpuCodecUtilization: GpuCodecUtilizationMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpuCodecUtilizationMetricAttributeKey{GpuCodecUtilizationMetricAttributeKeyCodec},
+		},
 		GpuDevicesDetected: GpuDevicesDetectedMetricConfig{
 			Enabled: true,
 		},
@@ -1468,6 +1676,18 @@ func DefaultMetricsConfig() MetricsConfig {
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []GpuMemUtilizationMetricAttributeKey{GpuMemUtilizationMetricAttributeKeyVender},
 		},
+		GpuMemoryControllerUtilization: GpuMemoryControllerUtilizationMetricConfig{
+			Enabled: true,
+		},
+		GpuMemoryFreeBytes: GpuMemoryFreeBytesMetricConfig{
+			Enabled: true,
+		},
+		GpuMemoryReservedBytes: GpuMemoryReservedBytesMetricConfig{
+			Enabled: true,
+		},
+		GpuMemoryTemperatureCelsius: GpuMemoryTemperatureCelsiusMetricConfig{
+			Enabled: true,
+		},
 		GpuMemoryTotalBytes: GpuMemoryTotalBytesMetricConfig{
 			Enabled: true,
 		},
@@ -1486,6 +1706,11 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []GpuMigMemoryUsedBytesMetricAttributeKey{GpuMigMemoryUsedBytesMetricAttributeKeyMigUUID, GpuMigMemoryUsedBytesMetricAttributeKeyGpuInstanceID, GpuMigMemoryUsedBytesMetricAttributeKeyComputeInstanceID},
+		},
+		GpuNvlinkDataBytesTotal: GpuNvlinkDataBytesTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []GpuNvlinkDataBytesTotalMetricAttributeKey{GpuNvlinkDataBytesTotalMetricAttributeKeyDirection},
 		},
 		GpuNvlinkErrorsTotal: GpuNvlinkErrorsTotalMetricConfig{
 			Enabled:             true,
@@ -1551,6 +1776,9 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []GpuUtilizationMetricAttributeKey{GpuUtilizationMetricAttributeKeyVender},
+		},
+		GpuVgpuLicensed: GpuVgpuLicensedMetricConfig{
+			Enabled: true,
 		},
 		GpuXidErrorsTotal: GpuXidErrorsTotalMetricConfig{
 			Enabled:             true,

@@ -44,6 +44,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuClockMhzMetricAttributeKey{GpuClockMhzMetricAttributeKeyClock},
 					},
+					GpuCodecUtilization: GpuCodecUtilizationMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpuCodecUtilizationMetricAttributeKey{GpuCodecUtilizationMetricAttributeKeyCodec},
+					},
 					GpuDevicesDetected: GpuDevicesDetectedMetricConfig{
 						Enabled: true,
 					},
@@ -70,6 +75,18 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuMemUtilizationMetricAttributeKey{GpuMemUtilizationMetricAttributeKeyVender},
 					},
+					GpuMemoryControllerUtilization: GpuMemoryControllerUtilizationMetricConfig{
+						Enabled: true,
+					},
+					GpuMemoryFreeBytes: GpuMemoryFreeBytesMetricConfig{
+						Enabled: true,
+					},
+					GpuMemoryReservedBytes: GpuMemoryReservedBytesMetricConfig{
+						Enabled: true,
+					},
+					GpuMemoryTemperatureCelsius: GpuMemoryTemperatureCelsiusMetricConfig{
+						Enabled: true,
+					},
 					GpuMemoryTotalBytes: GpuMemoryTotalBytesMetricConfig{
 						Enabled: true,
 					},
@@ -88,6 +105,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuMigMemoryUsedBytesMetricAttributeKey{GpuMigMemoryUsedBytesMetricAttributeKeyMigUUID, GpuMigMemoryUsedBytesMetricAttributeKeyGpuInstanceID, GpuMigMemoryUsedBytesMetricAttributeKeyComputeInstanceID},
+					},
+					GpuNvlinkDataBytesTotal: GpuNvlinkDataBytesTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpuNvlinkDataBytesTotalMetricAttributeKey{GpuNvlinkDataBytesTotalMetricAttributeKeyDirection},
 					},
 					GpuNvlinkErrorsTotal: GpuNvlinkErrorsTotalMetricConfig{
 						Enabled:             true,
@@ -153,6 +175,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuUtilizationMetricAttributeKey{GpuUtilizationMetricAttributeKeyVender},
+					},
+					GpuVgpuLicensed: GpuVgpuLicensedMetricConfig{
+						Enabled: true,
 					},
 					GpuXidErrorsTotal: GpuXidErrorsTotalMetricConfig{
 						Enabled:             true,
@@ -217,6 +242,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuClockMhzMetricAttributeKey{GpuClockMhzMetricAttributeKeyClock},
 					},
+					GpuCodecUtilization: GpuCodecUtilizationMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpuCodecUtilizationMetricAttributeKey{GpuCodecUtilizationMetricAttributeKeyCodec},
+					},
 					GpuDevicesDetected: GpuDevicesDetectedMetricConfig{
 						Enabled: false,
 					},
@@ -243,6 +273,18 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuMemUtilizationMetricAttributeKey{GpuMemUtilizationMetricAttributeKeyVender},
 					},
+					GpuMemoryControllerUtilization: GpuMemoryControllerUtilizationMetricConfig{
+						Enabled: false,
+					},
+					GpuMemoryFreeBytes: GpuMemoryFreeBytesMetricConfig{
+						Enabled: false,
+					},
+					GpuMemoryReservedBytes: GpuMemoryReservedBytesMetricConfig{
+						Enabled: false,
+					},
+					GpuMemoryTemperatureCelsius: GpuMemoryTemperatureCelsiusMetricConfig{
+						Enabled: false,
+					},
 					GpuMemoryTotalBytes: GpuMemoryTotalBytesMetricConfig{
 						Enabled: false,
 					},
@@ -261,6 +303,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuMigMemoryUsedBytesMetricAttributeKey{GpuMigMemoryUsedBytesMetricAttributeKeyMigUUID, GpuMigMemoryUsedBytesMetricAttributeKeyGpuInstanceID, GpuMigMemoryUsedBytesMetricAttributeKeyComputeInstanceID},
+					},
+					GpuNvlinkDataBytesTotal: GpuNvlinkDataBytesTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpuNvlinkDataBytesTotalMetricAttributeKey{GpuNvlinkDataBytesTotalMetricAttributeKeyDirection},
 					},
 					GpuNvlinkErrorsTotal: GpuNvlinkErrorsTotalMetricConfig{
 						Enabled:             false,
@@ -327,6 +374,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuUtilizationMetricAttributeKey{GpuUtilizationMetricAttributeKeyVender},
 					},
+					GpuVgpuLicensed: GpuVgpuLicensedMetricConfig{
+						Enabled: false,
+					},
 					GpuXidErrorsTotal: GpuXidErrorsTotalMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
@@ -372,7 +422,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(CollectorIterationCountTotalMetricConfig{}, ConfiguredGpuCountMetricConfig{}, GpuClockEventReasonMetricConfig{}, GpuClockMhzMetricConfig{}, GpuDevicesDetectedMetricConfig{}, GpuEccErrorsMetricConfig{}, GpuEnergyJoulesTotalMetricConfig{}, GpuHealthMetricConfig{}, GpuInfoMetricConfig{}, GpuMemUtilizationMetricConfig{}, GpuMemoryTotalBytesMetricConfig{}, GpuMemoryUsedBytesMetricConfig{}, GpuMigEnabledMetricConfig{}, GpuMigMemoryTotalBytesMetricConfig{}, GpuMigMemoryUsedBytesMetricConfig{}, GpuNvlinkErrorsTotalMetricConfig{}, GpuNvmlTimeoutsTotalMetricConfig{}, GpuNvmlUpMetricConfig{}, GpuPcieLinkGenCurrentMetricConfig{}, GpuPcieLinkGenMaxMetricConfig{}, GpuPcieLinkWidthCurrentMetricConfig{}, GpuPcieLinkWidthMaxMetricConfig{}, GpuPcieReplaysTotalMetricConfig{}, GpuPcieThroughputBytesPerSecondMetricConfig{}, GpuPowerWattsMetricConfig{}, GpuProcessMemoryUsedBytesMetricConfig{}, GpuProcessSmUtilizationMetricConfig{}, GpuRemappedRowsMetricConfig{}, GpuRemappedRowsFailedMetricConfig{}, GpuRemappedRowsPendingMetricConfig{}, GpuUpMetricConfig{}, GpuUtilizationMetricConfig{}, GpuXidErrorsTotalMetricConfig{}, NvidiasmiEccErrorCountMetricConfig{}, NvidiasmiMemoryLeakCountMetricConfig{}, NvidiasmiPerformanceStateMetricConfig{}, NvidiasmiRetiredPageCountMetricConfig{}, NvidiasmiTemperatureMetricConfig{}, NvidiasmiUtilizationGpuMetricConfig{}, NvidiasmiUtilizationMemoryMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(CollectorIterationCountTotalMetricConfig{}, ConfiguredGpuCountMetricConfig{}, GpuClockEventReasonMetricConfig{}, GpuClockMhzMetricConfig{}, GpuCodecUtilizationMetricConfig{}, GpuDevicesDetectedMetricConfig{}, GpuEccErrorsMetricConfig{}, GpuEnergyJoulesTotalMetricConfig{}, GpuHealthMetricConfig{}, GpuInfoMetricConfig{}, GpuMemUtilizationMetricConfig{}, GpuMemoryControllerUtilizationMetricConfig{}, GpuMemoryFreeBytesMetricConfig{}, GpuMemoryReservedBytesMetricConfig{}, GpuMemoryTemperatureCelsiusMetricConfig{}, GpuMemoryTotalBytesMetricConfig{}, GpuMemoryUsedBytesMetricConfig{}, GpuMigEnabledMetricConfig{}, GpuMigMemoryTotalBytesMetricConfig{}, GpuMigMemoryUsedBytesMetricConfig{}, GpuNvlinkDataBytesTotalMetricConfig{}, GpuNvlinkErrorsTotalMetricConfig{}, GpuNvmlTimeoutsTotalMetricConfig{}, GpuNvmlUpMetricConfig{}, GpuPcieLinkGenCurrentMetricConfig{}, GpuPcieLinkGenMaxMetricConfig{}, GpuPcieLinkWidthCurrentMetricConfig{}, GpuPcieLinkWidthMaxMetricConfig{}, GpuPcieReplaysTotalMetricConfig{}, GpuPcieThroughputBytesPerSecondMetricConfig{}, GpuPowerWattsMetricConfig{}, GpuProcessMemoryUsedBytesMetricConfig{}, GpuProcessSmUtilizationMetricConfig{}, GpuRemappedRowsMetricConfig{}, GpuRemappedRowsFailedMetricConfig{}, GpuRemappedRowsPendingMetricConfig{}, GpuUpMetricConfig{}, GpuUtilizationMetricConfig{}, GpuVgpuLicensedMetricConfig{}, GpuXidErrorsTotalMetricConfig{}, NvidiasmiEccErrorCountMetricConfig{}, NvidiasmiMemoryLeakCountMetricConfig{}, NvidiasmiPerformanceStateMetricConfig{}, NvidiasmiRetiredPageCountMetricConfig{}, NvidiasmiTemperatureMetricConfig{}, NvidiasmiUtilizationGpuMetricConfig{}, NvidiasmiUtilizationMemoryMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -409,6 +459,18 @@ func TestGpuClockMhzMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "metric gpu_clock_mhz doesn't have an attribute invalid, valid attributes: [clock]")
 
 	cfg = DefaultMetricsConfig().GpuClockMhz
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpuCodecUtilizationMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpuCodecUtilization
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpuCodecUtilizationMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpu_codec_utilization doesn't have an attribute invalid, valid attributes: [codec]")
+
+	cfg = DefaultMetricsConfig().GpuCodecUtilization
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
@@ -481,6 +543,18 @@ func TestGpuMigMemoryUsedBytesMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "metric gpu_mig_memory_used_bytes doesn't have an attribute invalid, valid attributes: [mig_uuid, gpu_instance_id, compute_instance_id]")
 
 	cfg = DefaultMetricsConfig().GpuMigMemoryUsedBytes
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpuNvlinkDataBytesTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpuNvlinkDataBytesTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpuNvlinkDataBytesTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpu_nvlink_data_bytes_total doesn't have an attribute invalid, valid attributes: [direction]")
+
+	cfg = DefaultMetricsConfig().GpuNvlinkDataBytesTotal
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }

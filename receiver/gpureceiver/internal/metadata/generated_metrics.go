@@ -45,6 +45,32 @@ var MapAttributeClock = map[string]AttributeClock{
 	"memory": AttributeClockMemory,
 }
 
+// AttributeCodec specifies the value codec attribute.
+type AttributeCodec int
+
+const (
+	_ AttributeCodec = iota
+	AttributeCodecEncoder
+	AttributeCodecDecoder
+)
+
+// String returns the string representation of the AttributeCodec.
+func (av AttributeCodec) String() string {
+	switch av {
+	case AttributeCodecEncoder:
+		return "encoder"
+	case AttributeCodecDecoder:
+		return "decoder"
+	}
+	return ""
+}
+
+// MapAttributeCodec is a helper map of string to AttributeCodec attribute value.
+var MapAttributeCodec = map[string]AttributeCodec{
+	"encoder": AttributeCodecEncoder,
+	"decoder": AttributeCodecDecoder,
+}
+
 // AttributeCondition specifies the value condition attribute.
 type AttributeCondition int
 
@@ -431,6 +457,10 @@ var MetricsInfo = metricsInfo{
 		Name:       "gpu_clock_mhz",
 		Attributes: []string{"clock"},
 	},
+	GpuCodecUtilization: metricInfo{
+		Name:       "gpu_codec_utilization",
+		Attributes: []string{"codec"},
+	},
 	GpuDevicesDetected: metricInfo{
 		Name: "gpu_devices_detected",
 	},
@@ -453,6 +483,18 @@ var MetricsInfo = metricsInfo{
 		Name:       "gpu_mem_utilization",
 		Attributes: []string{"vender"},
 	},
+	GpuMemoryControllerUtilization: metricInfo{
+		Name: "gpu_memory_controller_utilization",
+	},
+	GpuMemoryFreeBytes: metricInfo{
+		Name: "gpu_memory_free_bytes",
+	},
+	GpuMemoryReservedBytes: metricInfo{
+		Name: "gpu_memory_reserved_bytes",
+	},
+	GpuMemoryTemperatureCelsius: metricInfo{
+		Name: "gpu_memory_temperature_celsius",
+	},
 	GpuMemoryTotalBytes: metricInfo{
 		Name: "gpu_memory_total_bytes",
 	},
@@ -469,6 +511,10 @@ var MetricsInfo = metricsInfo{
 	GpuMigMemoryUsedBytes: metricInfo{
 		Name:       "gpu_mig_memory_used_bytes",
 		Attributes: []string{"mig_uuid", "gpu_instance_id", "compute_instance_id"},
+	},
+	GpuNvlinkDataBytesTotal: metricInfo{
+		Name:       "gpu_nvlink_data_bytes_total",
+		Attributes: []string{"direction"},
 	},
 	GpuNvlinkErrorsTotal: metricInfo{
 		Name:       "gpu_nvlink_errors_total",
@@ -528,6 +574,9 @@ var MetricsInfo = metricsInfo{
 		Name:       "gpu_utilization",
 		Attributes: []string{"vender"},
 	},
+	GpuVgpuLicensed: metricInfo{
+		Name: "gpu_vgpu_licensed",
+	},
 	GpuXidErrorsTotal: metricInfo{
 		Name:       "gpu_xid_errors_total",
 		Attributes: []string{"xid", "xid_resolution"},
@@ -563,17 +612,23 @@ type metricsInfo struct {
 	ConfiguredGpuCount              metricInfo
 	GpuClockEventReason             metricInfo
 	GpuClockMhz                     metricInfo
+	GpuCodecUtilization             metricInfo
 	GpuDevicesDetected              metricInfo
 	GpuEccErrors                    metricInfo
 	GpuEnergyJoulesTotal            metricInfo
 	GpuHealth                       metricInfo
 	GpuInfo                         metricInfo
 	GpuMemUtilization               metricInfo
+	GpuMemoryControllerUtilization  metricInfo
+	GpuMemoryFreeBytes              metricInfo
+	GpuMemoryReservedBytes          metricInfo
+	GpuMemoryTemperatureCelsius     metricInfo
 	GpuMemoryTotalBytes             metricInfo
 	GpuMemoryUsedBytes              metricInfo
 	GpuMigEnabled                   metricInfo
 	GpuMigMemoryTotalBytes          metricInfo
 	GpuMigMemoryUsedBytes           metricInfo
+	GpuNvlinkDataBytesTotal         metricInfo
 	GpuNvlinkErrorsTotal            metricInfo
 	GpuNvmlTimeoutsTotal            metricInfo
 	GpuNvmlUp                       metricInfo
@@ -591,6 +646,7 @@ type metricsInfo struct {
 	GpuRemappedRowsPending          metricInfo
 	GpuUp                           metricInfo
 	GpuUtilization                  metricInfo
+	GpuVgpuLicensed                 metricInfo
 	GpuXidErrorsTotal               metricInfo
 	NvidiasmiEccErrorCount          metricInfo
 	NvidiasmiMemoryLeakCount        metricInfo
@@ -917,6 +973,95 @@ func (m *metricGpuClockMhz) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGpuClockMhz(cfg GpuClockMhzMetricConfig) metricGpuClockMhz {
 	m := metricGpuClockMhz{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuCodecUtilization struct {
+	data          pmetric.Metric                  // data buffer for generated metric.
+	config        GpuCodecUtilizationMetricConfig // metric config provided by user.
+	capacity      int                             // max observed number of data points added to the metric.
+	aggDataPoints []float64                       // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpu_codec_utilization metric with initial data.
+func (m *metricGpuCodecUtilization) init() {
+	m.data.SetName("gpu_codec_utilization")
+	m.data.SetDescription("Percent of time over NVML's sample period during which the GPU's video encoder or decoder was busy.")
+	m.data.SetUnit("%")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpuCodecUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, codecAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpuCodecUtilizationMetricAttributeKeyCodec) {
+		dp.Attributes().PutStr("codec", codecAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuCodecUtilization) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuCodecUtilization) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuCodecUtilization(cfg GpuCodecUtilizationMetricConfig) metricGpuCodecUtilization {
+	m := metricGpuCodecUtilization{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -1392,6 +1537,206 @@ func newMetricGpuMemUtilization(cfg GpuMemUtilizationMetricConfig) metricGpuMemU
 	return m
 }
 
+type metricGpuMemoryControllerUtilization struct {
+	data     pmetric.Metric                             // data buffer for generated metric.
+	config   GpuMemoryControllerUtilizationMetricConfig // metric config provided by user.
+	capacity int                                        // max observed number of data points added to the metric.
+}
+
+// init fills gpu_memory_controller_utilization metric with initial data.
+func (m *metricGpuMemoryControllerUtilization) init() {
+	m.data.SetName("gpu_memory_controller_utilization")
+	m.data.SetDescription("Percent of time over NVML's sample period during which device memory was read or written (NVML's memory utilization rate). Not gpu_mem_utilization, which is framebuffer used/total.")
+	m.data.SetUnit("%")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricGpuMemoryControllerUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuMemoryControllerUtilization) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuMemoryControllerUtilization) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuMemoryControllerUtilization(cfg GpuMemoryControllerUtilizationMetricConfig) metricGpuMemoryControllerUtilization {
+	m := metricGpuMemoryControllerUtilization{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuMemoryFreeBytes struct {
+	data     pmetric.Metric                 // data buffer for generated metric.
+	config   GpuMemoryFreeBytesMetricConfig // metric config provided by user.
+	capacity int                            // max observed number of data points added to the metric.
+}
+
+// init fills gpu_memory_free_bytes metric with initial data.
+func (m *metricGpuMemoryFreeBytes) init() {
+	m.data.SetName("gpu_memory_free_bytes")
+	m.data.SetDescription("Framebuffer memory free for allocations (neither used nor reserved by the driver).")
+	m.data.SetUnit("By")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricGpuMemoryFreeBytes) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuMemoryFreeBytes) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuMemoryFreeBytes) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuMemoryFreeBytes(cfg GpuMemoryFreeBytesMetricConfig) metricGpuMemoryFreeBytes {
+	m := metricGpuMemoryFreeBytes{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuMemoryReservedBytes struct {
+	data     pmetric.Metric                     // data buffer for generated metric.
+	config   GpuMemoryReservedBytesMetricConfig // metric config provided by user.
+	capacity int                                // max observed number of data points added to the metric.
+}
+
+// init fills gpu_memory_reserved_bytes metric with initial data.
+func (m *metricGpuMemoryReservedBytes) init() {
+	m.data.SetName("gpu_memory_reserved_bytes")
+	m.data.SetDescription("Framebuffer memory the driver reserves for itself (absent on drivers before R510, whose used memory includes it).")
+	m.data.SetUnit("By")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricGpuMemoryReservedBytes) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuMemoryReservedBytes) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuMemoryReservedBytes) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuMemoryReservedBytes(cfg GpuMemoryReservedBytesMetricConfig) metricGpuMemoryReservedBytes {
+	m := metricGpuMemoryReservedBytes{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuMemoryTemperatureCelsius struct {
+	data     pmetric.Metric                          // data buffer for generated metric.
+	config   GpuMemoryTemperatureCelsiusMetricConfig // metric config provided by user.
+	capacity int                                     // max observed number of data points added to the metric.
+}
+
+// init fills gpu_memory_temperature_celsius metric with initial data.
+func (m *metricGpuMemoryTemperatureCelsius) init() {
+	m.data.SetName("gpu_memory_temperature_celsius")
+	m.data.SetDescription("Temperature of the GPU's memory (HBM); absent where the GPU has no memory sensor.")
+	m.data.SetUnit("Cel")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricGpuMemoryTemperatureCelsius) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuMemoryTemperatureCelsius) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuMemoryTemperatureCelsius) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuMemoryTemperatureCelsius(cfg GpuMemoryTemperatureCelsiusMetricConfig) metricGpuMemoryTemperatureCelsius {
+	m := metricGpuMemoryTemperatureCelsius{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricGpuMemoryTotalBytes struct {
 	data     pmetric.Metric                  // data buffer for generated metric.
 	config   GpuMemoryTotalBytesMetricConfig // metric config provided by user.
@@ -1724,6 +2069,97 @@ func (m *metricGpuMigMemoryUsedBytes) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGpuMigMemoryUsedBytes(cfg GpuMigMemoryUsedBytesMetricConfig) metricGpuMigMemoryUsedBytes {
 	m := metricGpuMigMemoryUsedBytes{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuNvlinkDataBytesTotal struct {
+	data          pmetric.Metric                      // data buffer for generated metric.
+	config        GpuNvlinkDataBytesTotalMetricConfig // metric config provided by user.
+	capacity      int                                 // max observed number of data points added to the metric.
+	aggDataPoints []int64                             // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpu_nvlink_data_bytes_total metric with initial data.
+func (m *metricGpuNvlinkDataBytesTotal) init() {
+	m.data.SetName("gpu_nvlink_data_bytes_total")
+	m.data.SetDescription("NVLink payload bytes (without protocol overhead) over all links since the driver was loaded; absent on GPUs without NVLink.")
+	m.data.SetUnit("By")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpuNvlinkDataBytesTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, directionAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpuNvlinkDataBytesTotalMetricAttributeKeyDirection) {
+		dp.Attributes().PutStr("direction", directionAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuNvlinkDataBytesTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuNvlinkDataBytesTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetIntValue(m.data.Sum().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuNvlinkDataBytesTotal(cfg GpuNvlinkDataBytesTotalMetricConfig) metricGpuNvlinkDataBytesTotal {
+	m := metricGpuNvlinkDataBytesTotal{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -2864,6 +3300,56 @@ func newMetricGpuUtilization(cfg GpuUtilizationMetricConfig) metricGpuUtilizatio
 	return m
 }
 
+type metricGpuVgpuLicensed struct {
+	data     pmetric.Metric              // data buffer for generated metric.
+	config   GpuVgpuLicensedMetricConfig // metric config provided by user.
+	capacity int                         // max observed number of data points added to the metric.
+}
+
+// init fills gpu_vgpu_licensed metric with initial data.
+func (m *metricGpuVgpuLicensed) init() {
+	m.data.SetName("gpu_vgpu_licensed")
+	m.data.SetDescription("1 when the GPU holds a vGPU license, else 0 (also on a GPU that does not support vGPU licensing, as DCGM reports it).")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricGpuVgpuLicensed) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuVgpuLicensed) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuVgpuLicensed) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuVgpuLicensed(cfg GpuVgpuLicensedMetricConfig) metricGpuVgpuLicensed {
+	m := metricGpuVgpuLicensed{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricGpuXidErrorsTotal struct {
 	data          pmetric.Metric                // data buffer for generated metric.
 	config        GpuXidErrorsTotalMetricConfig // metric config provided by user.
@@ -3439,17 +3925,23 @@ type MetricsBuilder struct {
 	metricConfiguredGpuCount              metricConfiguredGpuCount
 	metricGpuClockEventReason             metricGpuClockEventReason
 	metricGpuClockMhz                     metricGpuClockMhz
+	metricGpuCodecUtilization             metricGpuCodecUtilization
 	metricGpuDevicesDetected              metricGpuDevicesDetected
 	metricGpuEccErrors                    metricGpuEccErrors
 	metricGpuEnergyJoulesTotal            metricGpuEnergyJoulesTotal
 	metricGpuHealth                       metricGpuHealth
 	metricGpuInfo                         metricGpuInfo
 	metricGpuMemUtilization               metricGpuMemUtilization
+	metricGpuMemoryControllerUtilization  metricGpuMemoryControllerUtilization
+	metricGpuMemoryFreeBytes              metricGpuMemoryFreeBytes
+	metricGpuMemoryReservedBytes          metricGpuMemoryReservedBytes
+	metricGpuMemoryTemperatureCelsius     metricGpuMemoryTemperatureCelsius
 	metricGpuMemoryTotalBytes             metricGpuMemoryTotalBytes
 	metricGpuMemoryUsedBytes              metricGpuMemoryUsedBytes
 	metricGpuMigEnabled                   metricGpuMigEnabled
 	metricGpuMigMemoryTotalBytes          metricGpuMigMemoryTotalBytes
 	metricGpuMigMemoryUsedBytes           metricGpuMigMemoryUsedBytes
+	metricGpuNvlinkDataBytesTotal         metricGpuNvlinkDataBytesTotal
 	metricGpuNvlinkErrorsTotal            metricGpuNvlinkErrorsTotal
 	metricGpuNvmlTimeoutsTotal            metricGpuNvmlTimeoutsTotal
 	metricGpuNvmlUp                       metricGpuNvmlUp
@@ -3467,6 +3959,7 @@ type MetricsBuilder struct {
 	metricGpuRemappedRowsPending          metricGpuRemappedRowsPending
 	metricGpuUp                           metricGpuUp
 	metricGpuUtilization                  metricGpuUtilization
+	metricGpuVgpuLicensed                 metricGpuVgpuLicensed
 	metricGpuXidErrorsTotal               metricGpuXidErrorsTotal
 	metricNvidiasmiEccErrorCount          metricNvidiasmiEccErrorCount
 	metricNvidiasmiMemoryLeakCount        metricNvidiasmiMemoryLeakCount
@@ -3504,17 +3997,23 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricConfiguredGpuCount:              newMetricConfiguredGpuCount(mbc.Metrics.ConfiguredGpuCount),
 		metricGpuClockEventReason:             newMetricGpuClockEventReason(mbc.Metrics.GpuClockEventReason),
 		metricGpuClockMhz:                     newMetricGpuClockMhz(mbc.Metrics.GpuClockMhz),
+		metricGpuCodecUtilization:             newMetricGpuCodecUtilization(mbc.Metrics.GpuCodecUtilization),
 		metricGpuDevicesDetected:              newMetricGpuDevicesDetected(mbc.Metrics.GpuDevicesDetected),
 		metricGpuEccErrors:                    newMetricGpuEccErrors(mbc.Metrics.GpuEccErrors),
 		metricGpuEnergyJoulesTotal:            newMetricGpuEnergyJoulesTotal(mbc.Metrics.GpuEnergyJoulesTotal),
 		metricGpuHealth:                       newMetricGpuHealth(mbc.Metrics.GpuHealth),
 		metricGpuInfo:                         newMetricGpuInfo(mbc.Metrics.GpuInfo),
 		metricGpuMemUtilization:               newMetricGpuMemUtilization(mbc.Metrics.GpuMemUtilization),
+		metricGpuMemoryControllerUtilization:  newMetricGpuMemoryControllerUtilization(mbc.Metrics.GpuMemoryControllerUtilization),
+		metricGpuMemoryFreeBytes:              newMetricGpuMemoryFreeBytes(mbc.Metrics.GpuMemoryFreeBytes),
+		metricGpuMemoryReservedBytes:          newMetricGpuMemoryReservedBytes(mbc.Metrics.GpuMemoryReservedBytes),
+		metricGpuMemoryTemperatureCelsius:     newMetricGpuMemoryTemperatureCelsius(mbc.Metrics.GpuMemoryTemperatureCelsius),
 		metricGpuMemoryTotalBytes:             newMetricGpuMemoryTotalBytes(mbc.Metrics.GpuMemoryTotalBytes),
 		metricGpuMemoryUsedBytes:              newMetricGpuMemoryUsedBytes(mbc.Metrics.GpuMemoryUsedBytes),
 		metricGpuMigEnabled:                   newMetricGpuMigEnabled(mbc.Metrics.GpuMigEnabled),
 		metricGpuMigMemoryTotalBytes:          newMetricGpuMigMemoryTotalBytes(mbc.Metrics.GpuMigMemoryTotalBytes),
 		metricGpuMigMemoryUsedBytes:           newMetricGpuMigMemoryUsedBytes(mbc.Metrics.GpuMigMemoryUsedBytes),
+		metricGpuNvlinkDataBytesTotal:         newMetricGpuNvlinkDataBytesTotal(mbc.Metrics.GpuNvlinkDataBytesTotal),
 		metricGpuNvlinkErrorsTotal:            newMetricGpuNvlinkErrorsTotal(mbc.Metrics.GpuNvlinkErrorsTotal),
 		metricGpuNvmlTimeoutsTotal:            newMetricGpuNvmlTimeoutsTotal(mbc.Metrics.GpuNvmlTimeoutsTotal),
 		metricGpuNvmlUp:                       newMetricGpuNvmlUp(mbc.Metrics.GpuNvmlUp),
@@ -3532,6 +4031,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricGpuRemappedRowsPending:          newMetricGpuRemappedRowsPending(mbc.Metrics.GpuRemappedRowsPending),
 		metricGpuUp:                           newMetricGpuUp(mbc.Metrics.GpuUp),
 		metricGpuUtilization:                  newMetricGpuUtilization(mbc.Metrics.GpuUtilization),
+		metricGpuVgpuLicensed:                 newMetricGpuVgpuLicensed(mbc.Metrics.GpuVgpuLicensed),
 		metricGpuXidErrorsTotal:               newMetricGpuXidErrorsTotal(mbc.Metrics.GpuXidErrorsTotal),
 		metricNvidiasmiEccErrorCount:          newMetricNvidiasmiEccErrorCount(mbc.Metrics.NvidiasmiEccErrorCount),
 		metricNvidiasmiMemoryLeakCount:        newMetricNvidiasmiMemoryLeakCount(mbc.Metrics.NvidiasmiMemoryLeakCount),
@@ -3640,17 +4140,23 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricConfiguredGpuCount.emit(ils.Metrics())
 	mb.metricGpuClockEventReason.emit(ils.Metrics())
 	mb.metricGpuClockMhz.emit(ils.Metrics())
+	mb.metricGpuCodecUtilization.emit(ils.Metrics())
 	mb.metricGpuDevicesDetected.emit(ils.Metrics())
 	mb.metricGpuEccErrors.emit(ils.Metrics())
 	mb.metricGpuEnergyJoulesTotal.emit(ils.Metrics())
 	mb.metricGpuHealth.emit(ils.Metrics())
 	mb.metricGpuInfo.emit(ils.Metrics())
 	mb.metricGpuMemUtilization.emit(ils.Metrics())
+	mb.metricGpuMemoryControllerUtilization.emit(ils.Metrics())
+	mb.metricGpuMemoryFreeBytes.emit(ils.Metrics())
+	mb.metricGpuMemoryReservedBytes.emit(ils.Metrics())
+	mb.metricGpuMemoryTemperatureCelsius.emit(ils.Metrics())
 	mb.metricGpuMemoryTotalBytes.emit(ils.Metrics())
 	mb.metricGpuMemoryUsedBytes.emit(ils.Metrics())
 	mb.metricGpuMigEnabled.emit(ils.Metrics())
 	mb.metricGpuMigMemoryTotalBytes.emit(ils.Metrics())
 	mb.metricGpuMigMemoryUsedBytes.emit(ils.Metrics())
+	mb.metricGpuNvlinkDataBytesTotal.emit(ils.Metrics())
 	mb.metricGpuNvlinkErrorsTotal.emit(ils.Metrics())
 	mb.metricGpuNvmlTimeoutsTotal.emit(ils.Metrics())
 	mb.metricGpuNvmlUp.emit(ils.Metrics())
@@ -3668,6 +4174,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGpuRemappedRowsPending.emit(ils.Metrics())
 	mb.metricGpuUp.emit(ils.Metrics())
 	mb.metricGpuUtilization.emit(ils.Metrics())
+	mb.metricGpuVgpuLicensed.emit(ils.Metrics())
 	mb.metricGpuXidErrorsTotal.emit(ils.Metrics())
 	mb.metricNvidiasmiEccErrorCount.emit(ils.Metrics())
 	mb.metricNvidiasmiMemoryLeakCount.emit(ils.Metrics())
@@ -3727,6 +4234,11 @@ func (mb *MetricsBuilder) RecordGpuClockMhzDataPoint(ts pcommon.Timestamp, val i
 	mb.metricGpuClockMhz.recordDataPoint(mb.startTime, ts, val, clockAttributeValue.String())
 }
 
+// RecordGpuCodecUtilizationDataPoint adds a data point to gpu_codec_utilization metric.
+func (mb *MetricsBuilder) RecordGpuCodecUtilizationDataPoint(ts pcommon.Timestamp, val float64, codecAttributeValue AttributeCodec) {
+	mb.metricGpuCodecUtilization.recordDataPoint(mb.startTime, ts, val, codecAttributeValue.String())
+}
+
 // RecordGpuDevicesDetectedDataPoint adds a data point to gpu_devices_detected metric.
 func (mb *MetricsBuilder) RecordGpuDevicesDetectedDataPoint(ts pcommon.Timestamp, val int64) {
 	mb.metricGpuDevicesDetected.recordDataPoint(mb.startTime, ts, val)
@@ -3757,6 +4269,26 @@ func (mb *MetricsBuilder) RecordGpuMemUtilizationDataPoint(ts pcommon.Timestamp,
 	mb.metricGpuMemUtilization.recordDataPoint(mb.startTime, ts, val, venderAttributeValue.String())
 }
 
+// RecordGpuMemoryControllerUtilizationDataPoint adds a data point to gpu_memory_controller_utilization metric.
+func (mb *MetricsBuilder) RecordGpuMemoryControllerUtilizationDataPoint(ts pcommon.Timestamp, val float64) {
+	mb.metricGpuMemoryControllerUtilization.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordGpuMemoryFreeBytesDataPoint adds a data point to gpu_memory_free_bytes metric.
+func (mb *MetricsBuilder) RecordGpuMemoryFreeBytesDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricGpuMemoryFreeBytes.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordGpuMemoryReservedBytesDataPoint adds a data point to gpu_memory_reserved_bytes metric.
+func (mb *MetricsBuilder) RecordGpuMemoryReservedBytesDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricGpuMemoryReservedBytes.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordGpuMemoryTemperatureCelsiusDataPoint adds a data point to gpu_memory_temperature_celsius metric.
+func (mb *MetricsBuilder) RecordGpuMemoryTemperatureCelsiusDataPoint(ts pcommon.Timestamp, val float64) {
+	mb.metricGpuMemoryTemperatureCelsius.recordDataPoint(mb.startTime, ts, val)
+}
+
 // RecordGpuMemoryTotalBytesDataPoint adds a data point to gpu_memory_total_bytes metric.
 func (mb *MetricsBuilder) RecordGpuMemoryTotalBytesDataPoint(ts pcommon.Timestamp, val int64) {
 	mb.metricGpuMemoryTotalBytes.recordDataPoint(mb.startTime, ts, val)
@@ -3780,6 +4312,11 @@ func (mb *MetricsBuilder) RecordGpuMigMemoryTotalBytesDataPoint(ts pcommon.Times
 // RecordGpuMigMemoryUsedBytesDataPoint adds a data point to gpu_mig_memory_used_bytes metric.
 func (mb *MetricsBuilder) RecordGpuMigMemoryUsedBytesDataPoint(ts pcommon.Timestamp, val int64, migUUIDAttributeValue string, gpuInstanceIDAttributeValue string, computeInstanceIDAttributeValue string) {
 	mb.metricGpuMigMemoryUsedBytes.recordDataPoint(mb.startTime, ts, val, migUUIDAttributeValue, gpuInstanceIDAttributeValue, computeInstanceIDAttributeValue)
+}
+
+// RecordGpuNvlinkDataBytesTotalDataPoint adds a data point to gpu_nvlink_data_bytes_total metric.
+func (mb *MetricsBuilder) RecordGpuNvlinkDataBytesTotalDataPoint(ts pcommon.Timestamp, val int64, directionAttributeValue AttributeDirection) {
+	mb.metricGpuNvlinkDataBytesTotal.recordDataPoint(mb.startTime, ts, val, directionAttributeValue.String())
 }
 
 // RecordGpuNvlinkErrorsTotalDataPoint adds a data point to gpu_nvlink_errors_total metric.
@@ -3865,6 +4402,11 @@ func (mb *MetricsBuilder) RecordGpuUpDataPoint(ts pcommon.Timestamp, val int64) 
 // RecordGpuUtilizationDataPoint adds a data point to gpu_utilization metric.
 func (mb *MetricsBuilder) RecordGpuUtilizationDataPoint(ts pcommon.Timestamp, val float64, venderAttributeValue AttributeVender) {
 	mb.metricGpuUtilization.recordDataPoint(mb.startTime, ts, val, venderAttributeValue.String())
+}
+
+// RecordGpuVgpuLicensedDataPoint adds a data point to gpu_vgpu_licensed metric.
+func (mb *MetricsBuilder) RecordGpuVgpuLicensedDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricGpuVgpuLicensed.recordDataPoint(mb.startTime, ts, val)
 }
 
 // RecordGpuXidErrorsTotalDataPoint adds a data point to gpu_xid_errors_total metric.

@@ -70,12 +70,14 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap["collector_iteration_count_total"] = mb.metricCollectorIterationCountTotal.config.AggregationStrategy
 			aggMap["gpu_clock_event_reason"] = mb.metricGpuClockEventReason.config.AggregationStrategy
 			aggMap["gpu_clock_mhz"] = mb.metricGpuClockMhz.config.AggregationStrategy
+			aggMap["gpu_codec_utilization"] = mb.metricGpuCodecUtilization.config.AggregationStrategy
 			aggMap["gpu_ecc_errors"] = mb.metricGpuEccErrors.config.AggregationStrategy
 			aggMap["gpu_health"] = mb.metricGpuHealth.config.AggregationStrategy
 			aggMap["gpu_info"] = mb.metricGpuInfo.config.AggregationStrategy
 			aggMap["gpu_mem_utilization"] = mb.metricGpuMemUtilization.config.AggregationStrategy
 			aggMap["gpu_mig_memory_total_bytes"] = mb.metricGpuMigMemoryTotalBytes.config.AggregationStrategy
 			aggMap["gpu_mig_memory_used_bytes"] = mb.metricGpuMigMemoryUsedBytes.config.AggregationStrategy
+			aggMap["gpu_nvlink_data_bytes_total"] = mb.metricGpuNvlinkDataBytesTotal.config.AggregationStrategy
 			aggMap["gpu_nvlink_errors_total"] = mb.metricGpuNvlinkErrorsTotal.config.AggregationStrategy
 			aggMap["gpu_nvml_timeouts_total"] = mb.metricGpuNvmlTimeoutsTotal.config.AggregationStrategy
 			aggMap["gpu_pcie_throughput_bytes_per_second"] = mb.metricGpuPcieThroughputBytesPerSecond.config.AggregationStrategy
@@ -118,6 +120,12 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGpuCodecUtilizationDataPoint(ts, 1, AttributeCodecEncoder)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpuCodecUtilizationDataPoint(ts, 3, AttributeCodecDecoder)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGpuDevicesDetectedDataPoint(ts, 1)
 			defaultMetricsCount++
 			allMetricsCount++
@@ -148,6 +156,18 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGpuMemoryControllerUtilizationDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuMemoryFreeBytesDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuMemoryReservedBytesDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuMemoryTemperatureCelsiusDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGpuMemoryTotalBytesDataPoint(ts, 1)
 			defaultMetricsCount++
 			allMetricsCount++
@@ -166,6 +186,12 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordGpuMigMemoryUsedBytesDataPoint(ts, 1, "mig_uuid-val", "gpu_instance_id-val", "compute_instance_id-val")
 			if tt.name == "reaggregate_set" {
 				mb.RecordGpuMigMemoryUsedBytesDataPoint(ts, 3, "mig_uuid-val-2", "gpu_instance_id-val-2", "compute_instance_id-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuNvlinkDataBytesTotalDataPoint(ts, 1, AttributeDirectionRx)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpuNvlinkDataBytesTotalDataPoint(ts, 3, AttributeDirectionTx)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -241,6 +267,9 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGpuVgpuLicensedDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGpuXidErrorsTotalDataPoint(ts, 1, "xid-val", AttributeXidResolutionNone)
 			if tt.name == "reaggregate_set" {
 				mb.RecordGpuXidErrorsTotalDataPoint(ts, 3, "xid-val-2", AttributeXidResolutionRestartApp)
@@ -287,12 +316,14 @@ func TestMetricsBuilder(t *testing.T) {
 				assert.Empty(t, mb.metricCollectorIterationCountTotal.aggDataPoints)
 				assert.Empty(t, mb.metricGpuClockEventReason.aggDataPoints)
 				assert.Empty(t, mb.metricGpuClockMhz.aggDataPoints)
+				assert.Empty(t, mb.metricGpuCodecUtilization.aggDataPoints)
 				assert.Empty(t, mb.metricGpuEccErrors.aggDataPoints)
 				assert.Empty(t, mb.metricGpuHealth.aggDataPoints)
 				assert.Empty(t, mb.metricGpuInfo.aggDataPoints)
 				assert.Empty(t, mb.metricGpuMemUtilization.aggDataPoints)
 				assert.Empty(t, mb.metricGpuMigMemoryTotalBytes.aggDataPoints)
 				assert.Empty(t, mb.metricGpuMigMemoryUsedBytes.aggDataPoints)
+				assert.Empty(t, mb.metricGpuNvlinkDataBytesTotal.aggDataPoints)
 				assert.Empty(t, mb.metricGpuNvlinkErrorsTotal.aggDataPoints)
 				assert.Empty(t, mb.metricGpuNvmlTimeoutsTotal.aggDataPoints)
 				assert.Empty(t, mb.metricGpuPcieThroughputBytesPerSecond.aggDataPoints)
@@ -465,6 +496,46 @@ func TestMetricsBuilder(t *testing.T) {
 							assert.Equal(t, int64(3), dp.IntValue())
 						}
 						_, ok := dp.Attributes().Get("clock")
+						assert.False(t, ok)
+					}
+				case "gpu_codec_utilization":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpu_codec_utilization"], "Found a duplicate in the metrics slice: gpu_codec_utilization")
+						validatedMetrics["gpu_codec_utilization"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Percent of time over NVML's sample period during which the GPU's video encoder or decoder was busy.", mi.Description())
+						assert.Equal(t, "%", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						codecAttrVal, ok := dp.Attributes().Get("codec")
+						assert.True(t, ok)
+						assert.Equal(t, "encoder", codecAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpu_codec_utilization"], "Found a duplicate in the metrics slice: gpu_codec_utilization")
+						validatedMetrics["gpu_codec_utilization"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Percent of time over NVML's sample period during which the GPU's video encoder or decoder was busy.", mi.Description())
+						assert.Equal(t, "%", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["gpu_codec_utilization"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("codec")
 						assert.False(t, ok)
 					}
 				case "gpu_devices_detected":
@@ -668,6 +739,54 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok := dp.Attributes().Get("vender")
 						assert.False(t, ok)
 					}
+				case "gpu_memory_controller_utilization":
+					assert.False(t, validatedMetrics["gpu_memory_controller_utilization"], "Found a duplicate in the metrics slice: gpu_memory_controller_utilization")
+					validatedMetrics["gpu_memory_controller_utilization"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Percent of time over NVML's sample period during which device memory was read or written (NVML's memory utilization rate). Not gpu_mem_utilization, which is framebuffer used/total.", mi.Description())
+					assert.Equal(t, "%", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+				case "gpu_memory_free_bytes":
+					assert.False(t, validatedMetrics["gpu_memory_free_bytes"], "Found a duplicate in the metrics slice: gpu_memory_free_bytes")
+					validatedMetrics["gpu_memory_free_bytes"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Framebuffer memory free for allocations (neither used nor reserved by the driver).", mi.Description())
+					assert.Equal(t, "By", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+				case "gpu_memory_reserved_bytes":
+					assert.False(t, validatedMetrics["gpu_memory_reserved_bytes"], "Found a duplicate in the metrics slice: gpu_memory_reserved_bytes")
+					validatedMetrics["gpu_memory_reserved_bytes"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Framebuffer memory the driver reserves for itself (absent on drivers before R510, whose used memory includes it).", mi.Description())
+					assert.Equal(t, "By", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+				case "gpu_memory_temperature_celsius":
+					assert.False(t, validatedMetrics["gpu_memory_temperature_celsius"], "Found a duplicate in the metrics slice: gpu_memory_temperature_celsius")
+					validatedMetrics["gpu_memory_temperature_celsius"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Temperature of the GPU's memory (HBM); absent where the GPU has no memory sensor.", mi.Description())
+					assert.Equal(t, "Cel", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
 				case "gpu_memory_total_bytes":
 					assert.False(t, validatedMetrics["gpu_memory_total_bytes"], "Found a duplicate in the metrics slice: gpu_memory_total_bytes")
 					validatedMetrics["gpu_memory_total_bytes"] = true
@@ -802,6 +921,50 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("gpu_instance_id")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("compute_instance_id")
+						assert.False(t, ok)
+					}
+				case "gpu_nvlink_data_bytes_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpu_nvlink_data_bytes_total"], "Found a duplicate in the metrics slice: gpu_nvlink_data_bytes_total")
+						validatedMetrics["gpu_nvlink_data_bytes_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "NVLink payload bytes (without protocol overhead) over all links since the driver was loaded; absent on GPUs without NVLink.", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						directionAttrVal, ok := dp.Attributes().Get("direction")
+						assert.True(t, ok)
+						assert.Equal(t, "rx", directionAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpu_nvlink_data_bytes_total"], "Found a duplicate in the metrics slice: gpu_nvlink_data_bytes_total")
+						validatedMetrics["gpu_nvlink_data_bytes_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "NVLink payload bytes (without protocol overhead) over all links since the driver was loaded; absent on GPUs without NVLink.", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["gpu_nvlink_data_bytes_total"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("direction")
 						assert.False(t, ok)
 					}
 				case "gpu_nvlink_errors_total":
@@ -1219,6 +1382,18 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok := dp.Attributes().Get("vender")
 						assert.False(t, ok)
 					}
+				case "gpu_vgpu_licensed":
+					assert.False(t, validatedMetrics["gpu_vgpu_licensed"], "Found a duplicate in the metrics slice: gpu_vgpu_licensed")
+					validatedMetrics["gpu_vgpu_licensed"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "1 when the GPU holds a vGPU license, else 0 (also on a GPU that does not support vGPU licensing, as DCGM reports it).", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
 				case "gpu_xid_errors_total":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["gpu_xid_errors_total"], "Found a duplicate in the metrics slice: gpu_xid_errors_total")

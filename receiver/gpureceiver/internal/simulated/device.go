@@ -4,6 +4,7 @@
 package simulated // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 
 import (
+	"encoding/binary"
 	"math"
 	"strings"
 	"sync"
@@ -20,6 +21,15 @@ const (
 	idlePower       = 60
 	idleSMClockMHz  = 210
 	pcieWidth       = 16
+	// reservedMiB is the framebuffer the driver keeps for itself (about half a GiB on A100/H100).
+	reservedMiB = 512
+	// memoryAboveCore is how much warmer the HBM runs than the GPU core.
+	memoryAboveCore = 5
+	// nvlinkKiBPerSecond is each direction's NVLink payload at 100 % utilization (all-reduce
+	// traffic is symmetric): 50 GB/s.
+	nvlinkKiBPerSecond = 50e9 / 1024
+	// nvmlSamplingPeriodUs is the sampling period NVML reports with codec utilization.
+	nvmlSamplingPeriodUs = 167_000
 )
 
 // Device is one simulated GPU. Identity (name, UUID, index, MIG) comes from the embedded mock
@@ -35,10 +45,26 @@ type Device struct {
 	faults                                  []*Fault
 	migs                                    []*MIGDevice
 
-	// Energy is the integral of power over the readings so far.
-	mu       sync.Mutex
-	energyAt time.Duration
-	energyMJ float64
+	// energyMJ and nvlinkKiB integrate power and NVLink traffic over the readings so far.
+	energyMJ, nvlinkKiB integral
+}
+
+// integral is a signal's integral over the readings so far (trapezoids between readings).
+type integral struct {
+	mu  sync.Mutex
+	at  time.Duration
+	sum float64
+}
+
+// upTo extends the integral of f to t and returns it.
+func (i *integral) upTo(t time.Duration, f func(time.Duration) float64) float64 {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if t > i.at {
+		i.sum += (f(i.at) + f(t)) / 2 * (t - i.at).Seconds()
+		i.at = t
+	}
+	return i.sum
 }
 
 func newDevice(s *Server, sc *Scenario, p profile, index int, md *server.Device) *Device {
@@ -150,13 +176,17 @@ func (d *Device) activeProcesses(t time.Duration) []Process {
 	return active
 }
 
-func (d *Device) memoryInfo(t time.Duration) (total, used uint64) {
+// memoryInfo splits the framebuffer as NVML's v2 call does: used (the memory signal plus the
+// processes), reserved by the driver, and free.
+func (d *Device) memoryInfo(t time.Duration) (total, used, reserved, free uint64) {
 	total = d.Config.MemoryMB << 20
+	reserved = reservedMiB << 20
 	used = uint64(clamp(d.memory.at(t), 0, 100) / 100 * float64(total))
 	for _, p := range d.activeProcesses(t) {
 		used += p.MemoryMiB << 20
 	}
-	return total, min(used, total)
+	used = min(used, total-reserved)
+	return total, used, reserved, total - reserved - used
 }
 
 func (d *Device) thermalSlowdown(t time.Duration) bool {
@@ -180,24 +210,84 @@ func (d *Device) GetUtilizationRates() (nvml.Utilization, nvml.Return) {
 	return nvml.Utilization{Gpu: u, Memory: u / 2}, ret
 }
 
-// GetMemoryInfo is the framebuffer use of the processes plus the memory signal.
+// GetMemoryInfo is the framebuffer use of the processes plus the memory signal; like NVML's v1
+// call it counts the driver's reserved memory as used.
 func (d *Device) GetMemoryInfo() (nvml.Memory, nvml.Return) {
 	t, ret := d.check()
-	total, used := d.memoryInfo(t)
-	return nvml.Memory{Total: total, Used: used, Free: total - used}, ret
+	total, used, reserved, free := d.memoryInfo(t)
+	return nvml.Memory{Total: total, Used: used + reserved, Free: free}, ret
 }
 
-// GetMemoryInfo_v2 is GetMemoryInfo with no memory reserved by the driver.
+// GetMemoryInfo_v2 reports the driver's reserved memory apart from the used memory.
 func (d *Device) GetMemoryInfo_v2() (nvml.Memory_v2, nvml.Return) {
 	t, ret := d.check()
-	total, used := d.memoryInfo(t)
-	return nvml.Memory_v2{Version: nvml.STRUCT_VERSION(nvml.Memory_v2{}, 2), Total: total, Used: used, Free: total - used}, ret
+	total, used, reserved, free := d.memoryInfo(t)
+	return nvml.Memory_v2{Version: nvml.STRUCT_VERSION(nvml.Memory_v2{}, 2), Total: total, Reserved: reserved, Used: used, Free: free}, ret
+}
+
+func (d *Device) coreTemperature(t time.Duration) uint32 {
+	return uint32(math.Round(clamp(d.temperature.at(t), 0, 200)))
 }
 
 // GetTemperature follows the temperature signal.
 func (d *Device) GetTemperature(nvml.TemperatureSensors) (uint32, nvml.Return) {
 	t, ret := d.check()
-	return uint32(math.Round(clamp(d.temperature.at(t), 0, 200))), ret
+	return d.coreTemperature(t), ret
+}
+
+// GetFieldValues answers the memory temperature (a few degrees above the core) and the NVLink
+// payload counters summed over all links (in KiB, growing with utilization); every other field,
+// and NVLink on a GPU without it, answers NOT_SUPPORTED in its own return, as NVML does.
+func (d *Device) GetFieldValues(values []nvml.FieldValue) nvml.Return {
+	t, ret := d.check()
+	if ret != nvml.SUCCESS {
+		return ret
+	}
+	if len(values) == 0 {
+		return nvml.ERROR_INVALID_ARGUMENT
+	}
+	now := d.srv.clock.Now().UnixMicro()
+	for i := range values {
+		v := &values[i]
+		v.Timestamp, v.NvmlReturn = now, uint32(nvml.SUCCESS)
+		switch {
+		case v.FieldId == nvml.FI_DEV_MEMORY_TEMP:
+			v.ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
+			binary.NativeEndian.PutUint32(v.Value[:], d.coreTemperature(t)+memoryAboveCore)
+		case (v.FieldId == nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX || v.FieldId == nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX) && d.profile.nvLinks > 0:
+			kib := d.nvlinkKiB.upTo(t, func(t time.Duration) float64 { return float64(d.util(t)) / 100 * nvlinkKiBPerSecond })
+			v.ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
+			binary.NativeEndian.PutUint64(v.Value[:], uint64(kib))
+		default:
+			v.NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
+		}
+	}
+	return nvml.SUCCESS
+}
+
+// GetEncoderUtilization: a training node encodes no video. Like NVML, a GPU in MIG mode has
+// no codec utilization.
+func (d *Device) GetEncoderUtilization() (uint32, uint32, nvml.Return) {
+	_, ret := d.check()
+	if ret == nvml.SUCCESS && len(d.migs) > 0 {
+		return 0, 0, nvml.ERROR_NOT_SUPPORTED
+	}
+	return 0, nvmlSamplingPeriodUs, ret
+}
+
+// GetDecoderUtilization: the data loaders decode video on the GPU, a tenth of its utilization.
+func (d *Device) GetDecoderUtilization() (uint32, uint32, nvml.Return) {
+	t, ret := d.check()
+	if ret == nvml.SUCCESS && len(d.migs) > 0 {
+		return 0, 0, nvml.ERROR_NOT_SUPPORTED
+	}
+	return d.util(t) / 10, nvmlSamplingPeriodUs, ret
+}
+
+// GetGridLicensableFeatures: bare-metal GPUs, without vGPU licensing.
+func (d *Device) GetGridLicensableFeatures() (nvml.GridLicensableFeatures, nvml.Return) {
+	_, ret := d.check()
+	return nvml.GridLicensableFeatures{IsGridLicenseSupported: 0}, ret
 }
 
 // GetPowerUsage follows the power signal, in milliwatts.
@@ -209,14 +299,8 @@ func (d *Device) GetPowerUsage() (uint32, nvml.Return) {
 // GetTotalEnergyConsumption integrates the power signal (trapezoids between readings), in mJ.
 func (d *Device) GetTotalEnergyConsumption() (uint64, nvml.Return) {
 	t, ret := d.check()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if t > d.energyAt {
-		avgW := (clamp(d.power.at(d.energyAt), 0, 5000) + clamp(d.power.at(t), 0, 5000)) / 2
-		d.energyMJ += avgW * (t - d.energyAt).Seconds() * 1000
-		d.energyAt = t
-	}
-	return uint64(d.energyMJ), ret
+	mj := d.energyMJ.upTo(t, func(t time.Duration) float64 { return clamp(d.power.at(t), 0, 5000) * 1000 })
+	return uint64(mj), ret
 }
 
 // GetClockInfo: full SM clock under load, idle clock otherwise, halved by a thermal slowdown.

@@ -4,6 +4,8 @@
 package simulated
 
 import (
+	"encoding/binary"
+	"math"
 	"testing"
 	"time"
 
@@ -94,9 +96,33 @@ faults:
 	assert.Equal(t, uint32(60), u.Gpu)
 	w, _ := d0.GetCurrPcieLinkWidth()
 	assert.Equal(t, 4, w)
-	m, _ := d1.GetMemoryInfo()
+	m, _ := d1.GetMemoryInfo_v2()
 	assert.Equal(t, uint64(1000<<20), m.Total)
 	assert.Equal(t, uint64(100<<20), m.Used)
+	assert.Equal(t, uint64(reservedMiB<<20), m.Reserved)
+	assert.Equal(t, uint64((1000-100-reservedMiB)<<20), m.Free)
+	m1, _ := d1.GetMemoryInfo()
+	assert.Equal(t, m.Used+m.Reserved, m1.Used, "v1 counts the reserved memory as used")
+	assert.Equal(t, m.Free, m1.Free)
+	fields := []nvml.FieldValue{
+		{FieldId: nvml.FI_DEV_MEMORY_TEMP},
+		{FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX, ScopeId: math.MaxUint32},
+		{FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ScopeId: math.MaxUint32},
+		{FieldId: nvml.FI_DEV_ENERGY},
+	}
+	require.Equal(t, nvml.SUCCESS, d0.GetFieldValues(fields))
+	core, _ := d0.GetTemperature(nvml.TEMPERATURE_GPU)
+	assert.Equal(t, core+memoryAboveCore, binary.NativeEndian.Uint32(fields[0].Value[:4]))
+	// Utilization 0 until 1 m, 60 % after: the trapezoid from 0 to 90 s is 27 s at full load.
+	assert.Equal(t, uint64(27*nvlinkKiBPerSecond), binary.NativeEndian.Uint64(fields[1].Value[:]))
+	assert.Equal(t, fields[1].Value, fields[2].Value, "all-reduce traffic is symmetric")
+	assert.Equal(t, uint32(nvml.ERROR_NOT_SUPPORTED), fields[3].NvmlReturn, "a field the simulation does not give")
+	enc, _, _ := d0.GetEncoderUtilization()
+	dec, _, _ := d0.GetDecoderUtilization()
+	assert.Equal(t, []uint32{0, 6}, []uint32{enc, dec})
+	lic, ret := d0.GetGridLicensableFeatures()
+	require.Equal(t, nvml.SUCCESS, ret)
+	assert.Zero(t, lic.IsGridLicenseSupported, "bare metal, no vGPU")
 	corrected, _ := d1.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.VOLATILE_ECC)
 	assert.Equal(t, uint64(5), corrected)
 	_, unc, _, _, _ := d1.GetRemappedRows()
@@ -105,6 +131,8 @@ faults:
 	assert.Equal(t, uint64(500*90*1000), energy, "500 W for 90 s, in mJ")
 
 	setTo(c, 150*time.Second)
+	require.Equal(t, nvml.SUCCESS, d0.GetFieldValues(fields[1:2]))
+	assert.Equal(t, uint64((27+36)*nvlinkKiBPerSecond), binary.NativeEndian.Uint64(fields[1].Value[:]), "60 s more at 60 %")
 	w, _ = d0.GetCurrPcieLinkWidth()
 	assert.Equal(t, pcieWidth, w, "the downgrade lasted a minute")
 	_, ret = d1.GetProcessUtilization(0)

@@ -4,17 +4,13 @@
 package gpureceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver"
 
 import (
-	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/latency"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 )
 
@@ -42,56 +38,25 @@ type gpuIdentity struct {
 	handle   nvml.Device
 }
 
-// gpuState is a GPU's collection state, touched only by the scrape (and enumeration, under
-// enumMu): scrapes never overlap.
+// gpuState is a GPU's collection state, touched only by the scrape and enumeration, under
+// enumMu (scrapes never overlap).
 type gpuState struct {
-	id   *gpuIdentity
-	lane deadline.Lane
+	id *gpuIdentity
+	// lane carries every NVML call on the GPU (callGPU); timeouts counts its calls past their
+	// deadline, by call.
+	lane     deadline.Lane
+	timeouts map[string]int64
 	// handleErr is why the last enumeration got no handle for this index.
 	handleErr nvml.Return
 	mb        *metadata.MetricsBuilder
-	timeouts  map[string]int64
 	// lastProcessSample is the newest per-process utilization sample seen, so each collection
 	// asks NVML only for the samples of its own interval.
 	lastProcessSample uint64
 }
 
-// nvmlSource owns the NVML library for one receiver: Init with retry and backoff, the GPU list,
-// and the XID event watcher. Nothing calls the library before Init succeeded.
-type nvmlSource struct {
-	lib     nvml.Interface
-	cfg     *Config
-	logger  *zap.Logger
-	hist    *latency.Histogram
-	guard   deadline.Guard // call_timeout on every NVML call, its latency into hist
-	xids    *xidTracker
-	newMB   func() *metadata.MetricsBuilder
-	libLane deadline.Lane
-
-	// release frees what the backend holds (the simulation's blocked calls); kmsg is the kernel
-	// log being followed, closed at shutdown to wake its blocked read.
-	release func()
-	kmsg    *os.File
-	stop    chan struct{}
-	wg      sync.WaitGroup
-
-	ready   atomic.Bool
-	driver  string
-	symbols map[string]bool
-
-	enumMu     sync.Mutex
-	gpus       []*gpuState
-	identities atomic.Pointer[[]*gpuIdentity]
-}
-
-func (s *nvmlSource) call(f func() nvml.Return) nvml.Return {
-	_, ret := guarded(&s.libLane, &s.guard, func() (struct{}, nvml.Return) { return struct{}{}, f() })
-	return ret
-}
-
 // start initializes NVML, or keeps retrying in the background with exponential backoff: the
 // driver may be installed or reloaded while the collector runs.
-func (s *nvmlSource) start() {
+func (s *gpuScraper) start() {
 	if s.tryInit(true) {
 		return
 	}
@@ -103,7 +68,7 @@ func (s *nvmlSource) start() {
 			select {
 			case <-s.stop:
 				return
-			case <-time.After(wait):
+			case <-s.after(wait):
 			}
 			if s.tryInit(false) {
 				return
@@ -113,8 +78,8 @@ func (s *nvmlSource) start() {
 	}()
 }
 
-func (s *nvmlSource) tryInit(first bool) bool {
-	if ret := s.call(s.lib.Init); ret != nvml.SUCCESS {
+func (s *gpuScraper) tryInit(first bool) bool {
+	if ret := s.libraryCall("Init", s.lib.Init); ret != nvml.SUCCESS {
 		if first {
 			s.logger.Warn("NVML is not available: GPU metrics are off (gpu_nvml_up 0) and Init is retried with backoff; everything else keeps running",
 				zap.String("library", s.libraryName()), zap.String("error", ret.Error()),
@@ -133,7 +98,8 @@ func (s *nvmlSource) tryInit(first bool) bool {
 			missing = append(missing, sym)
 		}
 	}
-	s.driver, _ = guarded(&s.libLane, &s.guard, s.lib.SystemGetDriverVersion)
+	s.driver, _ = callLibrary(s, "SystemGetDriverVersion", s.lib.SystemGetDriverVersion)
+	s.nvmlHolds.Store(1)
 	s.ready.Store(true)
 	s.enumMu.Lock()
 	s.enumerate()
@@ -145,17 +111,21 @@ func (s *nvmlSource) tryInit(first bool) bool {
 	s.enumMu.Unlock()
 	s.logger.Info("NVML initialized", zap.String("driver_version", s.driver), zap.Int("gpus", n), zap.Strings("calls_missing_in_driver", missing))
 	if set != nil {
-		s.wg.Add(1)
+		s.nvmlHolds.Add(1)
+		s.watcher.Add(1)
 		go func() {
-			defer s.wg.Done()
-			defer set.Free()
+			defer s.watcher.Done()
 			s.watchEvents(set)
+			if ret := set.Free(); ret != nvml.SUCCESS {
+				s.logger.Debug("NVML event set free failed", zap.String("error", ret.Error()))
+			}
+			s.letGoOfNVML()
 		}()
 	}
 	return true
 }
 
-func (s *nvmlSource) libraryName() string {
+func (s *gpuScraper) libraryName() string {
 	if s.cfg.LibraryPath != "" {
 		return s.cfg.LibraryPath
 	}
@@ -164,8 +134,8 @@ func (s *nvmlSource) libraryName() string {
 
 // enumerate refreshes the GPU list and publishes the identities; the caller holds enumMu. A GPU
 // that cannot be reached keeps its last identity, so its series keep their labels while down.
-func (s *nvmlSource) enumerate() nvml.Return {
-	count, ret := guarded(&s.libLane, &s.guard, s.lib.DeviceGetCount)
+func (s *gpuScraper) enumerate() nvml.Return {
+	count, ret := callLibrary(s, "DeviceGetCount", s.lib.DeviceGetCount)
 	if ret != nvml.SUCCESS {
 		return ret
 	}
@@ -176,12 +146,9 @@ func (s *nvmlSource) enumerate() nvml.Return {
 	s.gpus = s.gpus[:count]
 	ids := make([]*gpuIdentity, count)
 	for i, st := range s.gpus {
-		st.handleErr = nvml.SUCCESS
-		if st.lane.Hung() {
-			st.handleErr = errDeadline
-		} else if h, ret := guarded(&st.lane, &s.guard, func() (nvml.Device, nvml.Return) { return s.lib.DeviceGetHandleByIndex(i) }); ret != nvml.SUCCESS {
-			st.handleErr = ret
-		} else if st.id.handle != h || st.id.uuid == "" {
+		var h nvml.Device
+		h, st.handleErr = callGPU(s, st, "DeviceGetHandleByIndex", func() (nvml.Device, nvml.Return) { return s.lib.DeviceGetHandleByIndex(i) })
+		if st.handleErr == nvml.SUCCESS && (st.id.handle != h || st.id.uuid == "") {
 			st.id = s.identify(st, i, h)
 		}
 		ids[i] = st.id
@@ -190,18 +157,18 @@ func (s *nvmlSource) enumerate() nvml.Return {
 	return nvml.SUCCESS
 }
 
-func (s *nvmlSource) identify(st *gpuState, index int, h nvml.Device) *gpuIdentity {
+func (s *gpuScraper) identify(st *gpuState, index int, h nvml.Device) *gpuIdentity {
 	id := &gpuIdentity{index: index, handle: h}
-	id.uuid, _ = guarded(&st.lane, &s.guard, h.GetUUID)
-	id.model, _ = guarded(&st.lane, &s.guard, h.GetName)
-	if pci, ret := guarded(&st.lane, &s.guard, h.GetPciInfo); ret == nvml.SUCCESS {
+	id.uuid, _ = callGPU(s, st, "GetUUID", h.GetUUID)
+	id.model, _ = callGPU(s, st, "GetName", h.GetName)
+	if pci, ret := callGPU(s, st, "GetPciInfo", h.GetPciInfo); ret == nvml.SUCCESS {
 		id.pci = pciAddr{domain: pci.Domain, bus: pci.Bus, device: pci.Device}
 		id.pciBusID = cString(pci.BusId[:])
 	}
 	return id
 }
 
-func (s *nvmlSource) gpuByHandle(h nvml.Device) *gpuIdentity {
+func (s *gpuScraper) gpuByHandle(h nvml.Device) *gpuIdentity {
 	if ids := s.identities.Load(); ids != nil {
 		for _, id := range *ids {
 			if id.handle == h {
@@ -212,7 +179,7 @@ func (s *nvmlSource) gpuByHandle(h nvml.Device) *gpuIdentity {
 	return nil
 }
 
-func (s *nvmlSource) gpuByPCI(pci pciAddr) *gpuIdentity {
+func (s *gpuScraper) gpuByPCI(pci pciAddr) *gpuIdentity {
 	if ids := s.identities.Load(); ids != nil {
 		for _, id := range *ids {
 			if id.pciBusID != "" && id.pci == pci {
@@ -223,15 +190,19 @@ func (s *nvmlSource) gpuByPCI(pci pciAddr) *gpuIdentity {
 	return nil
 }
 
-// eventWait is how long one NVML event wait blocks; it bounds how long shutdown waits for the
-// watcher.
-const eventWait = 500 * time.Millisecond
+// eventWait is how long one NVML event wait blocks when no XID comes: the watcher sleeps in
+// NVML until an event is due, or the simulation closes, and wakes otherwise once an hour. NVML
+// has no call that interrupts a wait, so shutdown does not wait for it (see nvmlHolds).
+const eventWait = time.Hour
+
+// eventRetryPause paces the waits after one failed (a lost GPU can make every wait fail at once).
+const eventRetryPause = time.Second
 
 // registerEvents creates the XID event set; the caller holds enumMu. Registration goes through
 // each GPU's lane, so a GPU that hangs already at start holds back only itself. GPUs that
 // cannot register (ERROR_NOT_SUPPORTED on old GPUs) are left to the kernel log.
-func (s *nvmlSource) registerEvents() nvml.EventSet {
-	set, ret := guarded(&s.libLane, &s.guard, s.lib.EventSetCreate)
+func (s *gpuScraper) registerEvents() nvml.EventSet {
+	set, ret := callLibrary(s, "EventSetCreate", s.lib.EventSetCreate)
 	if ret != nvml.SUCCESS {
 		s.logger.Warn("NVML event set unavailable: XIDs come from the kernel log only", zap.String("error", ret.Error()))
 		return nil
@@ -242,11 +213,11 @@ func (s *nvmlSource) registerEvents() nvml.EventSet {
 		if h == nil || st.handleErr != nvml.SUCCESS {
 			continue
 		}
-		supported, ret := guarded(&st.lane, &s.guard, h.GetSupportedEventTypes)
+		supported, ret := callGPU(s, st, "GetSupportedEventTypes", h.GetSupportedEventTypes)
 		if ret != nvml.SUCCESS || supported&nvml.EventTypeXidCriticalError == 0 {
 			continue
 		}
-		_, ret = guarded(&st.lane, &s.guard, func() (struct{}, nvml.Return) {
+		_, ret = callGPU(s, st, "RegisterEvents", func() (struct{}, nvml.Return) {
 			return struct{}{}, h.RegisterEvents(nvml.EventTypeXidCriticalError, set)
 		})
 		if ret == nvml.SUCCESS {
@@ -257,15 +228,16 @@ func (s *nvmlSource) registerEvents() nvml.EventSet {
 	return set
 }
 
-// watchEvents reads XIDs from the event set until the receiver stops.
-func (s *nvmlSource) watchEvents(set nvml.EventSet) {
+// watchEvents reads XIDs from the event set until the receiver stops; an event that arrives
+// after the stop is dropped.
+func (s *gpuScraper) watchEvents(set nvml.EventSet) {
 	for {
+		ev, ret := set.Wait(uint32(eventWait / time.Millisecond))
 		select {
 		case <-s.stop:
 			return
 		default:
 		}
-		ev, ret := set.Wait(uint32(eventWait / time.Millisecond))
 		switch ret {
 		case nvml.SUCCESS:
 			if ev.EventType&nvml.EventTypeXidCriticalError == 0 {
@@ -284,14 +256,14 @@ func (s *nvmlSource) watchEvents(set nvml.EventSet) {
 			select {
 			case <-s.stop:
 				return
-			case <-time.After(eventWait):
+			case <-s.after(eventRetryPause):
 			}
 		}
 	}
 }
 
 // onKmsgLine turns an "NVRM: Xid" line into an occurrence on the GPU at its PCI address.
-func (s *nvmlSource) onKmsgLine(line string) {
+func (s *gpuScraper) onKmsgLine(line string) {
 	x, ok := parseXIDLine(line)
 	if !ok {
 		return
@@ -305,18 +277,27 @@ func (s *nvmlSource) onKmsgLine(line string) {
 	s.xids.add(occ)
 }
 
-// shutdown stops the goroutines and, if Init succeeded, shuts NVML down.
-func (s *nvmlSource) shutdown() {
+// shutdown stops the goroutines and lets go of NVML: shut down now, or by the event watcher
+// once its wait returns.
+func (s *gpuScraper) shutdown() {
 	close(s.stop)
 	if s.kmsg != nil {
 		s.kmsg.Close()
 	}
 	s.release()
-	s.wg.Wait()
+	s.wg.Wait() // the Init retries: after it, ready no longer changes
 	if s.ready.Load() {
-		if ret := s.call(s.lib.Shutdown); ret != nvml.SUCCESS {
-			s.logger.Debug("NVML Shutdown failed", zap.String("error", ret.Error()))
-		}
+		s.letGoOfNVML()
+	}
+}
+
+// letGoOfNVML drops one hold on the library and shuts NVML down after the last.
+func (s *gpuScraper) letGoOfNVML() {
+	if s.nvmlHolds.Add(-1) > 0 {
+		return
+	}
+	if ret := s.libraryCall("Shutdown", s.lib.Shutdown); ret != nvml.SUCCESS {
+		s.logger.Debug("NVML Shutdown failed", zap.String("error", ret.Error()))
 	}
 }
 
