@@ -33,8 +33,10 @@ type Guard struct {
 	// Observe, if set, is given each call's duration when it returns, late ones included, so a
 	// latency histogram shows how long hung calls really took.
 	Observe func(time.Duration)
-	// After is time.After; a test sets it to give each deadline by hand.
-	After func(time.Duration) <-chan time.Time
+	// After, if set, replaces time.After for a call on lane: a test gives each lane's deadlines
+	// by hand, so a call passes its deadline when the test says so, never because the machine is
+	// slow (calls on several lanes run at once, so the hook needs to know whose deadline it is).
+	After func(lane *Lane, timeout time.Duration) <-chan time.Time
 }
 
 // Call runs f on lane l under g's deadline.
@@ -56,14 +58,16 @@ func Call[T any](g *Guard, l *Lane, f func() (T, error)) (T, error) {
 		}
 		done <- result{v, err}
 	}()
-	after := g.After
-	if after == nil {
-		after = time.After
+	var expired <-chan time.Time
+	if g.After != nil {
+		expired = g.After(l, g.Timeout)
+	} else {
+		expired = time.After(g.Timeout)
 	}
 	select {
 	case r := <-done:
 		return r.v, r.err
-	case <-after(g.Timeout):
+	case <-expired:
 		l.hung.Store(true)
 		go func() {
 			<-done

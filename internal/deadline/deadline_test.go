@@ -16,7 +16,7 @@ import (
 // assertion depends on how fast the machine runs a call.
 func handDeadlines() (*Guard, chan time.Time) {
 	expire := make(chan time.Time)
-	return &Guard{Timeout: time.Hour, After: func(time.Duration) <-chan time.Time { return expire }}, expire
+	return &Guard{Timeout: time.Hour, After: func(*Lane, time.Duration) <-chan time.Time { return expire }}, expire
 }
 
 // A call that does not return is given up when its deadline passes; its lane refuses the next

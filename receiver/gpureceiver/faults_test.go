@@ -5,8 +5,10 @@ package gpureceiver
 
 import (
 	"errors"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,7 +65,9 @@ func TestLostGPU(t *testing.T) {
 }
 
 // TestHungCall: a call past call_timeout takes its GPU down (warning, timeout counted once),
-// the other GPUs keep reporting, and the GPU comes back once the call returns.
+// the other GPUs keep reporting, and the GPU comes back once the call returns. Deadlines are the
+// test's: GPU 3's hung call passes its deadline once it is known to be blocked, and no other
+// call ever passes one, so the healthy GPUs report however slow the machine is.
 func TestHungCall(t *testing.T) {
 	clock := newFakeClock()
 	srv := writeScenario(t, clock, `
@@ -72,14 +76,31 @@ signals: {utilization: {constant: 30}}
 faults:
   - {at: 10s, gpu: 3, kind: hang, duration: 1m}
 `)
-	cfg := testConfig()
-	// Long enough for the healthy GPUs' calls on a loaded test machine; the hung GPU costs it once.
-	cfg.CallTimeout = 2 * time.Second
-	src := startScraper(t, cfg, srv, clock, nil)
+	lib := &announcedCall{Server: srv, gpu: 3, entered: make(chan struct{}, 1)}
+	var hungLane atomic.Pointer[deadline.Lane]
+	hungDeadline := make(chan time.Time)
+	ss := settingsFor(testConfig(), clock, nil)
+	ss.callDeadline = func(l *deadline.Lane, _ time.Duration) <-chan time.Time {
+		if l == hungLane.Load() {
+			return hungDeadline
+		}
+		return nil
+	}
+	src := startWith(t, ss, lib)
+	hungLane.Store(&src.gpus[3].lane)
 
 	clock.Advance(15 * time.Second)
-	for range 2 {
+	passed := make(chan struct{})
+	go func() {
+		defer close(passed)
+		<-lib.entered // GPU 3's first collection call, blocked by the hang
+		hungDeadline <- clock.Now()
+	}()
+	for i := range 2 {
 		md := src.scrape()
+		if i == 0 {
+			waitOrFail(t, func() { <-passed }, "the scrape made no GetUtilizationRates call on GPU 3")
+		}
 		assertUp(t, md, map[string]int64{"0": 1, "2": 1, "3": 0, "4": 1, "7": 1})
 		rm := gpuResource(t, md, "3")
 		assert.Equal(t, int64(healthWarning), value(t, rm, "gpu_health", "condition", "nvml"))
@@ -93,6 +114,38 @@ faults:
 	md := src.scrape()
 	assertUp(t, md, map[string]int64{"3": 1})
 	assert.Equal(t, int64(healthOK), value(t, gpuResource(t, md, "3"), "gpu_health", "condition", "nvml"))
+}
+
+// announcedCall is the simulated server whose GPU gpu says on entered when a
+// GetUtilizationRates call begins, so a test knows the call is under way.
+type announcedCall struct {
+	*simulated.Server
+	gpu     int
+	entered chan struct{}
+	once    sync.Once
+	handle  *announcingDevice // one handle, as NVML's: a new one would be a new GPU
+}
+
+func (a *announcedCall) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
+	h, ret := a.Server.DeviceGetHandleByIndex(i)
+	if i != a.gpu || ret != nvml.SUCCESS {
+		return h, ret
+	}
+	a.once.Do(func() { a.handle = &announcingDevice{Device: h, entered: a.entered} })
+	return a.handle, ret
+}
+
+type announcingDevice struct {
+	nvml.Device
+	entered chan struct{}
+}
+
+func (d *announcingDevice) GetUtilizationRates() (nvml.Utilization, nvml.Return) {
+	select {
+	case d.entered <- struct{}{}:
+	default: // nobody is waiting for a later call
+	}
+	return d.Device.GetUtilizationRates()
 }
 
 // TestInitFailure: without a driver the scraper reports gpu_nvml_up 0, retries Init with
@@ -361,7 +414,7 @@ func TestTimeoutDuringEnumeration(t *testing.T) {
 	ss.set = set
 	src := newScraper(ss, lib, lib.Close)
 	deadlines := make(chan time.Time)
-	src.guard.After = func(time.Duration) <-chan time.Time { return deadlines }
+	src.guard.After = func(*deadline.Lane, time.Duration) <-chan time.Time { return deadlines }
 	started := make(chan struct{})
 	go func() { defer close(started); src.start() }()
 	t.Cleanup(func() {

@@ -35,6 +35,8 @@ type scraperSettings struct {
 	nodeName string
 	now      func() time.Time
 	after    func(time.Duration) <-chan time.Time
+	// callDeadline, if set, gives each NVML call's deadline (deadline.Guard.After): a test's.
+	callDeadline func(*deadline.Lane, time.Duration) <-chan time.Time
 	// emitLogs receives the XID log records; nil without a logs pipeline.
 	emitLogs func(plog.Logs)
 }
@@ -107,7 +109,7 @@ func newScraper(ss scraperSettings, lib nvml.Interface, release func()) *gpuScra
 		lib:      lib,
 		newMB:    func() *metadata.MetricsBuilder { return metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, ss.set) },
 		release:  release,
-		guard:    deadline.Guard{Timeout: cfg.CallTimeout, Observe: hist.Observe},
+		guard:    deadline.Guard{Timeout: cfg.CallTimeout, Observe: hist.Observe, After: ss.callDeadline},
 		hist:     hist,
 		stop:     make(chan struct{}),
 		stale:    staleness.NewTracker(),

@@ -6,6 +6,7 @@ package taskreceiver
 import (
 	"context"
 	"flag"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
 	"path/filepath"
 	"testing"
 	"time"
@@ -54,7 +55,7 @@ func startScraper(t testing.TB, cfg *Config, set receiver.Settings) *taskScraper
 	t.Helper()
 	s := newTaskScraper(cfg, set)
 	require.NoError(t, s.start(context.Background(), componenttest.NewNopHost()))
-	never := func(time.Duration) <-chan time.Time { return nil }
+	never := func(*deadline.Lane, time.Duration) <-chan time.Time { return nil }
 	s.statfsCalls.Guard.After = never
 	s.cmdlineCalls.Guard.After = never
 	return s
