@@ -25,7 +25,7 @@ KUBE_APISERVER = $$(test/kube/build-apiserver.sh)
 # kubectl of the same version, for the tests of deploy/.
 KUBECTL_TEST   = $$(test/kube/build-apiserver.sh kubectl)
 COMPONENTS   := $(shell find receiver processor exporter extension -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
-SOURCES      := $(shell find receiver processor exporter extension internal -name '*.go' 2>/dev/null) go.mod go.sum
+SOURCES      := $(shell find receiver processor exporter extension internal distro/omitdetectors -name '*.go' -o -name go.mod 2>/dev/null) go.mod go.sum
 
 .PHONY: all build image run demo demo-dcgm report test test-gpu unit e2e bench lint generate tools deps clean render deploy undeploy secrets
 
@@ -125,6 +125,7 @@ lint:
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./...
 	$(GO) vet -tags gpu ./receiver/gpureceiver/
+	@for m in distro/omitdetectors/*/; do (cd $$m && $(GO) vet ./...) || exit 1; done
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 ## deps: what the end-to-end tests run: Debian's prometheus, node_exporter, etcd, chromium and umoci
