@@ -10,14 +10,15 @@
 //	go run ./bench/procload -otelcol bin/otelcol-gpu-agent -duration 2m -interval 10s -containers 200
 //
 // -baseline runs a second collector binary (say, one built from an older commit) the same two
-// ways in the same run, so that a table shows before and after under the same load. -env sets a
-// variable in the collectors' environment, as a DaemonSet would (GOMEMLIMIT, GOGC).
+// ways in the same run, so that a table shows before and after under the same load. Each
+// collector runs from a copy of its binary dropped from the page cache, so that their file
+// pages compare. -env sets a variable in the collectors' environment, as a DaemonSet would
+// (GOMEMLIMIT, GOGC).
 //
 // With -memory-limit-mib each loaded agent runs inside a memory cgroup of that limit, created and
-// removed here (cgroup v1's memory controller or cgroup v2; needs root), from a copy of its
-// binary that is not in the page cache, so that the binary's pages are charged to the cgroup as
-// on a node: the run fails on an OOM kill, an exit or a missed collection, and reports the
-// cgroup's peak.
+// removed here (cgroup v1's memory controller or cgroup v2; needs root), where the binary's pages
+// are charged as on a node: the run fails on an OOM kill, an exit or a missed collection, and
+// reports the cgroup's peak.
 package main
 
 import (
@@ -139,10 +140,10 @@ func run(o options) error {
 			return
 		}
 		t := &target{name: name}
+		if bin, err = uncachedCopy(bin, filepath.Join(work, fmt.Sprintf("otelcol-%d", len(targets)))); err != nil {
+			return
+		}
 		if limitMiB > 0 {
-			if bin, err = uncachedCopy(bin, filepath.Join(work, fmt.Sprintf("otelcol-%d", len(targets)))); err != nil {
-				return
-			}
 			if t.group, err = newMemoryCgroup(fmt.Sprintf("procload-%d-%d", os.Getpid(), len(targets)), int64(limitMiB)<<20); err != nil {
 				return
 			}
@@ -352,8 +353,10 @@ func usage(pid int) (processUsage, error) {
 }
 
 // uncachedCopy copies the binary to dst and drops the copy's pages from the page cache, so that
-// the pages the collector maps are read in by it and charged to its cgroup, as on a node that
-// starts the agent for the first time (a page already cached stays charged to whoever read it).
+// the pages the collector maps are read in by it, as on a node that starts the agent for the
+// first time: how many of a binary's pages are resident depends on how they came into the cache
+// (a file read whole, as a build or a copy leaves it, can be mapped whole), and a page already
+// cached stays charged to the cgroup of whoever read it.
 func uncachedCopy(src, dst string) (string, error) {
 	b, err := os.ReadFile(src)
 	if err != nil {

@@ -5,16 +5,9 @@
 package ec2
 
 import (
-	"context"
-	"errors"
-
 	"go.opentelemetry.io/otel/sdk/resource"
+
+	"github.com/otelcol-gpu/otelcol-gpu/distro/omitdetectors"
 )
 
-func NewResourceDetector() resource.Detector { return omitted{} }
-
-type omitted struct{}
-
-func (omitted) Detect(context.Context) (*resource.Resource, error) {
-	return nil, errors.New("the aws.ec2 resource detector is not built into otelcol-gpu-agent (builder-agent.yaml)")
-}
+func NewResourceDetector() resource.Detector { return omitdetectors.Detector("aws.ec2") }

@@ -5,16 +5,9 @@
 package gcp
 
 import (
-	"context"
-	"errors"
-
 	"go.opentelemetry.io/otel/sdk/resource"
+
+	"github.com/otelcol-gpu/otelcol-gpu/distro/omitdetectors"
 )
 
-func NewDetector() resource.Detector { return omitted{} }
-
-type omitted struct{}
-
-func (omitted) Detect(context.Context) (*resource.Resource, error) {
-	return nil, errors.New("the gcp resource detector is not built into otelcol-gpu-agent (builder-agent.yaml)")
-}
+func NewDetector() resource.Detector { return omitdetectors.Detector("gcp") }
