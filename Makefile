@@ -25,7 +25,7 @@ KUBE_APISERVER = $$(test/kube/build-apiserver.sh)
 # kubectl of the same version, for the tests of deploy/.
 KUBECTL_TEST   = $$(test/kube/build-apiserver.sh kubectl)
 COMPONENTS   := $(shell find receiver processor exporter extension -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
-SOURCES      := $(shell find receiver processor exporter extension internal -name '*.go' 2>/dev/null) go.mod go.sum
+SOURCES      := $(shell find receiver processor exporter extension internal distro/omitdetectors -name '*.go' -o -name go.mod 2>/dev/null) go.mod go.sum
 
 .PHONY: all build image run demo demo-dcgm report test test-gpu unit e2e bench lint generate tools deps clean render deploy undeploy secrets
 
@@ -102,18 +102,23 @@ e2e: $(BIN) $(AGENT_BIN) image
 
 ## bench: collection cost (Go benchmarks); the agent's whole-process CPU and RSS (anonymous and
 ## file) on this machine and on a node of 8 simulated GPUs and 200 containers, next to
-## node_exporter (BENCH_DURATION); the gateway at saturation (bench/gateway) and the edge queue's
-## bytes per collection (test/e2e); then that loaded agent for BENCH_CGROUP_DURATION inside a
-## memory cgroup of BENCH_CGROUP_MIB, which procload creates and removes (root): it fails on an
-## OOM kill or a missed collection
+## node_exporter (BENCH_DURATION), with the Go runtime settings the DaemonSet ships
+## (deploy/base/agent.yaml's GOGC and GOMEMLIMIT), and BENCH_BASELINE's agent beside it when set
+## (a binary built from an older commit: before and after in one table); the gateway at
+## saturation (bench/gateway) and the edge queue's bytes per collection (test/e2e); then the
+## loaded agent for BENCH_CGROUP_DURATION inside a memory cgroup of BENCH_CGROUP_MIB, which
+## procload creates and removes (root): it fails on an OOM kill or a missed collection
 BENCH_CGROUP_DURATION ?= 10m
 BENCH_CGROUP_MIB      ?= 96
+BENCH_BASELINE       ?=
+BENCH_AGENT_ENV      := $(shell sed -n '/- name: \(GOGC\|GOMEMLIMIT\)$$/{s/.*name: //;N;s/\n *value: "\{0,1\}\([^"]*\)"\{0,1\}/=\1/p}' deploy/base/agent.yaml)
+PROCLOAD              = $(GO) run ./bench/procload -otelcol $(AGENT_BIN) $(if $(BENCH_BASELINE),-baseline $(BENCH_BASELINE)) $(addprefix -env ,$(BENCH_AGENT_ENV))
 bench: $(BIN) $(AGENT_BIN)
 	$(GO) test -run '^$$' -bench . -benchmem ./receiver/... ./processor/... ./cmd/...
 	KUBE_APISERVER_BIN=$(KUBE_APISERVER) $(GO) test -tags e2e -run '^$$' -bench BenchmarkLargeCluster -benchtime 20x ./receiver/k8swatchdogreceiver/
-	$(GO) run ./bench/procload -otelcol $(AGENT_BIN) -duration $(BENCH_DURATION)
+	$(PROCLOAD) -duration $(BENCH_DURATION)
 	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_AGENT_BIN=$(CURDIR)/$(AGENT_BIN) $(GO) test -tags e2e -run '^$$' -bench . -benchtime 1x ./bench/gateway/ ./test/e2e/
-	$(GO) run ./bench/procload -otelcol $(AGENT_BIN) -duration $(BENCH_CGROUP_DURATION) -memory-limit-mib $(BENCH_CGROUP_MIB)
+	$(PROCLOAD) -duration $(BENCH_CGROUP_DURATION) -memory-limit-mib $(BENCH_CGROUP_MIB)
 
 ## lint: go vet and gofmt
 lint:

@@ -9,9 +9,16 @@
 //
 //	go run ./bench/procload -otelcol bin/otelcol-gpu-agent -duration 2m -interval 10s -containers 200
 //
-// With -memory-limit-mib the loaded agent runs inside a memory cgroup of that limit, created and
-// removed here (cgroup v1's memory controller or cgroup v2; needs root): the run fails on an OOM
-// kill, an exit or a missed collection, and reports the cgroup's peak.
+// -baseline runs a second collector binary (say, one built from an older commit) the same two
+// ways in the same run, so that a table shows before and after under the same load. Each
+// collector runs from a copy of its binary dropped from the page cache, so that their file
+// pages compare. -env sets a variable in the collectors' environment, as a DaemonSet would
+// (GOMEMLIMIT, GOGC).
+//
+// With -memory-limit-mib each loaded agent runs inside a memory cgroup of that limit, created and
+// removed here (cgroup v1's memory controller or cgroup v2; needs root), where the binary's pages
+// are charged as on a node: the run fails on an OOM kill, an exit or a missed collection, and
+// reports the cgroup's peak.
 package main
 
 import (
@@ -20,7 +27,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/loopback"
 	"io"
 	"math"
 	"net/http"
@@ -34,118 +40,166 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"golang.org/x/sys/unix"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/loopback"
 )
+
+type options struct {
+	otelcol, baseline, config, scenario, nodeExporter string
+	env                                               []string
+	duration, interval                                time.Duration
+	containers, limitMiB                              int
+}
 
 type target struct {
 	name      string
 	cmd       *exec.Cmd
 	url       string
-	telemetry string // the collector's own metrics; empty for node_exporter
+	telemetry string        // the collector's own metrics; empty for node_exporter
+	group     *memoryCgroup // the cgroup it runs in, if any
 	scraped   points
 }
 
+// envFlag collects repeated -env KEY=VALUE flags.
+type envFlag []string
+
+func (e *envFlag) String() string { return strings.Join(*e, " ") }
+
+func (e *envFlag) Set(v string) error {
+	if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
+		return fmt.Errorf("%q is not KEY=VALUE", v)
+	}
+	*e = append(*e, v)
+	return nil
+}
+
 func main() {
-	otelcol := flag.String("otelcol", "bin/otelcol-gpu-agent", "collector binary")
-	config := flag.String("config", "distro/local.yaml", "collector configuration (its task and gpu receivers are set up here)")
-	scenario := flag.String("scenario", "distro/scenarios/dgx-a100-demo.yaml", "the loaded node's simulated GPUs (8 in the default)")
-	nodeExporter := flag.String("node-exporter", "prometheus-node-exporter", "node_exporter binary")
-	duration := flag.Duration("duration", 2*time.Minute, "how long to run")
-	interval := flag.Duration("interval", 10*time.Second, "collection and scrape interval")
-	containers := flag.Int("containers", 200, "task containers on the loaded node's fake host")
-	limitMiB := flag.Int("memory-limit-mib", 0, "run the loaded agent in a memory cgroup of this limit (0: none)")
+	var o options
+	var env envFlag
+	flag.StringVar(&o.otelcol, "otelcol", "bin/otelcol-gpu-agent", "collector binary")
+	flag.StringVar(&o.baseline, "baseline", "", "a second collector binary run the same ways beside -otelcol (e.g. built from an older commit)")
+	flag.StringVar(&o.config, "config", "distro/local.yaml", "collector configuration (its task and gpu receivers are set up here)")
+	flag.StringVar(&o.scenario, "scenario", "distro/scenarios/dgx-a100-demo.yaml", "the loaded node's simulated GPUs (8 in the default)")
+	flag.StringVar(&o.nodeExporter, "node-exporter", "prometheus-node-exporter", "node_exporter binary")
+	flag.Var(&env, "env", "KEY=VALUE in the collectors' environment, e.g. GOMEMLIMIT=64MiB (repeatable)")
+	flag.DurationVar(&o.duration, "duration", 2*time.Minute, "how long to run")
+	flag.DurationVar(&o.interval, "interval", 10*time.Second, "collection and scrape interval")
+	flag.IntVar(&o.containers, "containers", 200, "task containers on the loaded node's fake host")
+	flag.IntVar(&o.limitMiB, "memory-limit-mib", 0, "run each loaded agent in a memory cgroup of this limit (0: none)")
 	flag.Parse()
-	if err := run(*otelcol, *config, *scenario, *nodeExporter, *duration, *interval, *containers, *limitMiB); err != nil {
+	o.env = env
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "procload:", err)
 		os.Exit(1)
 	}
 }
 
 // run starts the processes, measures them and stops them, whatever happens in between.
-func run(otelcol, config, scenario, nodeExporter string, duration, interval time.Duration, containers, limitMiB int) error {
+func run(o options) error {
 	work, err := os.MkdirTemp("", "procload")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(work)
 	host := filepath.Join(work, "host")
-	if err := hostfixture.Write(host, hostfixture.Busy(2, containers)); err != nil {
+	if err := hostfixture.Write(host, hostfixture.Busy(2, o.containers)); err != nil {
 		return err
 	}
 
-	var group *memoryCgroup
-	if limitMiB > 0 {
-		if group, err = newMemoryCgroup(fmt.Sprintf("procload-%d", os.Getpid()), int64(limitMiB)<<20); err != nil {
-			return err
-		}
-		defer group.remove()
-	}
 	var targets []*target
 	defer func() {
 		for _, t := range targets {
 			_ = syscall.Kill(t.cmd.Process.Pid, syscall.SIGTERM)
 			_ = t.cmd.Wait()
+			if t.group != nil {
+				t.group.remove()
+			}
 		}
 	}()
-	start := func(name, url string, group *memoryCgroup, bin string, args ...string) *target {
-		cmd := exec.Command(bin, args...)
-		if group != nil {
+	start := func(t *target, env []string, bin string, args ...string) {
+		if err != nil {
+			return
+		}
+		t.cmd = exec.Command(bin, args...)
+		if t.group != nil {
 			// The shell joins the cgroup before exec, so every page the collector touches is charged.
-			cmd = exec.Command("/bin/sh", append([]string{"-c", `echo $$ > "$0" && exec "$@"`, group.procs(), bin}, args...)...)
+			t.cmd = exec.Command("/bin/sh", append([]string{"-c", `echo $$ > "$0" && exec "$@"`, t.group.procs(), bin}, args...)...)
 		}
-		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-		if err == nil {
-			err = cmd.Start()
-		}
-		t := &target{name: name, cmd: cmd, url: url}
-		if err == nil {
+		t.cmd.Env = append(os.Environ(), env...)
+		t.cmd.Stdout, t.cmd.Stderr = io.Discard, io.Discard
+		if err = t.cmd.Start(); err == nil {
 			targets = append(targets, t)
+		} else if t.group != nil {
+			t.group.remove()
 		}
-		return t
 	}
-
-	collector := func(name string, group *memoryCgroup, sets ...string) *target {
+	collector := func(name, bin string, limitMiB int, sets ...string) {
+		if err != nil {
+			return
+		}
+		t := &target{name: name}
+		if bin, err = uncachedCopy(bin, filepath.Join(work, fmt.Sprintf("otelcol-%d", len(targets)))); err != nil {
+			return
+		}
+		if limitMiB > 0 {
+			if t.group, err = newMemoryCgroup(fmt.Sprintf("procload-%d-%d", os.Getpid(), len(targets)), int64(limitMiB)<<20); err != nil {
+				return
+			}
+		}
 		port, health, telemetry := freePort(), freePort(), freePort()
 		sets = append([]string{
 			fmt.Sprintf("exporters::prometheus::endpoint=127.0.0.1:%d", port),
 			fmt.Sprintf("extensions::health_check::endpoint=127.0.0.1:%d", health),
-			"receivers::task::collection_interval=" + interval.String(),
-			"receivers::gpu::collection_interval=" + interval.String(),
+			"receivers::task::collection_interval=" + o.interval.String(),
+			"receivers::gpu::collection_interval=" + o.interval.String(),
 			"service::telemetry::metrics::level=normal",
 			fmt.Sprintf("service::telemetry::metrics::readers=[{pull: {exporter: {prometheus: {host: 127.0.0.1, port: %d}}}}]", telemetry),
 		}, sets...)
-		args := []string{"--config", config}
+		args := []string{"--config", o.config}
 		for _, s := range sets {
 			args = append(args, "--set", s)
 		}
-		t := start(name, fmt.Sprintf("http://127.0.0.1:%d/metrics", port), group, otelcol, args...)
+		t.url = fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
 		t.telemetry = fmt.Sprintf("http://127.0.0.1:%d/metrics", telemetry)
-		return t
+		start(t, o.env, bin, args...)
+	}
+
+	loaded := fmt.Sprintf("%d containers", o.containers)
+	loadedSets := []string{"receivers::task::root_path=" + host, "processors::gpu_attribution::root_path=" + host}
+	if o.scenario != "" {
+		loaded = fmt.Sprintf("GPUs of %s, %d containers", filepath.Base(o.scenario), o.containers)
+		loadedSets = append(loadedSets, "receivers::gpu::backend=simulated", "receivers::gpu::scenario="+o.scenario)
+	}
+	if o.limitMiB > 0 {
+		loaded += fmt.Sprintf(", in %d MiB", o.limitMiB)
+	}
+	agents := []struct{ label, bin string }{{"agent", o.otelcol}}
+	if o.baseline != "" {
+		agents = append(agents, struct{ label, bin string }{"baseline", o.baseline})
+	}
+	for _, a := range agents {
+		collector(a.label+", this machine", a.bin, 0)
+		collector(a.label+", "+loaded, a.bin, o.limitMiB, loadedSets...)
 	}
 	nePort := freePort()
-	loaded := fmt.Sprintf("agent, %d containers", containers)
-	loadedSets := []string{"receivers::task::root_path=" + host, "processors::gpu_attribution::root_path=" + host}
-	if scenario != "" {
-		loaded = fmt.Sprintf("agent, GPUs of %s, %d containers", filepath.Base(scenario), containers)
-		loadedSets = append(loadedSets, "receivers::gpu::backend=simulated", "receivers::gpu::scenario="+scenario)
-	}
-	if group != nil {
-		loaded += fmt.Sprintf(", in %d MiB", limitMiB)
-	}
-	collector("agent, this machine", nil)
-	collector(loaded, group, loadedSets...)
-	start("node_exporter, this machine", fmt.Sprintf("http://127.0.0.1:%d/metrics", nePort), nil, nodeExporter,
-		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", nePort))
+	start(&target{name: "node_exporter, this machine", url: fmt.Sprintf("http://127.0.0.1:%d/metrics", nePort)}, nil,
+		o.nodeExporter, fmt.Sprintf("--web.listen-address=127.0.0.1:%d", nePort))
 	if err != nil {
 		return err
 	}
 
 	load0, _ := os.ReadFile("/proc/loadavg")
 	scrapes := 0
-	for end := time.Now().Add(duration); time.Now().Before(end); time.Sleep(interval) {
+	for end := time.Now().Add(o.duration); time.Now().Before(end); time.Sleep(o.interval) {
 		for _, t := range targets {
 			if t.cmd.ProcessState != nil || !running(t.cmd.Process.Pid) {
+				if t.group != nil {
+					if _, oomKills, err := t.group.stats(); err == nil && oomKills > 0 {
+						return fmt.Errorf("%s was OOM-killed in its %d MiB cgroup", t.name, o.limitMiB)
+					}
+				}
 				return fmt.Errorf("%s exited during the run", t.name)
 			}
 			scrapeOnce(t.url)
@@ -156,10 +210,18 @@ func run(otelcol, config, scenario, nodeExporter string, duration, interval time
 		scrapes++
 	}
 	load1, _ := os.ReadFile("/proc/loadavg")
-	fmt.Printf("%d scrapes every %s over %s; load average %s at the start, %s at the end\n", scrapes, interval, duration,
+	fmt.Printf("%d scrapes every %s over %s; load average %s at the start, %s at the end\n", scrapes, o.interval, o.duration,
 		strings.Join(strings.Fields(string(load0))[:3], " "), strings.Join(strings.Fields(string(load1))[:3], " "))
-	fmt.Printf("%-52s %8s %8s %9s %9s %9s %12s\n", "process", "CPU s", "% core", "RSS MiB", "anon MiB", "file MiB", "collections")
-	var missed []string
+	fmt.Printf("agents: %s", o.otelcol)
+	if o.baseline != "" {
+		fmt.Printf(", baseline: %s", o.baseline)
+	}
+	if len(o.env) > 0 {
+		fmt.Printf(", environment: %s", strings.Join(o.env, " "))
+	}
+	fmt.Println()
+	fmt.Printf("%-62s %8s %8s %9s %9s %9s %12s\n", "process", "CPU s", "% core", "RSS MiB", "anon MiB", "file MiB", "collections")
+	var failures []string
 	for _, t := range targets {
 		u, err := usage(t.cmd.Process.Pid)
 		if err != nil {
@@ -172,24 +234,27 @@ func run(otelcol, config, scenario, nodeExporter string, duration, interval time
 			// Between the first and the last observation, one collection an interval, give or take
 			// the one the two clocks' phase can move across an end.
 			if intervals := t.scraped.observations - 1; intervals < 1 || n < intervals-1 {
-				missed = append(missed, fmt.Sprintf("%s: %d collections in %d intervals", t.name, n, intervals))
+				failures = append(failures, fmt.Sprintf("%s: %d collections in %d intervals", t.name, n, intervals))
 			}
 		}
-		fmt.Printf("%-52s %8.2f %8.2f %9.1f %9.1f %9.1f %12s\n", t.name, u.cpuSeconds, 100*u.cpuSeconds/duration.Seconds(),
+		fmt.Printf("%-62s %8.2f %8.2f %9.1f %9.1f %9.1f %12s\n", t.name, u.cpuSeconds, 100*u.cpuSeconds/o.duration.Seconds(),
 			u.anonMiB+u.fileMiB, u.anonMiB, u.fileMiB, collections)
 	}
-	if group != nil {
-		peak, oomKills, err := group.stats()
+	for _, t := range targets {
+		if t.group == nil {
+			continue
+		}
+		peak, oomKills, err := t.group.stats()
 		if err != nil {
 			return err
 		}
-		fmt.Printf("memory cgroup %s: limit %d MiB, peak %.1f MiB, OOM kills %d\n", group.dir, limitMiB, float64(peak)/(1<<20), oomKills)
+		fmt.Printf("%s: memory cgroup %s, limit %d MiB, peak %.1f MiB, OOM kills %d\n", t.name, t.group.dir, o.limitMiB, float64(peak)/(1<<20), oomKills)
 		if oomKills > 0 {
-			return fmt.Errorf("the agent was OOM-killed %d times in its %d MiB cgroup", oomKills, limitMiB)
+			failures = append(failures, fmt.Sprintf("%s was OOM-killed %d times in its %d MiB cgroup", t.name, oomKills, o.limitMiB))
 		}
 	}
-	if len(missed) > 0 {
-		return fmt.Errorf("missed collections: %s", strings.Join(missed, "; "))
+	if len(failures) > 0 {
+		return errors.New(strings.Join(failures, "; "))
 	}
 	return nil
 }
@@ -285,6 +350,33 @@ func usage(pid int) (processUsage, error) {
 		}
 	}
 	return u, sc.Err()
+}
+
+// uncachedCopy copies the binary to dst and drops the copy's pages from the page cache, so that
+// the pages the collector maps are read in by it, as on a node that starts the agent for the
+// first time: how many of a binary's pages are resident depends on how they came into the cache
+// (a file read whole, as a build or a copy leaves it, can be mapped whole), and a page already
+// cached stays charged to the cgroup of whoever read it.
+func uncachedCopy(src, dst string) (string, error) {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return "", err
+	}
+	f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if _, err := f.Write(b); err != nil {
+		return "", err
+	}
+	if err := f.Sync(); err != nil { // dirty pages cannot be dropped
+		return "", err
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		return "", err
+	}
+	return dst, f.Close()
 }
 
 // memoryCgroup is a memory cgroup of its own, v1 (the memory controller's hierarchy) or v2.

@@ -8,12 +8,14 @@ package e2e
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -380,4 +382,70 @@ func TestOneWatchdog(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAgentMemorySettings keeps the DaemonSet's memory settings in step with each other: the
+// container's limit holds the Go runtime's soft limit (GOMEMLIMIT) plus the agent binary's pages,
+// which are resident and charged to the container too; and the runtime collects harder before
+// memory_limiter starts refusing data (its soft limit: limit_percentage less
+// spike_limit_percentage of the container's limit).
+func TestAgentMemorySettings(t *testing.T) {
+	binary, err := os.Stat(stack.AgentBinary(t))
+	require.NoError(t, err)
+	for name, dir := range overlays {
+		t.Run(name, func(t *testing.T) {
+			objs := objects(t, render(t, dir))
+			configs := collectorConfigs(t, objs)
+			for _, o := range ofKind(objs, "DaemonSet") {
+				pod := convert[appsv1.DaemonSet](t, o).Spec.Template.Spec
+				container := pod.Containers[0]
+				limit, ok := container.Resources.Limits[corev1.ResourceMemory]
+				require.True(t, ok, "%s has a memory limit", container.Name)
+				env := map[string]string{}
+				for _, e := range container.Env {
+					if e.Name == "GOMEMLIMIT" || e.Name == "GOGC" {
+						require.Nil(t, e.ValueFrom, "%s: %s is a value in the manifest, next to the limit", container.Name, e.Name)
+					}
+					env[e.Name] = e.Value
+				}
+				assert.NotEmpty(t, env["GOGC"], "%s sets GOGC", container.Name)
+				goLimit, err := goMemoryLimit(env["GOMEMLIMIT"])
+				require.NoError(t, err, "%s: GOMEMLIMIT", container.Name)
+				assert.LessOrEqual(t, goLimit+binary.Size(), limit.Value(),
+					"%s: GOMEMLIMIT %s and the binary's %d bytes must fit in the limit %s", container.Name, env["GOMEMLIMIT"], binary.Size(), limit.String())
+
+				var config struct {
+					Processors struct {
+						MemoryLimiter struct {
+							LimitPercentage      int64 `yaml:"limit_percentage"`
+							SpikeLimitPercentage int64 `yaml:"spike_limit_percentage"`
+						} `yaml:"memory_limiter"`
+					} `yaml:"processors"`
+				}
+				require.NoError(t, yaml.Unmarshal([]byte(configs[configMapOf(t, pod)]), &config))
+				ml := config.Processors.MemoryLimiter
+				require.Positive(t, ml.LimitPercentage, "%s: memory_limiter's limit_percentage", container.Name)
+				assert.Less(t, goLimit, limit.Value()*(ml.LimitPercentage-ml.SpikeLimitPercentage)/100,
+					"%s: GOMEMLIMIT must be under memory_limiter's soft limit", container.Name)
+			}
+		})
+	}
+}
+
+// goMemoryLimit parses GOMEMLIMIT as the Go runtime does: a number of bytes with an optional
+// B, KiB, MiB, GiB or TiB suffix.
+func goMemoryLimit(v string) (int64, error) {
+	for i, suffix := range []string{"TiB", "GiB", "MiB", "KiB", "B", ""} {
+		if n, ok := strings.CutSuffix(v, suffix); ok && n != "" {
+			count, err := strconv.ParseInt(n, 10, 64)
+			if err != nil {
+				return 0, err
+			}
+			if suffix == "" || suffix == "B" {
+				return count, nil
+			}
+			return count << (10 * (4 - i)), nil
+		}
+	}
+	return 0, fmt.Errorf("%q is not a GOMEMLIMIT", v)
 }

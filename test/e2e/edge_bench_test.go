@@ -20,7 +20,7 @@ import (
 )
 
 // BenchmarkEdgeQueue measures how much of the persistent queue one collection takes on a node
-// with 8 GPUs (the simulated DGX A100) and 200 job containers (bench/busyhost's fake host),
+// with 8 GPUs (the simulated DGX A100) and 200 job containers (hostfixture.Busy's fake host),
 // with the gateway unreachable so that everything stays queued, one receiver at a time; and
 // from that and distro/agent.yaml's intervals and bound, the hours of outage the queue holds.
 //
