@@ -40,7 +40,7 @@ type nameProfile struct {
 	// xids and nvlink are what DCGM_FI_DEV_XID_ERRORS and DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL
 	// need across batches, by GPU UUID.
 	xids   map[string]*lastXID
-	nvlink map[string]*lastNVLink
+	nvlink map[string]lastNVLink
 }
 
 // lastNVLink is a GPU's NVLink payload counters (rx + tx) at its previous batch.
@@ -61,7 +61,7 @@ func newNameProfile(cfg *Config, set processor.Settings) *nameProfile {
 		profile: profileFor(cfg.Profile),
 		mb:      metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, set),
 		xids:    map[string]*lastXID{},
-		nvlink:  map[string]*lastNVLink{},
+		nvlink:  map[string]lastNVLink{},
 	}
 }
 
@@ -204,12 +204,12 @@ func (p *nameProfile) recordNVLinkBandwidth(ms pmetric.MetricSlice, uuid string)
 	if pts.Len() == 0 {
 		return
 	}
-	now := &lastNVLink{start: pts.At(0).StartTimestamp(), at: pts.At(0).Timestamp()}
+	now := lastNVLink{start: pts.At(0).StartTimestamp(), at: pts.At(0).Timestamp()}
 	for i := 0; i < pts.Len(); i++ {
 		now.bytes += pts.At(i).IntValue()
 	}
 	var mbps int64
-	if prev := p.nvlink[uuid]; prev != nil && prev.start == now.start && now.at > prev.at && now.bytes >= prev.bytes {
+	if prev, ok := p.nvlink[uuid]; ok && prev.start == now.start && now.at > prev.at && now.bytes >= prev.bytes {
 		seconds := float64(now.at-prev.at) / 1e9
 		mbps = int64(float64(now.bytes-prev.bytes) / 1024 / seconds / 1000)
 	}
