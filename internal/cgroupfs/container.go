@@ -23,6 +23,13 @@ type Container struct {
 	PodUID string
 }
 
+// IsPodSandbox tells a pod's sandbox from its app containers by the command of a process in it:
+// the sandbox's pause process holds the pod's namespaces and runs nothing else. containerd
+// starts one for every pod, cri-o when the pod shares its PID namespace (or with
+// drop_infra_ctr off). A sandbox is never a task, has no logs in the kubelet's layout, and so
+// must never be named after the pod's app container.
+func (c Container) IsPodSandbox(comm string) bool { return c.PodUID != "" && comm == "pause" }
+
 // systemd scope prefixes of container runtimes; a conmon scope (cri-o's monitor) is not a container.
 var scopePrefixes = []struct{ prefix, runtime string }{
 	{"cri-containerd-", "containerd"},

@@ -17,15 +17,23 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
 )
 
-const containerPath = "/kubepods/burstable/pod8d6d4f1e-1d5a-4a3c-9f3e-2b1c0a9e7d11/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+const (
+	podPath       = "/kubepods/burstable/pod8d6d4f1e-1d5a-4a3c-9f3e-2b1c0a9e7d11/"
+	containerPath = podPath + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	sandboxID     = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+	sandboxPath   = podPath + sandboxID
+)
 
 func host(t testing.TB, version int) (mount string) {
 	root := filepath.Join(t.TempDir(), "host")
-	require.NoError(t, hostfixture.Write(root, hostfixture.Host{CgroupVersion: version, Containers: []hostfixture.Container{{
-		CgroupPath: containerPath,
-		Processes:  []hostfixture.Process{{PID: 100, Comm: "python3", State: "S"}, {PID: 101, Comm: "python3", State: "S"}},
-		ExitedPIDs: []int{99},
-		CPUUsec:    2_500_000, MemUsage: 1 << 30, MemLimit: 4 << 30, InactiveFile: 1 << 20, ReadBytes: 4096, WriteBytes: 8192,
+	require.NoError(t, hostfixture.Write(root, hostfixture.Host{CgroupVersion: version, Pods: []hostfixture.Pod{{
+		Sandbox: &hostfixture.Sandbox{ID: sandboxID, PID: 98},
+		Containers: []hostfixture.Container{{
+			CgroupPath: containerPath,
+			Processes:  []hostfixture.Process{{PID: 100, Comm: "python3", State: "S"}, {PID: 101, Comm: "python3", State: "S"}},
+			ExitedPIDs: []int{99},
+			CPUUsec:    2_500_000, MemUsage: 1 << 30, MemLimit: 4 << 30, InactiveFile: 1 << 20, ReadBytes: 4096, WriteBytes: 8192,
+		}},
 	}}}))
 	return filepath.Join(root, "sys/fs/cgroup")
 }
@@ -38,8 +46,9 @@ func TestHierarchy(t *testing.T) {
 			assert.Equal(t, cgroupfs.Version(version), h.Version())
 			found, err := h.FindContainers()
 			require.NoError(t, err)
-			require.Len(t, found, 1)
+			require.Len(t, found, 2, "the app container and the pod's sandbox")
 			assert.Equal(t, containerPath, found[0].Path)
+			assert.Equal(t, sandboxPath, found[1].Path)
 
 			pids, err := h.Processes(found[0].Path, make([]int, 5))
 			require.NoError(t, err)
@@ -195,14 +204,14 @@ func TestFindContainersFollowsTheTree(t *testing.T) {
 		}
 		return out
 	}
-	assert.Equal(t, []string{containerPath}, paths())
+	assert.Equal(t, []string{containerPath, sandboxPath}, paths())
 
-	second := "/kubepods/burstable/pod8d6d4f1e-1d5a-4a3c-9f3e-2b1c0a9e7d11/" + strings.Repeat("ab", 32)
+	second := podPath + strings.Repeat("ab", 32)
 	require.NoError(t, os.Mkdir(filepath.Join(mount, second), 0o755))
-	assert.Equal(t, []string{containerPath, second}, paths(), "sorted by path")
+	assert.Equal(t, []string{containerPath, second, sandboxPath}, paths(), "sorted by path")
 	require.NoError(t, os.Remove(filepath.Join(mount, containerPath, "cgroup.procs")))
 	require.NoError(t, os.RemoveAll(filepath.Join(mount, containerPath)))
-	assert.Equal(t, []string{second}, paths())
+	assert.Equal(t, []string{second, sandboxPath}, paths())
 
 	allocs := testing.AllocsPerRun(20, func() { _, _ = h.FindContainers() })
 	assert.LessOrEqual(t, allocs, float64(2), "only the walk's stack of directories")

@@ -3,9 +3,9 @@
 
 // Package demonode lays out the Kubernetes node behind `make demo`'s simulated GPUs, so the demo
 // runs through the production code paths: a /proc + cgroup tree (cgroup v2, systemd driver,
-// containerd) holding the demo jobs' containers and their processes, with the pids the
-// simulated GPUs report, the kubelet's log layout naming their pods, and a real pod-resources
-// gRPC server on a unix socket handing out the GPUs. Pods and their devices come from a pods
+// containerd) holding the demo jobs' containers, each pod's sandbox beside them, and their
+// processes, with the pids the simulated GPUs report, the kubelet's log layout naming their
+// pods, and a real pod-resources gRPC server on a unix socket handing out the GPUs. Pods and their devices come from a pods
 // file beside the GPU scenario; GPU and MIG UUIDs from the scenario itself, read through the gpu
 // receiver's simulated backend.
 package demonode // import "github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
@@ -180,10 +180,16 @@ func Start(root string, pods *Pods, gpus map[int]GPU) (*Node, error) {
 		host.Processes = append(host.Processes, hostfixture.Process{PID: p.PID, Comm: p.Comm, Cmdline: []string{p.Comm}, State: "S", RSSPages: 1000})
 	}
 	var listed []*v1.PodResources
-	netns := uint32(4026540000) // each container its own network namespace, as a pod's are
+	netns := uint32(4026540000) // each pod its own network namespace
+	sandboxPID := pods.maxPID()
 	for _, pod := range pods.Pods {
 		uid := podUID(pod)
 		entry := &v1.PodResources{Namespace: pod.Namespace, Name: pod.Name}
+		netns++
+		sandboxPID++
+		// containerd starts every pod's sandbox, whose random id sorts before or after the app
+		// containers' as it happens: sandboxID is a hash as well.
+		hp := hostfixture.Pod{Sandbox: &hostfixture.Sandbox{ID: sandboxID(pod), PID: sandboxPID}}
 		for _, c := range pod.Containers {
 			hc := hostfixture.Container{
 				CgroupPath: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice/cri-containerd-" + containerID(pod, c) + ".scope",
@@ -193,12 +199,11 @@ func Start(root string, pods *Pods, gpus map[int]GPU) (*Node, error) {
 				hc.Pod = &hostfixture.PodLogs{Namespace: pod.Namespace, Name: pod.Name, Container: c.Name}
 			}
 			env := environ(c.Env)
-			netns++
 			for _, pid := range c.PIDs {
 				hc.Processes = append(hc.Processes, hostfixture.Process{PID: pid, Comm: "python3", Cmdline: []string{"python3", "train.py"}, Env: env, State: "S", RSSPages: 250_000,
 					NetNS: netns, RxBytes: 40 << 30, TxBytes: 12 << 30})
 			}
-			host.Containers = append(host.Containers, hc)
+			hp.Containers = append(hp.Containers, hc)
 			ctr := &v1.ContainerResources{Name: c.Name}
 			for _, d := range c.Devices {
 				ids := make([]string, 0, len(d.IDs))
@@ -213,6 +218,7 @@ func Start(root string, pods *Pods, gpus map[int]GPU) (*Node, error) {
 			}
 			entry.Containers = append(entry.Containers, ctr)
 		}
+		host.Pods = append(host.Pods, hp)
 		if pod.State == StateRunning {
 			listed = append(listed, entry)
 		}
@@ -296,4 +302,23 @@ func podUID(p Pod) string {
 func containerID(p Pod, c Container) string {
 	h := sha256.Sum256([]byte(p.Namespace + "/" + p.Name + "/" + c.Name))
 	return fmt.Sprintf("%x", h)
+}
+
+// sandboxID hashes a name no container can have: Kubernetes names cannot hold "_".
+func sandboxID(p Pod) string {
+	return containerID(p, Container{Name: "_sandbox"})
+}
+
+// maxPID is the largest pid of the pods file: the sandboxes' pause processes come after it.
+func (p *Pods) maxPID() int {
+	highest := 1
+	for _, pod := range p.Pods {
+		for _, c := range pod.Containers {
+			highest = max(highest, slices.Max(append([]int{0}, c.PIDs...)))
+		}
+	}
+	for _, h := range p.HostProcesses {
+		highest = max(highest, h.PID)
+	}
+	return highest
 }

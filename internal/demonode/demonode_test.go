@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,11 +81,28 @@ func TestStart(t *testing.T) {
 
 	found, err := cgroupfs.FindContainers(filepath.Join(node.Root, "sys/fs/cgroup"))
 	require.NoError(t, err)
-	assert.Len(t, found, 6)
+	assert.Len(t, found, 12, "each pod's app container and its sandbox")
+	sandboxes := map[string]bool{}
+	sandboxFirst := map[bool]int{}
+	for _, p := range pods.Pods {
+		sandboxes[sandboxID(p)] = true
+		sandboxFirst[sandboxID(p) < containerID(p, p.Containers[0])]++
+	}
+	assert.Positive(t, sandboxFirst[true], "a pod whose sandbox sorts before its app container")
+	assert.Positive(t, sandboxFirst[false], "and one whose sandbox sorts after it")
 	ix, err := podlogs.Read(node.Root)
 	require.NoError(t, err)
 	named := 0
 	for _, f := range found {
+		procs, err := os.ReadFile(filepath.Join(node.Root, "sys/fs/cgroup", f.Path, "cgroup.procs"))
+		require.NoError(t, err)
+		pid := strings.TrimSpace(string(procs))
+		if sandboxes[f.ID] {
+			comm, err := os.ReadFile(filepath.Join(node.Root, "proc", pid, "comm"))
+			require.NoError(t, err)
+			assert.True(t, f.IsPodSandbox(strings.TrimSpace(string(comm))), "sandbox %s runs pause", f.Path)
+			continue
+		}
 		if p, ok := ix.PodByUID(f.PodUID); ok {
 			named++
 			assert.NotEmpty(t, ix.ContainerName(f.PodUID, f.ID), p.Name)

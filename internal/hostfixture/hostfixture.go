@@ -11,6 +11,7 @@ package hostfixture // import "github.com/otelcol-gpu/otelcol-gpu/internal/hostf
 import (
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -25,9 +26,32 @@ const HostNetNS = 4026531992
 type Host struct {
 	// CgroupVersion is 1 (a controller directory each) or 2 (unified).
 	CgroupVersion int
-	Containers    []Container
+	// Pods are Kubernetes pods: their app containers and sandboxes.
+	Pods []Pod
+	// Containers are outside any pod: docker's own, a runtime's monitor such as cri-o's conmon.
+	Containers []Container
 	// Processes outside any container.
 	Processes []Process
+}
+
+// Pod is a pod's containers as the kubelet and the container runtime lay them out: the app
+// containers, in the pod's cgroup, and the sandbox beside them. Lay pods out with their
+// sandboxes: a node without them is no real node, and attribution once broke on it (a sandbox
+// took its app container's name).
+type Pod struct {
+	// Sandbox is the pod's pause container; nil for a pod without one. containerd starts one
+	// for every pod; cri-o only when the pod shares its PID namespace (or with drop_infra_ctr
+	// off). The kubelet writes no logs for it.
+	Sandbox *Sandbox
+	// Containers are the pod's app containers, each with its cgroup path in the pod's cgroup.
+	Containers []Container
+}
+
+// Sandbox is a pod's pause container: its cgroup is named like the app containers' with its own
+// id, and its one process, pause, is in the network namespace of the pod's first container.
+type Sandbox struct {
+	ID  string
+	PID int
 }
 
 // Process is a process's /proc entry.
@@ -67,6 +91,50 @@ type Container struct {
 	WriteBytes   uint64
 }
 
+// sandbox is the sandbox's container, beside app, the pod's first app container.
+func (p Pod) sandbox(app Container, appID string) Container {
+	dir, leaf := path.Split(app.CgroupPath)
+	var netns uint32
+	if len(app.Processes) > 0 {
+		netns = app.Processes[0].NetNS
+	}
+	return Container{
+		CgroupPath: dir + strings.Replace(leaf, appID, p.Sandbox.ID, 1),
+		Processes:  []Process{{PID: p.Sandbox.PID, Comm: "pause", Cmdline: []string{"/pause"}, State: "S", RSSPages: 250, NetNS: netns}},
+		CPUUsec:    20_000, MemUsage: 1 << 20,
+	}
+}
+
+// AllContainers are every container of the host, the pods' (sandboxes included) first.
+func (h Host) AllContainers() ([]Container, error) {
+	var all []Container
+	for i, p := range h.Pods {
+		if len(p.Containers) == 0 {
+			return nil, fmt.Errorf("pods[%d]: a pod needs an app container", i)
+		}
+		var first cgroupfs.Container
+		for j, c := range p.Containers {
+			ctr, ok := cgroupfs.ParseContainer(c.CgroupPath)
+			if !ok || ctr.PodUID == "" || (j > 0 && ctr.PodUID != first.PodUID) {
+				return nil, fmt.Errorf("pods[%d]: %s is not a container of the pod's cgroup", i, c.CgroupPath)
+			}
+			if j == 0 {
+				first = ctr
+			}
+		}
+		all = append(all, p.Containers...)
+		if p.Sandbox != nil {
+			all = append(all, p.sandbox(p.Containers[0], first.ID))
+		}
+	}
+	for _, c := range h.Containers {
+		if ctr, ok := cgroupfs.ParseContainer(c.CgroupPath); ok && ctr.PodUID != "" {
+			return nil, fmt.Errorf("container %s is a pod's: lay it out in Pods, with its pod's sandbox", c.CgroupPath)
+		}
+	}
+	return append(all, h.Containers...), nil
+}
+
 // PodLogs is what the kubelet's log layout says of a container: /var/log/pods/<namespace>_<name>_<uid>/<container>/
 // and, unless NoLink, the /var/log/containers/<name>_<namespace>_<container>-<id>.log link.
 type PodLogs struct {
@@ -76,6 +144,10 @@ type PodLogs struct {
 
 // Write lays the host out under root, which must not exist yet or be empty.
 func Write(root string, h Host) error {
+	containers, err := h.AllContainers()
+	if err != nil {
+		return err
+	}
 	w := writer{root: root}
 	w.node()
 	init := Process{PID: 1, Comm: "systemd", Cmdline: []string{"/sbin/init"}, State: "S", RSSPages: 3000}
@@ -91,18 +163,18 @@ func Write(root string, h Host) error {
 		}
 		w.symlink("cpu,cpuacct", "sys/fs/cgroup/cpuacct")
 		w.symlink("cpu,cpuacct", "sys/fs/cgroup/cpu")
-		for _, c := range h.Containers {
+		for _, c := range containers {
 			w.containerV1(c)
 		}
 	case 2:
 		w.file("sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory hugetlb pids rdma misc\n")
-		for _, c := range h.Containers {
+		for _, c := range containers {
 			w.containerV2(c)
 		}
 	default:
 		return fmt.Errorf("cgroup version %d: want 1 or 2", h.CgroupVersion)
 	}
-	for _, c := range h.Containers {
+	for _, c := range containers {
 		for _, p := range c.Processes {
 			w.process(p)
 			w.procCgroup(p.PID, h.CgroupVersion, c.CgroupPath)
@@ -259,23 +331,27 @@ func netDev(rx, tx uint64) string {
 		fmt.Sprintf("  eth0: %d     100    0    0    0     0          0         0 %d     200    0    0    0     0       0          0\n", rx, tx)
 }
 
-// Busy describes a node running n job containers of two processes each, in burstable pods under
-// the systemd driver: the load benchmarks measure.
+// Busy describes a node running n job pods of one container of two processes each, and its
+// sandbox, in burstable pods under the systemd driver: the load benchmarks measure. Every other
+// pod's sandbox id sorts before its app container's, as random ids on a real node do.
 func Busy(cgroupVersion, n int) Host {
 	h := Host{CgroupVersion: cgroupVersion}
 	for i := 0; i < n; i++ {
 		uid := fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i)
-		id := fmt.Sprintf("%064x", i+1)
+		id := fmt.Sprintf("1%063x", i)
 		env := []string{"PAI_USER_NAME=user", fmt.Sprintf("PAI_JOB_NAME=user~job%d", i), "PAI_CURRENT_TASK_ROLE_NAME=worker", "PAI_TASK_INDEX=0"}
 		pid := 10000 + 2*i
 		netns := uint32(4026540000 + i)
-		h.Containers = append(h.Containers, Container{
-			CgroupPath: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice/cri-containerd-" + id + ".scope",
-			Processes: []Process{
-				{PID: pid, Comm: "python3", Cmdline: []string{"python3", "train.py"}, Env: env, State: "S", RSSPages: 1000, NetNS: netns, RxBytes: 1000, TxBytes: 2000},
-				{PID: pid + 1, Comm: "python3", Cmdline: []string{"python3", "loader.py"}, Env: env, State: "S", RSSPages: 1000, NetNS: netns},
-			},
-			CPUUsec: 1_000_000, MemUsage: 1 << 30, MemLimit: 4 << 30, InactiveFile: 1 << 20, ReadBytes: 4096, WriteBytes: 8192,
+		h.Pods = append(h.Pods, Pod{
+			Sandbox: &Sandbox{ID: fmt.Sprintf("%d%063x", 2*(i%2), i), PID: 10000 + 2*n + i},
+			Containers: []Container{{
+				CgroupPath: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice/cri-containerd-" + id + ".scope",
+				Processes: []Process{
+					{PID: pid, Comm: "python3", Cmdline: []string{"python3", "train.py"}, Env: env, State: "S", RSSPages: 1000, NetNS: netns, RxBytes: 1000, TxBytes: 2000},
+					{PID: pid + 1, Comm: "python3", Cmdline: []string{"python3", "loader.py"}, Env: env, State: "S", RSSPages: 1000, NetNS: netns},
+				},
+				CPUUsec: 1_000_000, MemUsage: 1 << 30, MemLimit: 4 << 30, InactiveFile: 1 << 20, ReadBytes: 4096, WriteBytes: 8192,
+			}},
 		})
 	}
 	return h

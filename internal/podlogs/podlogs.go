@@ -42,13 +42,12 @@ type Index struct {
 	present    bool
 	pods       map[string]Pod       // by pod UID
 	containers map[string]Container // by container id
-	byName     map[containerName]string
-	// single are pods whose log directory holds exactly one container: its name is the
-	// container's even where the /var/log/containers link is missing.
+	// single are pods whose log directory holds exactly one container and no link names it: the
+	// kubelet has not written that container's link yet, so an app container of the pod whose
+	// id no link knows is that one. Only app containers may be named so: the pod's sandbox has
+	// no logs at all, and would take the name too.
 	single map[string]string
 }
-
-type containerName struct{ namespace, pod, container string }
 
 // Present tells whether the node has the kubelet's log layout: without it, a pod missing from
 // the index says nothing about the pod.
@@ -60,7 +59,8 @@ func (ix *Index) PodByUID(uid string) (Pod, bool) {
 	return p, ok
 }
 
-// ContainerName is the name of container id in pod uid, "" when the layout does not tell.
+// ContainerName is the name of app container id in pod uid, "" when the layout does not tell.
+// The caller must know that id is an app container, not the pod's sandbox (see single).
 func (ix *Index) ContainerName(podUID, id string) string {
 	if c, ok := ix.containers[id]; ok {
 		if c.Pod.UID != podUID {
@@ -71,16 +71,11 @@ func (ix *Index) ContainerName(podUID, id string) string {
 	return ix.single[podUID]
 }
 
-// ContainerID is the runtime id of the named container, "" when the layout does not tell.
-func (ix *Index) ContainerID(namespace, pod, container string) string {
-	return ix.byName[containerName{namespace, pod, container}]
-}
-
 // Empty is the index of a node without the layout.
 func Empty() *Index { return newIndex() }
 
 func newIndex() *Index {
-	return &Index{pods: map[string]Pod{}, containers: map[string]Container{}, byName: map[containerName]string{}, single: map[string]string{}}
+	return &Index{pods: map[string]Pod{}, containers: map[string]Container{}, single: map[string]string{}}
 }
 
 // Read reads the layout under root (the host's /). Missing directories are an empty index (a
@@ -126,7 +121,10 @@ func Read(root string) (*Index, error) {
 			continue
 		}
 		ix.containers[id] = c
-		ix.byName[containerName{c.Pod.Namespace, c.Pod.Name, c.Name}] = id
+		if ix.single[c.Pod.UID] == c.Name {
+			// The pod's only container has its link: another id in the pod is not that container.
+			delete(ix.single, c.Pod.UID)
+		}
 		if _, known := ix.pods[c.Pod.UID]; !known {
 			ix.pods[c.Pod.UID] = c.Pod
 		}

@@ -17,8 +17,12 @@ import (
 const (
 	uidA = "0b2f5a1e-0000-4000-8000-00000000000a"
 	uidB = "0b2f5a1e-0000-4000-8000-00000000000b"
+	uidC = "0b2f5a1e-0000-4000-8000-00000000000c"
 	idA  = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 	idB  = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	idC  = "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
+	// sandboxC is pod C's pause container: the kubelet writes no logs for a sandbox.
+	sandboxC = "0ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
 )
 
 func layout(t *testing.T) string {
@@ -32,10 +36,12 @@ func layout(t *testing.T) string {
 	mk("var/log/pods/team-a_train-0_" + uidA + "/trainer")
 	mk("var/log/pods/team-a_train-0_" + uidA + "/log-shipper")
 	mk("var/log/pods/team-b_notebook_" + uidB + "/jupyter")
+	mk("var/log/pods/team-c_infer_" + uidC + "/server")
 	mk("var/log/pods/not-a-pod-dir")
 	mk("var/log/containers")
 	link("train-0_team-a_trainer-"+idA+".log", "/var/log/pods/team-a_train-0_"+uidA+"/trainer/0.log")
 	link("train-0_team-a_log-shipper-cccc.log", "/var/log/pods/team-b_other_"+uidB+"/log-shipper/0.log") // names disagree
+	link("infer_team-c_server-"+idC+".log", "/var/log/pods/team-c_infer_"+uidC+"/server/0.log")
 	link("garbage.log", "/nowhere")
 	return root
 }
@@ -52,8 +58,9 @@ func TestRead(t *testing.T) {
 	assert.Equal(t, "", ix.ContainerName(uidA, idB), "two containers and no link: not guessed")
 	assert.Equal(t, "jupyter", ix.ContainerName(uidB, idB), "the pod's only container")
 	assert.Equal(t, "", ix.ContainerName(uidB, idA), "a container id of another pod")
-	assert.Equal(t, idA, ix.ContainerID("team-a", "train-0", "trainer"))
-	assert.Equal(t, "", ix.ContainerID("team-a", "train-0", "log-shipper"), "a link whose names disagree is skipped")
+	assert.Equal(t, "", ix.ContainerName(uidA, "cccc"), "a link whose names disagree is skipped")
+	assert.Equal(t, "server", ix.ContainerName(uidC, idC))
+	assert.Equal(t, "", ix.ContainerName(uidC, sandboxC), "the only container has its link: another id of the pod is not it")
 	_, ok = ix.PodByUID("no-such-uid")
 	assert.False(t, ok)
 }

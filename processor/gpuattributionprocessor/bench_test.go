@@ -34,16 +34,16 @@ func busyKubelet(b *testing.B, pods []*v1.PodResources) *podresourcestest.Server
 	return srv
 }
 
-// busyNode is hostfixture.Busy's node with 200 task pods, named in the kubelet's log layout;
+// busyNode is hostfixture.Busy's node with 200 task pods and their sandboxes, named in the kubelet's log layout;
 // the first 32 run the bench scenario's GPU processes, four to a GPU, each holding a
 // time-slicing replica of its GPU.
 func busyNode(t testing.TB, batch pmetric.Metrics) (hostfixture.Host, []*v1.PodResources) {
 	h := hostfixture.Busy(2, benchTasks)
 	ids := idsOf(batch)
 	var pods []*v1.PodResources
-	for i := range h.Containers {
+	for i := range h.Pods {
 		name := fmt.Sprintf("job%d-0", i)
-		h.Containers[i].Pod = &hostfixture.PodLogs{Namespace: "jobs", Name: name, Container: "main"}
+		h.Pods[i].Containers[0].Pod = &hostfixture.PodLogs{Namespace: "jobs", Name: name, Container: "main"}
 		var devs []string
 		if i < 32 {
 			devs = []string{fmt.Sprintf("%s::%d", ids[i/4].UUID, i%4)}

@@ -50,16 +50,27 @@ const (
 func podUID(n int) string { return fmt.Sprintf("%08x-0000-4000-8000-%012x", n, n) }
 func ctrID(n int) string  { return strings.Repeat(fmt.Sprintf("%02x", n), 32) }
 
-func podContainer(n int, pod *hostfixture.PodLogs, pids []int, env ...string) hostfixture.Container {
+// sandboxID is pod n's sandbox: before its app container in the cgroup walk's order for even n,
+// after it for odd n, so that a sandbox taken for its app container shows either way.
+func sandboxID(n int) string {
+	if n%2 == 0 {
+		return "00" + ctrID(n)[2:]
+	}
+	return "ff" + ctrID(n)[2:]
+}
+
+// pod n is a containerd pod (burstable, systemd driver) with its sandbox and one app container
+// of pids.
+func pod(n int, logs *hostfixture.PodLogs, pids []int, env ...string) hostfixture.Pod {
 	c := hostfixture.Container{
 		CgroupPath: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(podUID(n), "-", "_") + ".slice/cri-containerd-" + ctrID(n) + ".scope",
-		Pod:        pod,
+		Pod:        logs,
 		MemUsage:   1 << 30,
 	}
 	for _, pid := range pids {
 		c.Processes = append(c.Processes, hostfixture.Process{PID: pid, Comm: "python3", Cmdline: []string{"python3"}, Env: env, State: "S", RSSPages: 100})
 	}
-	return c
+	return hostfixture.Pod{Sandbox: &hostfixture.Sandbox{ID: sandboxID(n), PID: 900 + n}, Containers: []hostfixture.Container{c}}
 }
 
 func paiEnv(user, job string) []string {
@@ -83,17 +94,17 @@ func testHost() hostfixture.Host {
 	return hostfixture.Host{
 		CgroupVersion: 2,
 		Processes:     []hostfixture.Process{{PID: 4001, Comm: "burn", Cmdline: []string{"/opt/burn"}, State: "S", RSSPages: 100}},
-		Containers: []hostfixture.Container{
-			podContainer(trainer, &hostfixture.PodLogs{Namespace: "team-a", Name: "resnet-0", Container: "trainer"}, []int{1001, 1002}, paiEnv("alice", "resnet")...),
-			podContainer(shareA, &hostfixture.PodLogs{Namespace: "team-b", Name: "notebook-bob", Container: "notebook"}, []int{2001}, paiEnv("bob", "explore")...),
+		Pods: []hostfixture.Pod{
+			pod(trainer, &hostfixture.PodLogs{Namespace: "team-a", Name: "resnet-0", Container: "trainer"}, []int{1001, 1002}, paiEnv("alice", "resnet")...),
+			pod(shareA, &hostfixture.PodLogs{Namespace: "team-b", Name: "notebook-bob", Container: "notebook"}, []int{2001}, paiEnv("bob", "explore")...),
 			// No job variables: named after its pod.
-			podContainer(shareB, &hostfixture.PodLogs{Namespace: "team-c", Name: "notebook-carol", Container: "notebook"}, []int{2002}, "HOME=/root"),
-			podContainer(migInfer, &hostfixture.PodLogs{Namespace: "serving", Name: "bert-0", Container: "server"}, []int{3001}, paiEnv("dave", "bert")...),
-			podContainer(zombie, nil, []int{4002}, paiEnv("erin", "old")...),
-			podContainer(envJob, &hostfixture.PodLogs{Namespace: "team-d", Name: "sweep-3", Container: "worker"}, []int{5001}, append(paiEnv("frank", "sweep"), "NVIDIA_VISIBLE_DEVICES=5")...),
-			podContainer(idle, &hostfixture.PodLogs{Namespace: "team-e", Name: "waiting-0", Container: "waiting"}, []int{6001}, paiEnv("grace", "queued")...),
-			podContainer(badEnv, &hostfixture.PodLogs{Namespace: "team-f", Name: "odd-0", Container: "c"}, []int{8001}, append(paiEnv("heidi", "odd"), "NVIDIA_VISIBLE_DEVICES=7,bogus,,GPU-")...),
-			podContainer(finished, &hostfixture.PodLogs{Namespace: "team-g", Name: "done-0", Container: "main"}, []int{9001}, paiEnv("ivan", "done")...),
+			pod(shareB, &hostfixture.PodLogs{Namespace: "team-c", Name: "notebook-carol", Container: "notebook"}, []int{2002}, "HOME=/root"),
+			pod(migInfer, &hostfixture.PodLogs{Namespace: "serving", Name: "bert-0", Container: "server"}, []int{3001}, paiEnv("dave", "bert")...),
+			pod(zombie, nil, []int{4002}, paiEnv("erin", "old")...),
+			pod(envJob, &hostfixture.PodLogs{Namespace: "team-d", Name: "sweep-3", Container: "worker"}, []int{5001}, append(paiEnv("frank", "sweep"), "NVIDIA_VISIBLE_DEVICES=5")...),
+			pod(idle, &hostfixture.PodLogs{Namespace: "team-e", Name: "waiting-0", Container: "waiting"}, []int{6001}, paiEnv("grace", "queued")...),
+			pod(badEnv, &hostfixture.PodLogs{Namespace: "team-f", Name: "odd-0", Container: "c"}, []int{8001}, append(paiEnv("heidi", "odd"), "NVIDIA_VISIBLE_DEVICES=7,bogus,,GPU-")...),
+			pod(finished, &hostfixture.PodLogs{Namespace: "team-g", Name: "done-0", Container: "main"}, []int{9001}, paiEnv("ivan", "done")...),
 		},
 	}
 }

@@ -42,6 +42,19 @@ type container struct {
 	name     string // container name in its pod, "" where the kubelet's layout does not tell
 }
 
+// named is c as the kubelet's log layout names it: its pod and, for a task, its container name.
+// A sandbox is never named: it has no logs, and the layout's guess for an unlinked container of
+// the pod would give it the app container's name, under which pod-resources' claims are looked up.
+func (c *container) named(pods *podlogs.Index) *container {
+	n := *c
+	n.pod, n.podKnown = pods.PodByUID(c.podUID)
+	n.podKnown = n.podKnown && c.podUID != ""
+	if n.podKnown && n.task {
+		n.name = pods.ContainerName(c.podUID, c.id)
+	}
+	return &n
+}
+
 // taskLabels are the task's labels, the job named after its pod where the environment does not.
 func (c *container) taskLabels() tasklabels.Labels {
 	l := c.labels
@@ -54,7 +67,7 @@ func (c *container) taskLabels() tasklabels.Labels {
 // inventory is one refresh of the node, read by every batch without locks.
 type inventory struct {
 	containers map[string]*container // by id
-	// byName finds a container the kubelet names (pod-resources has names, no ids).
+	// byName finds a task container the kubelet names (pod-resources has names, no ids).
 	byName  map[podresources.ContainerKey]*container
 	zombies map[string]metadata.AttributeZombieType // confirmed, by container id
 	pods    *podlogs.Index
@@ -213,19 +226,12 @@ func (n *node) refresh() {
 			}
 		}
 		known[f.ID] = c
-		named := *c
-		named.pod, named.podKnown = pods.PodByUID(c.podUID)
-		if c.podUID == "" {
-			named.podKnown = false
+		named := c.named(pods)
+		inv.containers[c.id] = named
+		if named.name != "" {
+			inv.byName[podresources.ContainerKey{PodKey: podresources.PodKey{Namespace: named.pod.Namespace, Pod: named.pod.Name}, Container: named.name}] = named
 		}
-		if named.podKnown {
-			named.name = pods.ContainerName(c.podUID, c.id)
-		}
-		inv.containers[c.id] = &named
-		if named.podKnown && named.name != "" {
-			inv.byName[podresources.ContainerKey{PodKey: podresources.PodKey{Namespace: named.pod.Namespace, Pod: named.pod.Name}, Container: named.name}] = &named
-		}
-		if t, orphan := orphanType(&named, pods, kube); orphan {
+		if t, orphan := orphanType(named, pods, kube); orphan {
 			since, seen := n.orphanSince[c.id]
 			if !seen {
 				since = now
@@ -301,7 +307,7 @@ func (n *node) identifyProcess(pid int, ctr cgroupfs.Container, cgroupDir string
 	labels, fromEnv := tasklabels.FromEnv(env)
 	visible, malformed := parseVisibleDevices(env)
 	n.visibleDeviceErrors.Add(int64(malformed))
-	sandbox := comm == "pause" && ctr.PodUID != ""
+	sandbox := ctr.IsPodSandbox(comm)
 	return &container{
 		id:        ctr.ID,
 		podUID:    ctr.PodUID,
@@ -337,12 +343,7 @@ func (n *node) containerOfProcess(pid int, inv *inventory) (c *container, ok boo
 		if c == nil {
 			return nil, false
 		}
-		c.pod, c.podKnown = inv.pods.PodByUID(c.podUID)
-		c.podKnown = c.podKnown && c.podUID != ""
-		if c.podKnown {
-			c.name = inv.pods.ContainerName(c.podUID, c.id)
-		}
-		return c, true
+		return c.named(inv.pods), true
 	}
 	return nil, true
 }

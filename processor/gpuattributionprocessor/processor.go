@@ -409,9 +409,14 @@ func (p *gpuAttribution) resolveOwners(gpus []gpuReading, inv *inventory) {
 }
 
 // holdings asks the sources in order; on each GPU the first source that knows a holder of it
-// (of the whole GPU or of one of its MIG slices) decides all of its holders.
+// (of the whole GPU or of one of its MIG slices) decides all of its holders, unless it names a
+// holder it cannot find (pod-resources: a container the node has not seen yet), which leaves
+// the GPU to the next source.
 func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs deviceIndex) []holding {
 	decided := make([]bool, len(gpus))
+	// undecidable GPUs have a holder the source at hand names but cannot find: deciding them on
+	// the holders it did find would give those the missing one's share.
+	undecidable := make([]bool, len(gpus))
 	out := make([]holding, 0, 4*len(gpus))
 	// A container with a process on a GPU runs, by NVML's word; any other holder is checked, so
 	// that one which stopped leaves at this batch, not at the next refresh.
@@ -433,6 +438,7 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 	}
 	for _, source := range p.sources {
 		var claims []holding
+		clear(undecidable)
 		claim := func(t target, c *container) {
 			// A zombie holds nothing: its pod is gone (it shows as gpu_used_by_zombie_container_count).
 			if _, zombie := inv.zombies[c.id]; zombie || decided[t.gpu] || !c.task {
@@ -449,8 +455,10 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 				continue
 			}
 			for key, devices := range kube.Devices {
+				// nil: a container not started yet, or whose name the node cannot tell (no log
+				// layout); a container that stopped holds nothing and is no reason to wait.
 				c := inv.byName[key]
-				if c == nil || !isAlive(c) {
+				if c != nil && !isAlive(c) {
 					continue
 				}
 				for _, d := range devices {
@@ -458,7 +466,12 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 						continue
 					}
 					for _, id := range d.IDs {
-						if t, ok := devs.resolve(id); ok {
+						t, ok := devs.resolve(id)
+						switch {
+						case !ok:
+						case c == nil:
+							undecidable[t.gpu] = true
+						default:
 							claim(t, c)
 						}
 					}
@@ -484,6 +497,7 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 				}
 			}
 		}
+		claims = slices.DeleteFunc(claims, func(h holding) bool { return undecidable[h.t.gpu] })
 		for _, h := range claims {
 			decided[h.t.gpu] = true
 		}

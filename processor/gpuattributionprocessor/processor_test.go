@@ -182,12 +182,7 @@ func TestTaskThatEnds(t *testing.T) {
 	e := newTestEnv(t, host, startKubelet(t, idsOf(batch)))
 	require.Contains(t, points(e.process(batch), "job_name")["task_gpu_percent"], "grace~queued")
 
-	var idleCgroup string
-	for _, c := range host.Containers {
-		if c.Processes[0].PID == 6001 {
-			idleCgroup = filepath.Join(e.root, "sys/fs/cgroup", c.CgroupPath)
-		}
-	}
+	idleCgroup := filepath.Join(e.root, "sys/fs/cgroup", host.Pods[idle-1].Containers[0].CgroupPath)
 	require.NoError(t, os.RemoveAll(idleCgroup))
 	got := points(e.process(batch), "job_name")["task_gpu_percent"]
 	assert.Equal(t, point{absent: true}, got["grace~queued"], "the series ends")

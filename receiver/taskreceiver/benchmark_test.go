@@ -49,7 +49,7 @@ func BenchmarkReadFiles500Containers(b *testing.B) {
 			h := hostfixture.Busy(version, 500)
 			root := filepath.Join(b.TempDir(), "host")
 			require.NoError(b, hostfixture.Write(root, h))
-			set := readSet(root, h)
+			set := readSet(b, root, h)
 			for _, f := range set.files {
 				_, err := os.ReadFile(f)
 				require.NoError(b, err)
@@ -77,7 +77,7 @@ type hostReadSet struct{ files, links, dirs []string }
 // every process's stat, and per container its cgroup files, one process's network namespace
 // link and net/dev; the directories listed are /proc and the cgroup tree above the containers.
 // Environment, command lines and the pod log layout, read when a container is first met, are not in it.
-func readSet(root string, h hostfixture.Host) hostReadSet {
+func readSet(tb testing.TB, root string, h hostfixture.Host) hostReadSet {
 	proc := filepath.Join(root, "proc")
 	var set hostReadSet
 	for _, f := range []string{"stat", "meminfo", "net/dev", "diskstats", "loadavg", "1/mountinfo",
@@ -103,10 +103,17 @@ func readSet(root string, h hostfixture.Host) hostReadSet {
 		walked = filepath.Join(cgroupRoot, "memory")
 	}
 	listed := map[string]bool{}
-	for _, c := range h.Containers {
+	containers, err := h.AllContainers()
+	require.NoError(tb, err)
+	for _, c := range containers {
 		for dir := path.Dir(c.CgroupPath); !listed[dir]; dir = path.Dir(dir) {
 			listed[dir] = true
 			set.dirs = append(set.dirs, filepath.Join(walked, dir))
+		}
+		if c.Processes[0].Comm == "pause" {
+			// A pod's sandbox: its processes are listed, nothing else is read.
+			set.files = append(set.files, filepath.Join(walked, c.CgroupPath, "cgroup.procs"), filepath.Join(proc, strconv.Itoa(c.Processes[0].PID), "stat"))
+			continue
 		}
 		for controller, files := range controllerFiles {
 			for _, f := range files {

@@ -148,7 +148,7 @@ func (s *taskScraper) identify(st *containerState, f cgroupfs.Found, pids []int)
 		var hasTaskEnv bool
 		st.labels, hasTaskEnv = tasklabels.FromEnv(tasklabels.ParseEnviron(environ))
 		switch {
-		case len(pids) == 1 && comm == "pause" && f.PodUID != "":
+		case f.IsPodSandbox(comm):
 			st.kind = kindSandbox
 		case f.PodUID != "" && s.isServiceNamespace(pid, f.PodUID):
 			st.kind, st.service = kindService, comm

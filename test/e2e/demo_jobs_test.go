@@ -15,7 +15,8 @@ import (
 // TestDemoJobs runs `make demo` (the demo node and the collector on distro/demo.yaml) under a
 // real Prometheus: each demo job's task_gpu_percent names the GPUs it was given, the two
 // notebooks sharing GPU 5 each get their own share, the MIG job its slice, and the external
-// process and the zombie container are reported; the jobs' task_* series carry their pods.
+// process and the zombie container are reported; the jobs' task_* series carry their pods. Every
+// demo pod has its sandbox beside its app container, as on a real node.
 func TestDemoJobs(t *testing.T) {
 	root := repoRoot(t)
 	metrics, _ := startDemo(t, filepath.Join(root, "distro", "scenarios", "dgx-a100-demo.yaml"),
@@ -52,6 +53,8 @@ func TestDemoJobs(t *testing.T) {
 	assert.Equal(t, 1, series(t, api, `gpu_used_by_zombie_container_count{minor_number="4"}`))
 	assert.Equal(t, 0, series(t, api, `task_gpu_percent{job_name="erin~sweep"}`), "the zombie holds no GPU")
 	assert.Equal(t, 1, series(t, api, `task_cpu_seconds_total{job_name="bob~explore",namespace="notebooks",pod_name="bob-jupyter",container_name="notebook",simulated="true"}`), "task series carry their pod")
+	assert.Equal(t, 6, series(t, api, `task_cpu_seconds_total{simulated="true"}`), "a task per app container of the six pods: their sandboxes are none")
+	assert.Equal(t, 1, series(t, api, `task_cpu_seconds_total{simulated="true",container_name=""}`), "only the gone pod's container is unnamed")
 	assert.Equal(t, 0, series(t, api, `{k8s_pod_name!=""} or {k8s_namespace_name!=""} or {k8s_container_name!=""} or {k8s_pod_uid!=""}`),
 		"the pod facts' OTLP names are not repeated as labels beside pod_name, namespace, container_name and pod_uid")
 }

@@ -73,53 +73,68 @@ var hosts = map[string]hostfixture.Host{
 		}},
 	},
 	// Kubernetes with containerd and the systemd driver on cgroup v1: burstable and best-effort
-	// pods, a pause container, and a platform service.
+	// pods, each with its sandbox (ids sorting after and before the app's), and a platform
+	// service.
 	"v1-systemd-containerd": {
 		CgroupVersion: 1,
 		Processes:     hostProcesses,
-		Containers: []hostfixture.Container{{
-			CgroupPath: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uid(1), "-", "_") + ".slice/cri-containerd-" + id(11) + ".scope",
-			Pod:        &hostfixture.PodLogs{Namespace: "default", Name: "llama-ft-trainer-3", Container: "trainer"},
-			Processes:  []hostfixture.Process{{PID: 2001, Comm: "torchrun", Cmdline: []string{"torchrun", "train.py"}, Env: paiEnv("carol", "llama-ft", "trainer", "3"), State: "S", RSSPages: 1000, NetNS: 4026532201, RxBytes: 1_000_000_000, TxBytes: 2_000_000_000}},
-			CPUUsec:    7_200_000_000, MemUsage: 30 * gib, MemLimit: 64 * gib, InactiveFile: 2 * gib, ReadBytes: 10_485_760, WriteBytes: 0,
-		}, {
-			CgroupPath: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uid(1), "-", "_") + ".slice/cri-containerd-" + id(12) + ".scope",
-			Processes:  []hostfixture.Process{{PID: 2002, Comm: "pause", Cmdline: []string{"/pause"}, State: "S", RSSPages: 100, NetNS: 4026532201}},
-			CPUUsec:    10_000, MemUsage: 1 << 20,
+		Pods: []hostfixture.Pod{{
+			Sandbox: &hostfixture.Sandbox{ID: id(12), PID: 2002},
+			Containers: []hostfixture.Container{{
+				CgroupPath: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uid(1), "-", "_") + ".slice/cri-containerd-" + id(11) + ".scope",
+				Pod:        &hostfixture.PodLogs{Namespace: "default", Name: "llama-ft-trainer-3", Container: "trainer"},
+				Processes:  []hostfixture.Process{{PID: 2001, Comm: "torchrun", Cmdline: []string{"torchrun", "train.py"}, Env: paiEnv("carol", "llama-ft", "trainer", "3"), State: "S", RSSPages: 1000, NetNS: 4026532201, RxBytes: 1_000_000_000, TxBytes: 2_000_000_000}},
+				CPUUsec:    7_200_000_000, MemUsage: 30 * gib, MemLimit: 64 * gib, InactiveFile: 2 * gib, ReadBytes: 10_485_760, WriteBytes: 0,
+			}},
 		}, {
 			// A plain Kubernetes job: no PAI environment, still a task, named after its pod; its
-			// container's name comes from the pod's only log directory (no /var/log/containers link).
-			CgroupPath: "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + strings.ReplaceAll(uid(2), "-", "_") + ".slice/cri-containerd-" + id(13) + ".scope",
-			Pod:        &hostfixture.PodLogs{Namespace: "batch", Name: "nightly-etl-7f9c", Container: "etl", NoLink: true},
-			Processes:  []hostfixture.Process{{PID: 2101, Comm: "bash", Cmdline: []string{"/bin/bash", "run.sh"}, Env: []string{"HOME=/root"}, State: "S", RSSPages: 300, NetNS: 4026532202, RxBytes: 10_000, TxBytes: 20_000}},
-			CPUUsec:    5_000_000, MemUsage: gib / 8,
+			// container's name comes from the pod's only log directory (no /var/log/containers
+			// link), which its sandbox must not take.
+			Sandbox: &hostfixture.Sandbox{ID: id(10), PID: 2102},
+			Containers: []hostfixture.Container{{
+				CgroupPath: "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + strings.ReplaceAll(uid(2), "-", "_") + ".slice/cri-containerd-" + id(13) + ".scope",
+				Pod:        &hostfixture.PodLogs{Namespace: "batch", Name: "nightly-etl-7f9c", Container: "etl", NoLink: true},
+				Processes:  []hostfixture.Process{{PID: 2101, Comm: "bash", Cmdline: []string{"/bin/bash", "run.sh"}, Env: []string{"HOME=/root"}, State: "S", RSSPages: 300, NetNS: 4026532202, RxBytes: 10_000, TxBytes: 20_000}},
+				CPUUsec:    5_000_000, MemUsage: gib / 8,
+			}},
 		}, {
 			// A platform service: its pod runs in a namespace named in service_namespaces, and is
 			// named by its container.
-			CgroupPath: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uid(3), "-", "_") + ".slice/cri-containerd-" + id(14) + ".scope",
-			Pod:        &hostfixture.PodLogs{Namespace: "pai", Name: "prometheus-0", Container: "prometheus-server"},
-			Processes:  []hostfixture.Process{{PID: 2201, Comm: "prometheus", Cmdline: []string{"/bin/prometheus"}, State: "S", RSSPages: 5000, NetNS: 4026532203, RxBytes: 300_000, TxBytes: 400_000, ServiceAccountNamespace: "pai"}},
-			CPUUsec:    900_000_000, MemUsage: 3 * gib, MemLimit: 4 * gib, InactiveFile: gib, ReadBytes: 512, WriteBytes: 1024,
+			Sandbox: &hostfixture.Sandbox{ID: id(15), PID: 2202},
+			Containers: []hostfixture.Container{{
+				CgroupPath: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uid(3), "-", "_") + ".slice/cri-containerd-" + id(14) + ".scope",
+				Pod:        &hostfixture.PodLogs{Namespace: "pai", Name: "prometheus-0", Container: "prometheus-server"},
+				Processes:  []hostfixture.Process{{PID: 2201, Comm: "prometheus", Cmdline: []string{"/bin/prometheus"}, State: "S", RSSPages: 5000, NetNS: 4026532203, RxBytes: 300_000, TxBytes: 400_000, ServiceAccountNamespace: "pai"}},
+				CPUUsec:    900_000_000, MemUsage: 3 * gib, MemLimit: 4 * gib, InactiveFile: gib, ReadBytes: 512, WriteBytes: 1024,
+			}},
 		}},
 	},
-	// Kubernetes with cri-o and the systemd driver on cgroup v2: a guaranteed pod, cri-o's conmon
-	// scope beside it (not a container) and a host-network pod without a memory limit, whose
-	// logs the kubelet has not written yet (no names: the task keeps its environment's labels).
+	// Kubernetes with cri-o and the systemd driver on cgroup v2: a guaranteed pod without a
+	// sandbox (cri-o's default) and with cri-o's conmon scope beside it (not a container), and a
+	// host-network pod without a memory limit that shares its PID namespace (so cri-o gave it a
+	// sandbox, whose id sorts before the app's) and whose logs the kubelet has not written yet
+	// (no names: the task keeps its environment's labels).
 	"v2-systemd-crio": {
 		CgroupVersion: 2,
 		Processes:     hostProcesses,
-		Containers: []hostfixture.Container{{
-			CgroupPath: "/kubepods.slice/kubepods-pod" + strings.ReplaceAll(uid(21), "-", "_") + ".slice/crio-" + id(21) + ".scope",
-			Pod:        &hostfixture.PodLogs{Namespace: "serving", Name: "infer-0", Container: "server"},
-			Processes:  []hostfixture.Process{{PID: 3001, Comm: "python", Cmdline: []string{"python", "serve.py"}, Env: paiEnv("dave", "infer", "server", "0"), State: "S", RSSPages: 1000, NetNS: 4026532301, RxBytes: 123_456, TxBytes: 654_321}},
-			CPUUsec:    60_000_000, MemUsage: 8 * gib, MemLimit: 8 * gib, InactiveFile: gib / 2, ReadBytes: 100, WriteBytes: 200,
+		Pods: []hostfixture.Pod{{
+			Containers: []hostfixture.Container{{
+				CgroupPath: "/kubepods.slice/kubepods-pod" + strings.ReplaceAll(uid(21), "-", "_") + ".slice/crio-" + id(21) + ".scope",
+				Pod:        &hostfixture.PodLogs{Namespace: "serving", Name: "infer-0", Container: "server"},
+				Processes:  []hostfixture.Process{{PID: 3001, Comm: "python", Cmdline: []string{"python", "serve.py"}, Env: paiEnv("dave", "infer", "server", "0"), State: "S", RSSPages: 1000, NetNS: 4026532301, RxBytes: 123_456, TxBytes: 654_321}},
+				CPUUsec:    60_000_000, MemUsage: 8 * gib, MemLimit: 8 * gib, InactiveFile: gib / 2, ReadBytes: 100, WriteBytes: 200,
+			}},
 		}, {
+			Sandbox: &hostfixture.Sandbox{ID: id(20), PID: 3102},
+			Containers: []hostfixture.Container{{
+				CgroupPath: "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + strings.ReplaceAll(uid(22), "-", "_") + ".slice/crio-" + id(22) + ".scope",
+				Processes:  []hostfixture.Process{{PID: 3101, Comm: "horovodrun", Cmdline: []string{"horovodrun"}, Env: paiEnv("erin", "hvd", "worker", "7"), State: "S", RSSPages: 1000}},
+				CPUUsec:    30_000_000, MemUsage: gib, InactiveFile: 0, ReadBytes: 0, WriteBytes: 4096,
+			}},
+		}},
+		Containers: []hostfixture.Container{{
 			CgroupPath: "/kubepods.slice/kubepods-pod" + strings.ReplaceAll(uid(21), "-", "_") + ".slice/crio-conmon-" + id(21) + ".scope",
 			Processes:  []hostfixture.Process{{PID: 3002, Comm: "conmon", Cmdline: []string{"/usr/bin/conmon"}, State: "S", RSSPages: 100}},
-		}, {
-			CgroupPath: "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + strings.ReplaceAll(uid(22), "-", "_") + ".slice/crio-" + id(22) + ".scope",
-			Processes:  []hostfixture.Process{{PID: 3101, Comm: "horovodrun", Cmdline: []string{"horovodrun"}, Env: paiEnv("erin", "hvd", "worker", "7"), State: "S", RSSPages: 1000}},
-			CPUUsec:    30_000_000, MemUsage: gib, InactiveFile: 0, ReadBytes: 0, WriteBytes: 4096,
 		}},
 	},
 }
