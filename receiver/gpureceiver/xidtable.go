@@ -36,8 +36,10 @@ const (
 	resolveNVLink     = metadata.AttributeXidResolutionCheckNvlink
 )
 
-// defaultXIDTable is the XID table shipped with the receiver. Where the reference tools disagree
-// (docs: shared/reference/gpu-monitoring-anchors.md §3.1) the choice and the reason are noted;
+// defaultXIDTable is the XID table shipped with the receiver, after the resolution buckets of
+// NVIDIA's XID catalog (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html).
+// Where the catalog and the tools that act on XIDs (leptonai/gpud, NVIDIA/k8s-device-plugin,
+// GKE's device plugin, aws/eks-node-monitoring-agent) disagree, the choice and the reason are noted;
 // every entry can be overridden with xid::table. The resolution class is on the log records and
 // on gpu_xid_errors_total, so alert rules select by class and never copy this table.
 var defaultXIDTable = map[uint64]xidInfo{

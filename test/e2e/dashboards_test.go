@@ -52,8 +52,9 @@ var onAttribution = map[string]bool{
 // nodes and pods in several states, and a real Prometheus scraping both and evaluating the
 // shipped rules.
 type monitoredCluster struct {
-	api  string // instant-query prefix
-	base string // Prometheus' address
+	api   string            // instant-query prefix
+	base  string            // Prometheus' address
+	pages map[string]string // the collectors' /metrics, by the Prometheus job scraping them
 }
 
 func startMonitoredCluster(t *testing.T) monitoredCluster {
@@ -82,8 +83,9 @@ func startMonitoredCluster(t *testing.T) monitoredCluster {
 
 	rules, err := filepath.Glob(filepath.Join(root, "deploy", "prometheus", "rules", "*.yaml"))
 	require.NoError(t, err)
-	api := startPrometheus(t, map[string]string{"otelcol-gpu-agent": agent, "otelcol-gpu-gateway": gateway}, rules...)
-	mc := monitoredCluster{api: api, base: strings.TrimSuffix(api, "/api/v1/query?query=")}
+	pages := map[string]string{"otelcol-gpu-agent": agent, "otelcol-gpu-gateway": gateway}
+	api := startPrometheus(t, pages, rules...)
+	mc := monitoredCluster{api: api, base: strings.TrimSuffix(api, "/api/v1/query?query="), pages: pages}
 
 	// Every fault of the compressed scenario has happened, the watchdog has seen the cluster,
 	// the fixture's jobs have rates, and the rules have been evaluated.

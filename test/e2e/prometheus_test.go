@@ -20,7 +20,7 @@ import (
 )
 
 // contractNames are the node, task, service and process names of the metric contract
-// (shared/spec/metrics.md) that the task receiver produces.
+// (docs/metrics.md) that the task receiver produces.
 var contractNames = []string{
 	"node_uname_info", "node_cpu_seconds_total",
 	"node_memory_MemTotal_bytes", "node_memory_MemFree_bytes", "node_memory_MemAvailable_bytes",

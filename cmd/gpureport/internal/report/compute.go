@@ -20,7 +20,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver"
 )
 
-// Metric and label names of the contract (shared/spec/metrics.md) that the report reads.
+// Metric and label names of the contract (docs/metrics.md) that the report reads.
 const (
 	metricTaskGPU       = "task_gpu_percent"
 	metricTaskGPUMemory = "task_gpu_mem_percent"
