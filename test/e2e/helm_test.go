@@ -387,7 +387,8 @@ func helmCluster(t testing.TB) string {
 
 // TestHelmInstall installs, upgrades and uninstalls the chart as deploy/README.md says, with
 // helm against a real kube-apiserver (no kubelet: the pods are not run, the objects are made).
-// A second release in another namespace is refused: the chart installs once per cluster.
+// A second release in another namespace is refused: the chart installs once per cluster. A
+// change of layout from cluster to scale-out needs the gateway's Deployment deleted first.
 // Uninstalling leaves nothing of the release but the namespace, which was there before.
 func TestHelmInstall(t *testing.T) {
 	admin := helmCluster(t)
@@ -423,6 +424,17 @@ func TestHelmInstall(t *testing.T) {
 		"--output=jsonpath={.spec.template.spec.containers[0].resources.limits.memory}")
 	require.NoError(t, err, out)
 	assert.Equal(t, "4Gi", out)
+
+	// Another layout: the scale-out gateway selects its pods by one more label, and a
+	// Deployment's selector cannot change, so the gateway is deleted first (deploy/README.md).
+	_, err = release(append([]string{"upgrade", "otelcol-gpu", chart, "--namespace", "otelcol-gpu"}, setFlags(chartValues["scale-out"])...)...)
+	require.Error(t, err, "the gateway's selector changes")
+	assert.Contains(t, err.Error(), "field is immutable")
+	out, err = kubectl(t, admin, nil, "delete", "deployment", "otelcol-gpu-gateway", "--namespace", "otelcol-gpu")
+	require.NoError(t, err, out)
+	out, err = release(append([]string{"upgrade", "otelcol-gpu", chart, "--namespace", "otelcol-gpu"}, setFlags(chartValues["scale-out"])...)...)
+	require.NoError(t, err, out)
+	assert.Contains(t, made(), "deployment.apps/otelcol-gpu-watchdog")
 
 	out, err = release("uninstall", "otelcol-gpu", "--namespace", "otelcol-gpu")
 	require.NoError(t, err, out)
