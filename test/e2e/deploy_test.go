@@ -35,11 +35,15 @@ import (
 
 // kubectlBinary is KUBECTL_BIN (set by `make e2e`: kubectl of the API server's version, built by
 // test/kube/build-apiserver.sh kubectl), else the kubectl on PATH.
-func kubectlBinary(t testing.TB) string {
-	if bin := os.Getenv("KUBECTL_BIN"); bin != "" {
+func kubectlBinary(t testing.TB) string { return pinnedTool(t, "KUBECTL_BIN", "kubectl") }
+
+// pinnedTool is the binary $env names (`make e2e` sets it to the version the tests pin, built
+// from the Go module proxy by a script under test/), else name on PATH.
+func pinnedTool(t testing.TB, env, name string) string {
+	if bin := os.Getenv(env); bin != "" {
 		return bin
 	}
-	return requireTool(t, "kubectl")
+	return requireTool(t, name)
 }
 
 // overlays are what `make deploy OVERLAY=...` renders, and the base with every optional
