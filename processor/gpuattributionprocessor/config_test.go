@@ -4,22 +4,18 @@
 package gpuattributionprocessor
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/confmap/confmaptest"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/configtest"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
 )
 
 func TestLoadConfig(t *testing.T) {
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	require.NoError(t, err)
-
 	def := createDefaultConfig().(*Config)
 	custom := createDefaultConfig().(*Config)
 	custom.RootPath = "/hostfs"
@@ -28,16 +24,10 @@ func TestLoadConfig(t *testing.T) {
 	custom.ZombieAfter = 10 * time.Minute
 	custom.PodResources = PodResourcesConfig{Socket: "/run/kubelet.sock", Timeout: 2 * time.Second, ResourceNames: []string{"nvidia.com/gpu", "example.com/shared-gpu"}}
 
-	for id, want := range map[component.ID]*Config{
-		component.NewID(metadata.Type):                   def,
-		component.NewIDWithName(metadata.Type, "custom"): custom,
-	} {
-		t.Run(id.String(), func(t *testing.T) {
-			cfg := createDefaultConfig()
-			sub, err := cm.Sub(id.String())
-			require.NoError(t, err)
-			require.NoError(t, sub.Unmarshal(cfg))
-			require.NoError(t, cfg.(*Config).Validate())
+	for name, want := range map[string]*Config{"": def, "custom": custom} {
+		t.Run(component.NewIDWithName(metadata.Type, name).String(), func(t *testing.T) {
+			cfg := configtest.Load[Config](t, NewFactory(), name)
+			require.NoError(t, cfg.Validate())
 			assert.Equal(t, want, cfg)
 		})
 	}

@@ -4,30 +4,20 @@
 package nameprofileprocessor
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/confmap/confmaptest"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/configtest"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/nameprofileprocessor/internal/metadata"
 )
 
 func TestLoadConfig(t *testing.T) {
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	require.NoError(t, err)
-	for id, want := range map[component.ID]string{
-		component.NewID(metadata.Type):                    ProfileOpenPAI,
-		component.NewIDWithName(metadata.Type, "dcgm"):    ProfileDCGM,
-		component.NewIDWithName(metadata.Type, "semconv"): ProfileSemconv,
-	} {
-		t.Run(id.String(), func(t *testing.T) {
-			cfg := createDefaultConfig().(*Config)
-			sub, err := cm.Sub(id.String())
-			require.NoError(t, err)
-			require.NoError(t, sub.Unmarshal(cfg))
+	for name, want := range map[string]string{"": ProfileOpenPAI, "dcgm": ProfileDCGM, "semconv": ProfileSemconv} {
+		t.Run(component.NewIDWithName(metadata.Type, name).String(), func(t *testing.T) {
+			cfg := configtest.Load[Config](t, NewFactory(), name)
 			require.NoError(t, cfg.Validate())
 			assert.Equal(t, want, cfg.Profile)
 		})

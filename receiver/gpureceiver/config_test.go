@@ -4,36 +4,22 @@
 package gpureceiver
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
-	"go.opentelemetry.io/collector/confmap/confmaptest"
 
-	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/configtest"
 )
 
-func loadConfig(t *testing.T, name string) *Config {
-	t.Helper()
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	require.NoError(t, err)
-	cfg := createDefaultConfig().(*Config)
-	sub, err := cm.Sub(component.NewIDWithName(metadata.Type, name).String())
-	require.NoError(t, err)
-	require.NoError(t, sub.Unmarshal(cfg))
-	return cfg
-}
-
 func TestLoadConfig(t *testing.T) {
-	def := loadConfig(t, "")
+	def := configtest.Load[Config](t, NewFactory(), "")
 	assert.Equal(t, createDefaultConfig(), def)
 	require.NoError(t, confmap.Validate(def))
 
-	custom := loadConfig(t, "custom")
+	custom := configtest.Load[Config](t, NewFactory(), "custom")
 	require.NoError(t, confmap.Validate(custom))
 	assert.Equal(t, 15*time.Second, custom.CollectionInterval)
 	assert.Equal(t, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", custom.LibraryPath)
@@ -57,7 +43,7 @@ func TestLoadConfig(t *testing.T) {
 		},
 	}, custom.XID)
 
-	sim := loadConfig(t, "simulated")
+	sim := configtest.Load[Config](t, NewFactory(), "simulated")
 	require.NoError(t, confmap.Validate(sim))
 	assert.Equal(t, backendSimulated, sim.Backend)
 }
@@ -95,7 +81,7 @@ faults[1]: kind must be one of xid, gpu_lost, reset_required, hang, ecc, row_rem
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := confmap.Validate(loadConfig(t, tt.name))
+			err := confmap.Validate(configtest.Load[Config](t, NewFactory(), tt.name))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.wantErr)
 		})
