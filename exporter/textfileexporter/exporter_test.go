@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -34,9 +33,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/textfileexporter/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/goldentest"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/expected.prom")
 
 // contractConfig is how distro/ configures the prometheus exporter (the metric contract).
 func contractConfig(t *testing.T) *Config {
@@ -129,12 +127,7 @@ func TestWritesThePrometheusExportersPage(t *testing.T) {
 	path := filepath.Join(cfg.Directory, cfg.Filename)
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
-	if *update {
-		require.NoError(t, os.WriteFile(filepath.Join("testdata", "expected.prom"), got, 0o644))
-	}
-	want, err := os.ReadFile(filepath.Join("testdata", "expected.prom"))
-	require.NoError(t, err)
-	assert.Equal(t, string(want), string(got))
+	goldentest.Text(t, filepath.Join("testdata", "expected.prom"), string(got))
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
 	assert.Equal(t, fs.FileMode(0o644), fi.Mode().Perm(), "readable by node_exporter's user")

@@ -6,12 +6,10 @@ package nameprofileprocessor
 import (
 	"cmp"
 	"context"
-	"flag"
 	"path/filepath"
 	"strconv"
 	"testing"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,11 +19,10 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/goldentest"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/metricpoints"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/nameprofileprocessor/internal/metadata"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/expected/*.yaml from the processor's output")
 
 // demoScenario is make demo's simulated DGX A100: the batch every profile renames.
 var demoScenario = filepath.Join("..", "..", "distro", "scenarios", "dgx-a100-demo.yaml")
@@ -92,19 +89,13 @@ func TestProfileGoldens(t *testing.T) {
 		t.Run(profile, func(t *testing.T) {
 			got := runProfile(t, profile, demoBatch(t))
 			require.Len(t, got, 1)
-			file := filepath.Join("testdata", "expected", profile+".yaml")
-			if *update {
-				require.NoError(t, golden.WriteMetrics(t, file, got[0]))
-			}
-			want, err := golden.ReadMetrics(file)
-			require.NoError(t, err, "run `go test ./processor/nameprofileprocessor/ -update` to create it")
-			require.NoError(t, pmetrictest.CompareMetrics(want, got[0],
+			goldentest.Metrics(t, filepath.Join("testdata", "expected", profile+".yaml"), got[0],
 				// Power and energy follow the simulation's clock, latency the machine's: their
 				// values are checked against the collected ones by TestUnits.
 				pmetrictest.IgnoreMetricValues(timeDependent...),
 				pmetrictest.IgnoreTimestamp(), pmetrictest.IgnoreStartTimestamp(),
 				pmetrictest.IgnoreResourceMetricsOrder(), pmetrictest.IgnoreMetricsOrder(),
-				pmetrictest.IgnoreMetricDataPointsOrder()))
+				pmetrictest.IgnoreMetricDataPointsOrder())
 		})
 	}
 }

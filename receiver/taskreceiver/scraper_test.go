@@ -5,13 +5,13 @@ package taskreceiver
 
 import (
 	"context"
-	"flag"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/goldentest"
+
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
@@ -22,8 +22,6 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
 )
-
-var update = flag.Bool("update", false, "rewrite the expected metrics in testdata/expected")
 
 // Filesystem sizes come from statfs on the machine running the test, so only their presence
 // and labels are compared.
@@ -76,13 +74,7 @@ func TestScrapeHosts(t *testing.T) {
 		t.Run(host, func(t *testing.T) {
 			s := newStartedScraper(t, testConfig(filepath.Join("testdata", "hosts", host)))
 			actual := scrapeOnce(t, s)
-			expectedFile := filepath.Join("testdata", "expected", host+".yaml")
-			if *update {
-				require.NoError(t, golden.WriteMetrics(t, expectedFile, actual))
-			}
-			expected, err := golden.ReadMetrics(expectedFile)
-			require.NoError(t, err)
-			require.NoError(t, pmetrictest.CompareMetrics(expected, actual, compareOptions...))
+			goldentest.Metrics(t, filepath.Join("testdata", "expected", host+".yaml"), actual, compareOptions...)
 		})
 	}
 }
