@@ -34,6 +34,7 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/textfileexporter/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/goldentest"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 )
 
 // contractConfig is how distro/ configures the prometheus exporter (the metric contract).
@@ -190,11 +191,9 @@ func TestStaleSeriesLeave(t *testing.T) {
 		exp := start(t, cfg)
 		require.NoError(t, exp.ConsumeMetrics(context.Background(), node(1)))
 		require.Contains(t, readFile(t, filepath.Join(cfg.Directory, cfg.Filename)), "gpu_utilization")
-		deadline := time.Now().Add(30 * time.Second)
-		for len(readFile(t, filepath.Join(cfg.Directory, cfg.Filename))) > 0 {
-			require.True(t, time.Now().Before(deadline), "series still in the file 30 s after a 50 ms metric_expiration")
-			time.Sleep(10 * time.Millisecond)
-		}
+		poll.Until(t, 30*time.Second, "the series to leave the file after a 50 ms metric_expiration", func() bool {
+			return len(readFile(t, filepath.Join(cfg.Directory, cfg.Filename))) == 0
+		})
 	})
 }
 

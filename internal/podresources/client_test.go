@@ -5,6 +5,7 @@ package podresources
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -22,6 +23,7 @@ import (
 	v1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources/podresourcestest"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 )
 
 const gpu = "nvidia.com/gpu"
@@ -180,11 +182,10 @@ func TestSharedRefreshesOnItsOwnClock(t *testing.T) {
 
 func waitCalls(t *testing.T, srv *podresourcestest.Server, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for srv.Calls("List") < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the kubelet got %d List calls, want %d", srv.Calls("List"), n)
+	poll.UntilNoError(t, 10*time.Second, fmt.Sprintf("%d List calls", n), func() error {
+		if got := srv.Calls("List"); got < n {
+			return fmt.Errorf("the kubelet got %d", got)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/fakeclock"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources/podresourcestest"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
 )
 
@@ -180,7 +181,7 @@ func newTestEnv(t testing.TB, host hostfixture.Host, kubelet *podresourcestest.S
 	e.waitRefresh()
 	if cfg.usesPodResources() {
 		// The kubelet client's first refresh runs at start, beside the node's.
-		e.eventually("the first pod-resources refresh", func() bool {
+		poll.Until(t, 10*time.Second, "the first pod-resources refresh", func() bool {
 			k := e.attr.node.kubelet
 			return k.Snapshot() != nil || k.Failures() > 0
 		})
@@ -208,17 +209,6 @@ func (e *testEnv) waitRefresh() {
 	case <-e.refreshed:
 	case <-time.After(10 * time.Second):
 		e.t.Fatal("no refresh of the node within 10s")
-	}
-}
-
-func (e *testEnv) eventually(what string, cond func() bool) {
-	e.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

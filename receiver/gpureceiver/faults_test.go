@@ -5,13 +5,15 @@ package gpureceiver
 
 import (
 	"errors"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
@@ -110,7 +112,7 @@ faults:
 	}
 
 	clock.Advance(time.Minute)
-	require.Eventually(t, func() bool { return !src.gpus[3].lane.Hung() }, 10*time.Second, 5*time.Millisecond, "GPU 3's call did not return after its hang ended")
+	poll.Until(t, 10*time.Second, "GPU 3's call to return after its hang ended", func() bool { return !src.gpus[3].lane.Hung() })
 	md := src.scrape()
 	assertUp(t, md, map[string]int64{"3": 1})
 	assert.Equal(t, int64(healthOK), value(t, gpuResource(t, md, "3"), "gpu_health", "condition", "nvml"))
@@ -203,7 +205,7 @@ func TestInitRetrySucceeds(t *testing.T) {
 
 	// Init failed at start and fails on the first two retries; the third loads the driver.
 	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, []time.Duration{timers.next(t), timers.next(t), timers.next(t)})
-	require.Eventually(t, src.ready.Load, 10*time.Second, time.Millisecond, "NVML not ready after the driver loaded")
+	poll.Until(t, 10*time.Second, "NVML to be ready after the driver loaded", src.ready.Load)
 	md := src.scrape()
 	assert.Equal(t, int64(1), value(t, md.ResourceMetrics().At(0), "gpu_nvml_up"))
 	assert.Equal(t, int64(8), value(t, md.ResourceMetrics().At(0), "gpu_devices_detected"))

@@ -4,6 +4,7 @@
 package gpureceiver
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/goldentest"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 )
 
@@ -39,7 +41,7 @@ func TestScrapeGolden(t *testing.T) {
 			clock.Advance(30 * time.Second)
 			// XIDs arrive through the event watcher's goroutine: read once it has them all.
 			xids := scenarioXIDs(t, name+".yaml")
-			require.Eventually(t, func() bool { return len(sink.records()) == xids }, 10*time.Second, 5*time.Millisecond, "the scenario's %d XIDs were not all logged", xids)
+			poll.Until(t, 10*time.Second, fmt.Sprintf("the scenario's %d XIDs to be logged", xids), func() bool { return len(sink.records()) == xids })
 			actual := src.scrape()
 			goldentest.Metrics(t, filepath.Join("testdata", "expected", name+".yaml"), actual, compareOptions...)
 		})

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 )
@@ -252,7 +253,7 @@ faults:
 	sink := &logSink{}
 	src := startScraper(t, testConfig(), srv, clock, sink.emit)
 	clock.Advance(10 * time.Second)
-	require.Eventually(t, func() bool { return len(sink.records()) == 3 }, 10*time.Second, 5*time.Millisecond, "the three XIDs were not logged")
+	poll.Until(t, 10*time.Second, "the three XIDs to be logged", func() bool { return len(sink.records()) == 3 })
 
 	md := src.scrape()
 	gpu3, gpu1 := gpuResource(t, md, "3"), gpuResource(t, md, "1")
@@ -291,7 +292,7 @@ func TestXIDFromKmsg(t *testing.T) {
 	_, err = w.WriteString(", name=python, second one, written in two parts\n")
 	require.NoError(t, err)
 	require.NoError(t, w.Close())
-	require.Eventually(t, func() bool { return len(sink.records()) == 3 }, 10*time.Second, time.Millisecond, "the three kernel log XIDs were not logged")
+	poll.Until(t, 10*time.Second, "the three kernel log XIDs to be logged", func() bool { return len(sink.records()) == 3 })
 	close(stop)
 	waitOrFail(t, func() { <-done }, "the kernel log reader did not stop")
 
