@@ -21,8 +21,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	v1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/fakeclock"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources/podresourcestest"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
@@ -126,7 +126,8 @@ func kubeletPods(ids gpuIDs) []*v1.PodResources {
 }
 
 // testEnv is a node (fixture tree, kubelet socket) and a started processor on it, with the
-// node's clock and refreshes in the test's hands.
+// node's clock and refreshes in the test's hands: its refresh loop runs once at start and never
+// ticks (an hour's interval on a clock moved by minutes); the test refreshes by hand.
 type testEnv struct {
 	t         testing.TB
 	root      string
@@ -134,8 +135,7 @@ type testEnv struct {
 	proc      processor.Metrics
 	attr      *gpuAttribution
 	logs      *observer.ObservedLogs
-	clock     *fakeclock.Clock
-	tick      chan time.Time
+	clock     *clock.Fake
 	refreshed chan struct{}
 }
 
@@ -153,8 +153,8 @@ func newTestEnv(t testing.TB, host hostfixture.Host, kubelet *podresourcestest.S
 	t.Helper()
 	root := filepath.Join(t.TempDir(), "host")
 	require.NoError(t, hostfixture.Write(root, host))
-	e := &testEnv{t: t, root: root, kubelet: kubelet, clock: fakeclock.New(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)),
-		tick: make(chan time.Time), refreshed: make(chan struct{}, 100)}
+	e := &testEnv{t: t, root: root, kubelet: kubelet, clock: clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)),
+		refreshed: make(chan struct{}, 1)}
 	cfg := createDefaultConfig().(*Config)
 	cfg.RootPath = root
 	cfg.RefreshInterval = time.Hour // refreshes come from e.refresh
@@ -172,13 +172,17 @@ func newTestEnv(t testing.TB, host hostfixture.Host, kubelet *podresourcestest.S
 	set.Logger = zap.New(core)
 	e.attr = newGPUAttribution(cfg, set)
 	e.attr.adjustNode = func(s *nodeSettings) {
-		s.now = e.clock.Now
-		s.newTicker = func(time.Duration) (<-chan time.Time, func()) { return e.tick, func() {} }
+		s.clock = e.clock
 		s.refreshed = e.refreshed
 	}
 	require.NoError(t, e.attr.start(context.Background(), nil))
 	t.Cleanup(func() { require.NoError(t, e.attr.shutdown(context.Background())) })
-	e.waitRefresh()
+	// The loop's refresh at start; the test's own come after it, on the test's goroutine.
+	select {
+	case <-e.refreshed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no refresh of the node within 10s of its start")
+	}
 	if cfg.usesPodResources() {
 		// The kubelet client's first refresh runs at start, beside the node's.
 		poll.Until(t, 10*time.Second, "the first pod-resources refresh", func() bool {
@@ -192,25 +196,8 @@ func newTestEnv(t testing.TB, host hostfixture.Host, kubelet *podresourcestest.S
 
 func (e *testEnv) advance(d time.Duration) { e.clock.Advance(d) }
 
-// refresh runs one refresh of the node's inventory and waits for it.
-func (e *testEnv) refresh() {
-	e.t.Helper()
-	select {
-	case e.tick <- e.clock.Now():
-	case <-time.After(10 * time.Second):
-		e.t.Fatal("the node's refresh loop did not take the tick within 10s")
-	}
-	e.waitRefresh()
-}
-
-func (e *testEnv) waitRefresh() {
-	e.t.Helper()
-	select {
-	case <-e.refreshed:
-	case <-time.After(10 * time.Second):
-		e.t.Fatal("no refresh of the node within 10s")
-	}
-}
+// refresh runs one refresh of the node's inventory, as a tick of its loop would.
+func (e *testEnv) refresh() { e.attr.node.refresh() }
 
 // process runs a batch through the processor and returns what it added.
 func (e *testEnv) process(batch pmetric.Metrics) pmetric.Metrics {

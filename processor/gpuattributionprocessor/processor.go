@@ -71,7 +71,7 @@ type gpuAttribution struct {
 	isGPURes func(string) bool
 	node     *node
 	release  func()
-	// adjustNode is a seam for tests (clock, refresh ticks); nil in production.
+	// adjustNode is a seam for tests (the clock, the refresh signal); nil in production.
 	adjustNode func(*nodeSettings)
 
 	// mu serialises batches of the gpu receiver; the state below is theirs.

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/scraper"
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 )
@@ -65,7 +66,7 @@ func openLibrary(cfg *Config) (nvml.Interface, func(), error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		srv := simulated.New(sc, simulated.WallClock{})
+		srv := simulated.New(sc, clock.Real{})
 		return srv, srv.Close, nil
 	}
 	var opts []nvml.LibraryOption

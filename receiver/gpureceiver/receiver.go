@@ -6,7 +6,6 @@ package gpureceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpure
 import (
 	"context"
 	"fmt"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/nodename"
 	"path/filepath"
 	"sync"
 	"time"
@@ -18,6 +17,8 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/nodename"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/sharedcomponent"
 )
 
@@ -66,7 +67,7 @@ func (r *gpuReceiver) start(ctx context.Context, host component.Host) error {
 	if err != nil {
 		return fmt.Errorf("backend %s: %w", r.cfg.Backend, err)
 	}
-	ss := scraperSettings{cfg: r.cfg, set: r.set, nodeName: nodeName, now: time.Now}
+	ss := scraperSettings{cfg: r.cfg, set: r.set, nodeName: nodeName, clock: clock.Real{}}
 	if r.nextLogs != nil {
 		next := r.nextLogs
 		ss.emitLogs = func(logs plog.Logs) {
@@ -102,7 +103,7 @@ func (r *gpuReceiver) startKmsg() {
 	}
 	s := r.scraper
 	s.kmsg = f
-	k := &kmsgReader{file: f, poll: time.Second, logger: r.set.Logger, onLine: s.onKmsgLine}
+	k := &kmsgReader{file: f, clock: s.clock, poll: time.Second, logger: r.set.Logger, onLine: s.onKmsgLine}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

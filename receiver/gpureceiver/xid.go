@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 )
 
@@ -49,7 +50,7 @@ type xidTracker struct {
 	table        xidTable
 	dedupWindow  time.Duration
 	healthWindow time.Duration
-	now          func() time.Time
+	clock        clock.Clock
 	logger       *zap.Logger
 	// resource builds a GPU's (or, for nil, the node's) resource for the log records.
 	resource func(*gpuIdentity) pcommon.Resource
@@ -64,7 +65,7 @@ type xidTracker struct {
 }
 
 func (t *xidTracker) add(occ xidOccurrence) {
-	now := t.now()
+	now := t.clock.Now()
 	info := t.table.lookup(occ.code)
 	uuid, index := "", "?"
 	if occ.gpu != nil {
@@ -142,7 +143,7 @@ func (t *xidTracker) countsOf(uuid string) (codes []uint64, counts []int64) {
 
 // healthOf is the highest severity of the GPU's XIDs within health_window.
 func (t *xidTracker) healthOf(uuid string) int64 {
-	now := t.now()
+	now := t.clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	marks := slices.DeleteFunc(t.health[uuid], func(m healthMark) bool { return now.Sub(m.at) > t.healthWindow })

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
@@ -122,13 +123,13 @@ func (s *logSink) records() []plog.LogRecord {
 	return out
 }
 
-func newTestTracker(clock *fakeClock, sink *logSink, overrides map[string]XIDInfo) *xidTracker {
+func newTestTracker(clock *clock.Fake, sink *logSink, overrides map[string]XIDInfo) *xidTracker {
 	cfg := testConfig()
 	return &xidTracker{
 		table:        newXIDTable(overrides),
 		dedupWindow:  2 * time.Second,
 		healthWindow: time.Hour,
-		now:          clock.Now,
+		clock:        clock,
 		logger:       zap.NewNop(),
 		resource:     func(*gpuIdentity) pcommon.Resource { return pcommon.NewResource() },
 		emit:         sink.emit,
@@ -280,7 +281,10 @@ func TestXIDFromKmsg(t *testing.T) {
 	f, err := openKmsg(path)
 	require.NoError(t, err)
 	defer f.Close()
-	k := &kmsgReader{file: f, poll: time.Millisecond, logger: zap.NewNop(), onLine: src.onKmsgLine}
+	// The reader's pauses are on a clock of their own, moved while the test waits for the lines:
+	// the scenario's stays where it is.
+	kmsgClock := newFakeClock()
+	k := &kmsgReader{file: f, clock: kmsgClock, poll: time.Second, logger: zap.NewNop(), onLine: src.onKmsgLine}
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() { defer close(done); k.run(stop) }()
@@ -292,7 +296,10 @@ func TestXIDFromKmsg(t *testing.T) {
 	_, err = w.WriteString(", name=python, second one, written in two parts\n")
 	require.NoError(t, err)
 	require.NoError(t, w.Close())
-	poll.Until(t, 10*time.Second, "the three kernel log XIDs to be logged", func() bool { return len(sink.records()) == 3 })
+	poll.Until(t, 10*time.Second, "the three kernel log XIDs to be logged", func() bool {
+		kmsgClock.Advance(k.poll)
+		return len(sink.records()) == 3
+	})
 	close(stop)
 	waitOrFail(t, func() { <-done }, "the kernel log reader did not stop")
 
@@ -309,7 +316,7 @@ func TestKmsgCloseWakesReader(t *testing.T) {
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
 	defer w.Close()
-	k := &kmsgReader{file: r, poll: time.Second, logger: zap.NewNop(), onLine: func(string) {}}
+	k := &kmsgReader{file: r, clock: newFakeClock(), poll: time.Second, logger: zap.NewNop(), onLine: func(string) {}}
 	done := make(chan struct{})
 	go func() { defer close(done); k.run(make(chan struct{})) }()
 	require.NoError(t, r.Close())

@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/goldentest"
-
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
@@ -20,6 +17,8 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.opentelemetry.io/collector/scraper/scrapererror"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/goldentest"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
 )
 
@@ -47,17 +46,19 @@ func newStartedScraper(t testing.TB, cfg *Config) *taskScraper {
 	return startScraper(t, cfg, receivertest.NewNopSettings(metadata.Type))
 }
 
-// startScraper starts a scraper whose deadlines (statfs, a command line) never pass by
-// themselves: on a loaded machine a slow call must not change what a test sees.
+// startScraper starts a scraper on a clock of the test's, so its deadlines (statfs, a command
+// line) never pass by themselves: on a loaded machine a slow call must not change what a test
+// sees.
 func startScraper(t testing.TB, cfg *Config, set receiver.Settings) *taskScraper {
 	t.Helper()
 	s := newTaskScraper(cfg, set)
+	s.clock = clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	require.NoError(t, s.start(context.Background(), componenttest.NewNopHost()))
-	never := func(*deadline.Lane, time.Duration) <-chan time.Time { return nil }
-	s.statfsCalls.Guard.After = never
-	s.cmdlineCalls.Guard.After = never
 	return s
 }
+
+// advance moves a test scraper's clock: the time between collections, which rates divide by.
+func advance(s *taskScraper, d time.Duration) { s.clock.(*clock.Fake).Advance(d) }
 
 func scrapeOnce(t testing.TB, s *taskScraper) pmetric.Metrics {
 	t.Helper()
