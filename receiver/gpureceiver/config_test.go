@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/configtest"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/xid"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -37,7 +38,7 @@ func TestLoadConfig(t *testing.T) {
 		KmsgPath:     "/var/log/kern.log",
 		DedupWindow:  5 * time.Second,
 		HealthWindow: 30 * time.Minute,
-		Table: map[string]XIDInfo{
+		Table: map[string]xid.Info{
 			"13":  {Severity: "fatal", Resolution: "reboot", Action: "drain the node"},
 			"999": {Meaning: "vendor test code", Severity: "info"},
 		},
@@ -45,7 +46,7 @@ func TestLoadConfig(t *testing.T) {
 
 	sim := configtest.Load[Config](t, NewFactory(), "simulated")
 	require.NoError(t, confmap.Validate(sim))
-	assert.Equal(t, backendSimulated, sim.Backend)
+	assert.Equal(t, BackendSimulated, sim.Backend)
 }
 
 func TestValidateErrors(t *testing.T) {
@@ -53,7 +54,7 @@ func TestValidateErrors(t *testing.T) {
 		name    string
 		wantErr string
 	}{
-		{"bad_backend", `backend must be nvml or simulated, got "dcgm"`},
+		{"bad_backend", `backend: must be one of nvml, simulated; got "dcgm"`},
 		{"scenario_with_nvml", "scenario is only read with backend: simulated; remove it or set backend: simulated"},
 		{"library_with_simulated", "library_path is only used with backend: nvml; remove it or set backend: nvml"},
 		{"no_scenario", "scenario must name a scenario file when backend is simulated"},
@@ -75,8 +76,8 @@ faults[1]: kind must be one of xid, gpu_lost, reset_required, hang, ecc, row_rem
 		{"negative_dedup_window", "xid::dedup_window must not be negative, got -1s"},
 		{"zero_health_window", "xid::health_window must be positive, got 0s"},
 		{"bad_xid_key", `xid::table: key "fallen" is not an XID code (a positive integer)`},
-		{"bad_xid_severity", `xid::table::79::severity must be info, warning or fatal, got "critical"`},
-		{"bad_xid_resolution", `xid::table::79::resolution must be one of none, restart_app, reset_gpu, reboot, check_nvlink, unknown, got "replace"`},
+		{"bad_xid_severity", `xid::table::79::severity: must be one of info, warning, fatal; got "critical"`},
+		{"bad_xid_resolution", `xid::table::79::resolution: must be one of none, restart_app, reset_gpu, reboot, check_nvlink, unknown; got "replace"`},
 		{"zero_interval", `"collection_interval": requires positive value`},
 	}
 	for _, tt := range tests {

@@ -45,7 +45,7 @@ func createDefaultConfig() component.Config {
 		ControllerConfig:     cc,
 		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
 		Events:               metadata.DefaultEventsConfig(),
-		Backend:              backendNVML,
+		Backend:              BackendNVML,
 		RootPath:             "/",
 		CallTimeout:          5 * time.Second,
 		InitRetry:            InitRetryConfig{InitialInterval: 5 * time.Second, MaxInterval: 5 * time.Minute},
@@ -61,7 +61,7 @@ func createDefaultConfig() component.Config {
 
 // openLibrary is the production libraryFactory.
 func openLibrary(cfg *Config) (nvml.Interface, func(), error) {
-	if cfg.Backend == backendSimulated {
+	if cfg.Backend == BackendSimulated {
 		sc, err := simulated.LoadScenario(cfg.Scenario)
 		if err != nil {
 			return nil, nil, err

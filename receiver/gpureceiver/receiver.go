@@ -90,7 +90,7 @@ func (r *gpuReceiver) start(ctx context.Context, host component.Host) error {
 func (r *gpuReceiver) startKmsg() {
 	x := r.cfg.XID
 	path := x.KmsgPath
-	if !x.Kmsg || (path == "" && r.cfg.Backend == backendSimulated) {
+	if !x.Kmsg || (path == "" && r.cfg.Backend == BackendSimulated) {
 		return
 	}
 	if path == "" {

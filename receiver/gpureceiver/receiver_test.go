@@ -35,7 +35,7 @@ func TestReceiverSimulatedXID79(t *testing.T) {
 	f := NewFactory()
 	cfg := f.CreateDefaultConfig().(*Config)
 	cfg.CollectionInterval = 20 * time.Millisecond
-	cfg.Backend = backendSimulated
+	cfg.Backend = BackendSimulated
 	cfg.Scenario = "testdata/scenarios/xid79.yaml"
 	cfg.NodeName = "gpu-node-07"
 	require.NoError(t, cfg.Validate())

@@ -20,6 +20,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/latency"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/staleness"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/xid"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 )
 
@@ -110,7 +111,7 @@ func newScraper(ss scraperSettings, lib nvml.Interface, release func()) *gpuScra
 		stale:    staleness.NewTracker(),
 	}
 	s.xids = &xidTracker{
-		table:        newXIDTable(cfg.XID.Table),
+		table:        xid.New(cfg.XID.Table),
 		dedupWindow:  cfg.XID.DedupWindow,
 		healthWindow: cfg.XID.HealthWindow,
 		clock:        ss.clock,
@@ -129,7 +130,7 @@ func newScraper(ss scraperSettings, lib nvml.Interface, release func()) *gpuScra
 func (s *gpuScraper) resource(id *gpuIdentity) pcommon.Resource {
 	rb := metadata.NewResourceBuilder(s.cfg.ResourceAttributes)
 	rb.SetNodeName(s.nodeName)
-	if s.cfg.Backend == backendSimulated {
+	if s.cfg.Backend == BackendSimulated {
 		rb.SetSimulated("true")
 	}
 	if id != nil {
