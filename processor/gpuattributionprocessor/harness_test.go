@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
@@ -165,7 +166,7 @@ func newTestEnv(t testing.TB, host hostfixture.Host, kubelet *podresourcestest.S
 	for _, o := range opts {
 		o(cfg)
 	}
-	require.NoError(t, cfg.Validate())
+	require.NoError(t, confmap.Validate(cfg))
 	core, logs := observer.New(zapcore.InfoLevel)
 	e.logs = logs
 	set := processortest.NewNopSettings(metadata.Type)

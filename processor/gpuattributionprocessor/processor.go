@@ -67,7 +67,7 @@ type migReading struct {
 type gpuAttribution struct {
 	cfg      *Config
 	set      processor.Settings
-	sources  []string
+	sources  []Source
 	isGPURes func(string) bool
 	node     *node
 	release  func()

@@ -9,31 +9,35 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/configtest"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/nameprofileprocessor/internal/metadata"
 )
 
 func TestLoadConfig(t *testing.T) {
-	for name, want := range map[string]string{"": ProfileOpenPAI, "dcgm": ProfileDCGM, "semconv": ProfileSemconv} {
+	for name, want := range map[string]Profile{"": ProfileOpenPAI, "dcgm": ProfileDCGM, "semconv": ProfileSemconv} {
 		t.Run(component.NewIDWithName(metadata.Type, name).String(), func(t *testing.T) {
 			cfg := configtest.Load[Config](t, NewFactory(), name)
-			require.NoError(t, cfg.Validate())
+			require.NoError(t, confmap.Validate(cfg))
 			assert.Equal(t, want, cfg.Profile)
 		})
 	}
 }
 
 func TestConfigErrors(t *testing.T) {
-	for name, tc := range map[string]struct{ profile, want string }{
-		"unknown profile": {"prometheus", `profile must be one of [openpai dcgm semconv], got "prometheus"`},
-		"empty profile":   {"", `profile must be one of [openpai dcgm semconv], got ""`},
-		"case matters":    {"DCGM", `profile must be one of [openpai dcgm semconv], got "DCGM"`},
+	for name, tc := range map[string]struct {
+		profile Profile
+		want    string
+	}{
+		"unknown profile": {"prometheus", `profile: must be one of openpai, dcgm, semconv; got "prometheus"`},
+		"empty profile":   {"", `profile: must be one of openpai, dcgm, semconv; got ""`},
+		"case matters":    {"DCGM", `profile: must be one of openpai, dcgm, semconv; got "DCGM"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := createDefaultConfig().(*Config)
 			cfg.Profile = tc.profile
-			assert.EqualError(t, cfg.Validate(), tc.want)
+			assert.EqualError(t, confmap.Validate(cfg), tc.want)
 		})
 	}
 }

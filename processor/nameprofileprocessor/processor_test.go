@@ -59,7 +59,7 @@ func addHolder(md pmetric.Metrics, minor int, uuid, job, namespace, pod, contain
 	pt.Attributes().PutStr("uuid", uuid)
 }
 
-func runProfile(t *testing.T, profile string, batches ...pmetric.Metrics) []pmetric.Metrics {
+func runProfile(t *testing.T, profile Profile, batches ...pmetric.Metrics) []pmetric.Metrics {
 	t.Helper()
 	f := NewFactory()
 	cfg := f.CreateDefaultConfig().(*Config)
@@ -85,11 +85,11 @@ var timeDependent = []string{
 // TestProfileGoldens renames the demo's whole batch under each profile and compares it with
 // testdata/expected/<profile>.yaml (go test -update rewrites them).
 func TestProfileGoldens(t *testing.T) {
-	for _, profile := range profileNames {
-		t.Run(profile, func(t *testing.T) {
+	for _, profile := range Profiles {
+		t.Run(string(profile), func(t *testing.T) {
 			got := runProfile(t, profile, demoBatch(t))
 			require.Len(t, got, 1)
-			goldentest.Metrics(t, filepath.Join("testdata", "expected", profile+".yaml"), got[0],
+			goldentest.Metrics(t, filepath.Join("testdata", "expected", string(profile)+".yaml"), got[0],
 				// Power and energy follow the simulation's clock, latency the machine's: their
 				// values are checked against the collected ones by TestUnits.
 				pmetrictest.IgnoreMetricValues(timeDependent...),
@@ -199,8 +199,8 @@ func gpuValues(md pmetric.Metrics, metric, key, value string) map[string]float64
 // TestUnits: each profile's value is the collected one in the profile's unit, on every GPU.
 func TestUnits(t *testing.T) {
 	collected := demoBatch(t)
-	byProfile := map[string]pmetric.Metrics{}
-	for _, profile := range []string{ProfileDCGM, ProfileSemconv} {
+	byProfile := map[Profile]pmetric.Metrics{}
+	for _, profile := range []Profile{ProfileDCGM, ProfileSemconv} {
 		md := pmetric.NewMetrics()
 		collected.CopyTo(md)
 		byProfile[profile] = runProfile(t, profile, md)[0]
@@ -209,8 +209,9 @@ func TestUnits(t *testing.T) {
 	mib := func(b float64) float64 { return float64(int64(b) >> 20) }
 	percentToRatio := func(p float64) float64 { return p / 100 }
 	for _, tc := range []struct {
-		profile, to, from, key, value string
-		convert                       func(float64) float64
+		profile              Profile
+		to, from, key, value string
+		convert              func(float64) float64
 		// toKey and toValue select the renamed points when several collected metrics share a name.
 		toKey, toValue string
 	}{

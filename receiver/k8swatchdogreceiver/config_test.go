@@ -42,7 +42,7 @@ func TestValidateErrors(t *testing.T) {
 		name    string
 		wantErr string
 	}{
-		{"bad_auth_type", `auth_type must be "serviceAccount" or "kubeConfig", got "token"`},
+		{"bad_auth_type", `auth_type: must be one of serviceAccount, kubeConfig; got "token"`},
 		{"kubeconfig_with_service_account", "kubeconfig_path and context are only used with auth_type kubeConfig: remove them or set auth_type: kubeConfig"},
 		{"missing_kubeconfig", `kubeconfig_path "testdata/no-such-kubeconfig" cannot be read: stat testdata/no-such-kubeconfig: no such file or directory`},
 		{"zero_sync_timeout", "sync_timeout must be positive, got 0s"},
