@@ -28,12 +28,13 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources/podresourcestest"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpureceivertest"
 )
 
 // gpuBatch is one collection of the real gpu receiver on its simulated backend.
 func gpuBatch(t testing.TB, scenario string) pmetric.Metrics {
 	t.Helper()
-	md, err := demonode.SimulatedBatch(scenario)
+	md, err := gpureceivertest.SimulatedBatch(scenario)
 	require.NoError(t, err)
 	return md
 }
@@ -41,7 +42,7 @@ func gpuBatch(t testing.TB, scenario string) pmetric.Metrics {
 // gpuIDs are the batch's GPU identities by index.
 type gpuIDs map[int]demonode.GPU
 
-func idsOf(md pmetric.Metrics) gpuIDs { return demonode.GPUs(md) }
+func idsOf(md pmetric.Metrics) gpuIDs { return gpureceivertest.GPUs(md) }
 
 // The test node: which container holds which GPU is in testdata/scenarios/node.yaml.
 const (

@@ -18,10 +18,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor/processortest"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/goldentest"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/metricpoints"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/nameprofileprocessor/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpureceivertest"
 )
 
 // demoScenario is make demo's simulated DGX A100: the batch every profile renames.
@@ -31,9 +31,9 @@ var demoScenario = filepath.Join("..", "..", "distro", "scenarios", "dgx-a100-de
 // series gpu_attribution adds: GPU 0 held by one trainer, GPU 1 shared by two pods.
 func demoBatch(t testing.TB) pmetric.Metrics {
 	t.Helper()
-	md, err := demonode.SimulatedBatch(demoScenario)
+	md, err := gpureceivertest.SimulatedBatch(demoScenario)
 	require.NoError(t, err)
-	gpus := demonode.GPUs(md)
+	gpus := gpureceivertest.GPUs(md)
 	addHolder(md, 0, gpus[0].UUID, "alice~train", "jobs", "train-0", "trainer")
 	addHolder(md, 1, gpus[1].UUID, "bob~share", "jobs", "share-a", "worker")
 	addHolder(md, 1, gpus[1].UUID, "carol~share", "jobs", "share-b", "worker")
