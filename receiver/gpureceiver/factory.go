@@ -19,22 +19,13 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 )
 
-// libraryFactory returns the NVML interface of the configured backend and what releases it;
-// tests inject go-nvml's mock servers through it.
-type libraryFactory func(cfg *Config) (nvml.Interface, func(), error)
-
 // NewFactory creates the gpu receiver factory.
 func NewFactory() receiver.Factory {
-	return newFactory(openLibrary)
-}
-
-func newFactory(newLibrary libraryFactory) receiver.Factory {
-	shared := &sharedReceivers{newLibrary: newLibrary}
 	return receiver.NewFactory(
 		metadata.Type,
 		createDefaultConfig,
-		receiver.WithMetrics(shared.createMetrics, metadata.MetricsStability),
-		receiver.WithLogs(shared.createLogs, metadata.LogsStability),
+		receiver.WithMetrics(createMetrics, metadata.MetricsStability),
+		receiver.WithLogs(createLogs, metadata.LogsStability),
 	)
 }
 
@@ -59,7 +50,7 @@ func createDefaultConfig() component.Config {
 	}
 }
 
-// openLibrary is the production libraryFactory.
+// openLibrary returns the NVML interface of the configured backend and what releases it.
 func openLibrary(cfg *Config) (nvml.Interface, func(), error) {
 	if cfg.Backend == BackendSimulated {
 		sc, err := simulated.LoadScenario(cfg.Scenario)
@@ -77,9 +68,9 @@ func openLibrary(cfg *Config) (nvml.Interface, func(), error) {
 	return nvml.New(opts...), func() {}, nil
 }
 
-func (s *sharedReceivers) createMetrics(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Metrics) (receiver.Metrics, error) {
+func createMetrics(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Metrics) (receiver.Metrics, error) {
 	c := cfg.(*Config)
-	r := s.get(c, set)
+	r := sharedReceiver(c, set)
 	sc, err := scraper.NewMetrics(r.scrape)
 	if err != nil {
 		return nil, err
@@ -90,8 +81,8 @@ func (s *sharedReceivers) createMetrics(_ context.Context, set receiver.Settings
 	return r, nil
 }
 
-func (s *sharedReceivers) createLogs(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Logs) (receiver.Logs, error) {
-	r := s.get(cfg.(*Config), set)
+func createLogs(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Logs) (receiver.Logs, error) {
+	r := sharedReceiver(cfg.(*Config), set)
 	r.nextLogs = next
 	return r, nil
 }

@@ -22,27 +22,26 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/sharedcomponent"
 )
 
-// sharedReceivers gives the metrics and the logs pipeline of one configured receiver the same
-// instance: one NVML library, one event watcher, one kernel log reader, one XID count.
-type sharedReceivers struct {
-	newLibrary libraryFactory
-	receivers  sharedcomponent.Registry[*Config, *gpuReceiver]
-}
+// receivers gives the metrics and the logs pipeline of one configured receiver the same
+// instance: one NVML library, one event watcher, one kernel log reader, one XID count. A package
+// variable, as contrib's receivers keep their sharedcomponent.Map and k8s_watchdog its registry:
+// the key is the *Config both pipelines' receivers are made from, whatever factory value makes
+// them.
+var receivers sharedcomponent.Registry[*Config, *gpuReceiver]
 
-func (s *sharedReceivers) get(cfg *Config, set receiver.Settings) *gpuReceiver {
-	return s.receivers.GetOrCreate(cfg, func() *gpuReceiver {
-		r := &gpuReceiver{cfg: cfg, set: set, newLibrary: s.newLibrary}
-		r.forget = func() { s.receivers.Forget(cfg, r) }
+func sharedReceiver(cfg *Config, set receiver.Settings) *gpuReceiver {
+	return receivers.GetOrCreate(cfg, func() *gpuReceiver {
+		r := &gpuReceiver{cfg: cfg, set: set}
+		r.forget = func() { receivers.Forget(cfg, r) }
 		return r
 	})
 }
 
 // gpuReceiver is the component both pipelines get; Start and Shutdown run once.
 type gpuReceiver struct {
-	cfg        *Config
-	set        receiver.Settings
-	newLibrary libraryFactory
-	forget     func()
+	cfg    *Config
+	set    receiver.Settings
+	forget func()
 
 	// metrics is the scrape controller, nil without a metrics pipeline.
 	metrics  receiver.Metrics
@@ -63,7 +62,7 @@ func (r *gpuReceiver) start(ctx context.Context, host component.Host) error {
 	if err != nil {
 		return err
 	}
-	lib, release, err := r.newLibrary(r.cfg)
+	lib, release, err := openLibrary(r.cfg)
 	if err != nil {
 		return fmt.Errorf("backend %s: %w", r.cfg.Backend, err)
 	}
