@@ -33,23 +33,30 @@ const missing = "rerun the test with -update to write it (make e2e E2E_FLAGS=-up
 // file first, and the test fails so that a rewrite is never taken for a pass.
 func Metrics(tb testing.TB, file string, actual pmetric.Metrics, opts ...pmetrictest.CompareMetricsOption) {
 	tb.Helper()
-	if *update {
-		require.NoError(tb, golden.WriteMetrics(tb, file, actual))
-	}
-	expected, err := golden.ReadMetrics(file)
-	require.NoError(tb, err, missing)
-	require.NoError(tb, pmetrictest.CompareMetrics(expected, actual, opts...))
+	compare(tb, file, actual,
+		func(md pmetric.Metrics) error { return golden.WriteMetrics(tb, file, md) },
+		golden.ReadMetrics,
+		func(expected pmetric.Metrics) error { return pmetrictest.CompareMetrics(expected, actual, opts...) })
 }
 
 // Logs is Metrics for log records.
 func Logs(tb testing.TB, file string, actual plog.Logs, opts ...plogtest.CompareLogsOption) {
 	tb.Helper()
+	compare(tb, file, actual,
+		func(ld plog.Logs) error { return golden.WriteLogs(tb, file, ld) },
+		golden.ReadLogs,
+		func(expected plog.Logs) error { return plogtest.CompareLogs(expected, actual, opts...) })
+}
+
+// compare is the compare-or-rewrite of Metrics and Logs.
+func compare[T any](tb testing.TB, file string, actual T, write func(T) error, read func(string) (T, error), differ func(expected T) error) {
+	tb.Helper()
 	if *update {
-		require.NoError(tb, golden.WriteLogs(tb, file, actual))
+		require.NoError(tb, write(actual))
 	}
-	expected, err := golden.ReadLogs(file)
+	expected, err := read(file)
 	require.NoError(tb, err, missing)
-	require.NoError(tb, plogtest.CompareLogs(expected, actual, opts...))
+	require.NoError(tb, differ(expected))
 }
 
 // Text compares actual with file's content byte for byte (a Prometheus page); under -update it
