@@ -48,11 +48,11 @@ func newStartedScraper(t testing.TB, cfg *Config) *taskScraper {
 
 // startScraper starts a scraper on a clock of the test's, so its deadlines (statfs, a command
 // line) never pass by themselves: on a loaded machine a slow call must not change what a test
-// sees.
+// sees. The clock starts now, after the metrics builders' start time, as a collection does.
 func startScraper(t testing.TB, cfg *Config, set receiver.Settings) *taskScraper {
 	t.Helper()
 	s := newTaskScraper(cfg, set)
-	s.clock = clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	s.clock = clock.NewFake(time.Now())
 	require.NoError(t, s.start(context.Background(), componenttest.NewNopHost()))
 	return s
 }
