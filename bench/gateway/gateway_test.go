@@ -37,6 +37,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
@@ -61,7 +62,7 @@ func benchmarkGateway(b *testing.B, agents int, duration time.Duration) {
 			"service::extensions=[health_check, bearertokenauth/agents, pprof]")
 	}
 	gateway := stack.StartGateway(b, secrets, sets...)
-	stack.Eventually(b, time.Minute, "the gateway to be healthy", func() bool { _, err := stack.Get(gateway.Health, 10*time.Second); return err == nil })
+	poll.Until(b, time.Minute, "the gateway to be healthy", func() bool { _, err := stack.Get(gateway.Health, 10*time.Second); return err == nil })
 	proc, err := procfs.NewProc(gateway.Process.PID())
 	require.NoError(b, err)
 
@@ -86,7 +87,7 @@ func benchmarkGateway(b *testing.B, agents int, duration time.Duration) {
 	for i := range agents {
 		require.NoError(b, send(i))
 	}
-	stack.Eventually(b, time.Minute, "every series on the gateway's page", func() bool {
+	poll.Until(b, time.Minute, "every series on the gateway's page", func() bool {
 		page, err := stack.Get(gateway.Metrics, time.Minute)
 		return err == nil && countSeries(page) >= agents*seriesPerAgent
 	})

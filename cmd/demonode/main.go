@@ -22,6 +22,7 @@ import (
 	"syscall"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpureceivertest"
 )
 
 func main() {
@@ -50,7 +51,7 @@ func run(scenario, podsFile string, command []string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	batch, err := demonode.SimulatedBatch(scenario)
+	batch, err := gpureceivertest.SimulatedBatch(scenario)
 	if err != nil {
 		return 1, err
 	}
@@ -59,7 +60,7 @@ func run(scenario, podsFile string, command []string) (int, error) {
 		return 1, err
 	}
 	defer os.RemoveAll(root)
-	node, err := demonode.Start(filepath.Join(root, "node"), pods, demonode.GPUs(batch))
+	node, err := demonode.Start(filepath.Join(root, "node"), pods, gpureceivertest.GPUs(batch))
 	if err != nil {
 		return 1, err
 	}

@@ -11,23 +11,18 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/confmap"
 
-	"github.com/otelcol-gpu/otelcol-gpu/exporter/textfileexporter/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/configtest"
 )
 
-func loadConfig(t *testing.T, name string) *Config {
-	return configtest.Load[Config](t, NewFactory(), metadata.Type, name)
-}
-
 func TestLoadConfig(t *testing.T) {
-	def := loadConfig(t, "")
+	def := configtest.Load[Config](t, NewFactory(), "")
 	require.NoError(t, confmap.Validate(def))
 	assert.Equal(t, "otelcol-gpu.prom", def.Filename)
 	assert.Equal(t, 15*time.Second, def.WriteInterval)
 	assert.Equal(t, []string{"node_*"}, def.ExcludeMetrics)
 	assert.Equal(t, 5*time.Minute, def.MetricExpiration, "the prometheus exporter's default")
 
-	custom := loadConfig(t, "custom")
+	custom := configtest.Load[Config](t, NewFactory(), "custom")
 	require.NoError(t, confmap.Validate(custom))
 	assert.Equal(t, "gpu.prom", custom.Filename)
 	assert.Equal(t, time.Minute, custom.WriteInterval)
@@ -49,7 +44,7 @@ func TestConfigErrors(t *testing.T) {
 		"bad_exclude":       `exclude_metrics: bad pattern "["`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			assert.ErrorContains(t, confmap.Validate(loadConfig(t, name)), want)
+			assert.ErrorContains(t, confmap.Validate(configtest.Load[Config](t, NewFactory(), name)), want)
 		})
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -34,9 +33,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/otelcol-gpu/otelcol-gpu/exporter/textfileexporter/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/goldentest"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/expected.prom")
 
 // contractConfig is how distro/ configures the prometheus exporter (the metric contract).
 func contractConfig(t *testing.T) *Config {
@@ -129,12 +128,7 @@ func TestWritesThePrometheusExportersPage(t *testing.T) {
 	path := filepath.Join(cfg.Directory, cfg.Filename)
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
-	if *update {
-		require.NoError(t, os.WriteFile(filepath.Join("testdata", "expected.prom"), got, 0o644))
-	}
-	want, err := os.ReadFile(filepath.Join("testdata", "expected.prom"))
-	require.NoError(t, err)
-	assert.Equal(t, string(want), string(got))
+	goldentest.Text(t, filepath.Join("testdata", "expected.prom"), string(got))
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
 	assert.Equal(t, fs.FileMode(0o644), fi.Mode().Perm(), "readable by node_exporter's user")
@@ -197,11 +191,9 @@ func TestStaleSeriesLeave(t *testing.T) {
 		exp := start(t, cfg)
 		require.NoError(t, exp.ConsumeMetrics(context.Background(), node(1)))
 		require.Contains(t, readFile(t, filepath.Join(cfg.Directory, cfg.Filename)), "gpu_utilization")
-		deadline := time.Now().Add(30 * time.Second)
-		for len(readFile(t, filepath.Join(cfg.Directory, cfg.Filename))) > 0 {
-			require.True(t, time.Now().Before(deadline), "series still in the file 30 s after a 50 ms metric_expiration")
-			time.Sleep(10 * time.Millisecond)
-		}
+		poll.Until(t, 30*time.Second, "the series to leave the file after a 50 ms metric_expiration", func() bool {
+			return len(readFile(t, filepath.Join(cfg.Directory, cfg.Filename))) == 0
+		})
 	})
 }
 

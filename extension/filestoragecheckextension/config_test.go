@@ -11,21 +11,16 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/confmap"
 
-	"github.com/otelcol-gpu/otelcol-gpu/extension/filestoragecheckextension/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/configtest"
 )
 
-func loadConfig(t *testing.T, name string) *Config {
-	return configtest.Load[Config](t, NewFactory(), metadata.Type, name)
-}
-
 func TestLoadConfig(t *testing.T) {
-	def := loadConfig(t, "")
+	def := configtest.Load[Config](t, NewFactory(), "")
 	require.NoError(t, confmap.Validate(def))
 	assert.Equal(t, "/var/lib/otelcol-gpu/queue", def.Directory)
 	assert.Equal(t, time.Second, def.Timeout)
 
-	custom := loadConfig(t, "custom")
+	custom := configtest.Load[Config](t, NewFactory(), "custom")
 	require.NoError(t, confmap.Validate(custom))
 	assert.Equal(t, 5*time.Second, custom.Timeout)
 }
@@ -36,7 +31,7 @@ func TestConfigErrors(t *testing.T) {
 		"bad_timeout":  "timeout must be positive, got 0s",
 	} {
 		t.Run(name, func(t *testing.T) {
-			assert.EqualError(t, confmap.Validate(loadConfig(t, name)), want)
+			assert.EqualError(t, confmap.Validate(configtest.Load[Config](t, NewFactory(), name)), want)
 		})
 	}
 }

@@ -14,17 +14,17 @@ import (
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 )
 
-// Load unmarshals the entry <typ>/<name> (<typ> when name is empty) of testdata/config.yaml
-// over the factory's default configuration.
-func Load[T any](t *testing.T, factory interface{ CreateDefaultConfig() component.Config }, typ component.Type, name string) *T {
-	t.Helper()
+// Load unmarshals the entry <type>/<name> (<type> when name is empty) of testdata/config.yaml
+// over the factory's default configuration, as the collector does.
+func Load[T any](tb testing.TB, factory component.Factory, name string) *T {
+	tb.Helper()
 	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	cfg := factory.CreateDefaultConfig()
-	sub, err := cm.Sub(component.NewIDWithName(typ, name).String())
-	require.NoError(t, err)
-	require.NoError(t, sub.Unmarshal(cfg))
+	sub, err := cm.Sub(component.NewIDWithName(factory.Type(), name).String())
+	require.NoError(tb, err)
+	require.NoError(tb, sub.Unmarshal(cfg))
 	out, ok := cfg.(*T)
-	require.True(t, ok, "the factory's configuration is a %T", cfg)
+	require.True(tb, ok, "the factory's configuration is a %T", cfg)
 	return out
 }

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 )
 
 // ErrLate is the error of a call that passed its deadline, or was refused because the call
@@ -33,10 +35,8 @@ type Guard struct {
 	// Observe, if set, is given each call's duration when it returns, late ones included, so a
 	// latency histogram shows how long hung calls really took.
 	Observe func(time.Duration)
-	// After, if set, replaces time.After for a call on lane: a test gives each lane's deadlines
-	// by hand, so a call passes its deadline when the test says so, never because the machine is
-	// slow (calls on several lanes run at once, so the hook needs to know whose deadline it is).
-	After func(lane *Lane, timeout time.Duration) <-chan time.Time
+	// Clock times the calls and their deadlines; nil is the machine's.
+	Clock clock.Clock
 }
 
 // Call runs f on lane l under g's deadline.
@@ -50,24 +50,23 @@ func Call[T any](g *Guard, l *Lane, f func() (T, error)) (T, error) {
 		err error
 	}
 	done := make(chan result, 1)
-	start := time.Now()
+	clk := clock.OrReal(g.Clock)
+	start := clk.Now()
+	// The deadline is set before the call starts, so that a test which sees the call under way
+	// finds its deadline on the clock.
+	expired := clk.NewTimer(g.Timeout)
+	defer expired.Stop()
 	go func() {
 		v, err := f()
 		if g.Observe != nil {
-			g.Observe(time.Since(start))
+			g.Observe(clk.Now().Sub(start))
 		}
 		done <- result{v, err}
 	}()
-	var expired <-chan time.Time
-	if g.After != nil {
-		expired = g.After(l, g.Timeout)
-	} else {
-		expired = time.After(g.Timeout)
-	}
 	select {
 	case r := <-done:
 		return r.v, r.err
-	case <-expired:
+	case <-expired.C():
 		l.hung.Store(true)
 		go func() {
 			<-done

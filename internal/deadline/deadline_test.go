@@ -10,59 +10,55 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-)
 
-// handDeadlines is a Guard whose deadlines pass only when the test sends on the channel: no
-// assertion depends on how fast the machine runs a call.
-func handDeadlines() (*Guard, chan time.Time) {
-	expire := make(chan time.Time)
-	return &Guard{Timeout: time.Hour, After: func(*Lane, time.Duration) <-chan time.Time { return expire }}, expire
-}
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
+)
 
 // A call that does not return is given up when its deadline passes; its lane refuses the next
 // call without making it while the first is stuck; other lanes go on; the lane is usable again
-// once the stuck call returned, and that call's duration is observed then.
+// once the stuck call returned, and that call's duration is observed then. The deadlines are on
+// a clock the test moves: no assertion depends on how fast the machine runs a call.
 func TestKeyedCallHangs(t *testing.T) {
-	g, expire := handDeadlines()
+	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	var observed atomic.Int32
-	g.Observe = func(time.Duration) { observed.Add(1) }
-
-	k := Keyed{Guard: *g}
+	k := Keyed{Guard: Guard{Timeout: time.Hour, Clock: clk, Observe: func(time.Duration) { observed.Add(1) }}}
 	release, entered := make(chan struct{}), make(chan struct{}, 2)
 	var calls atomic.Int32
 	stuck := func() (int, error) { calls.Add(1); entered <- struct{}{}; <-release; return 1, nil }
 
+	first := make(chan error, 1)
 	go func() {
-		select { // the deadline passes once the call is in the kernel, so to speak
-		case <-entered:
-			expire <- time.Time{}
-		case <-time.After(30 * time.Second):
-			t.Error("the stuck call never started")
-			expire <- time.Time{}
-		}
+		_, err := CallKeyed(&k, "/mnt/nfs", stuck)
+		first <- err
 	}()
+	select { // the deadline passes once the call is in the kernel, so to speak
+	case <-entered:
+		clk.Advance(time.Hour)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stuck call never started")
+	}
+	select {
+	case err := <-first:
+		require.ErrorIs(t, err, ErrLate)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stuck call was not given up when its deadline passed")
+	}
 	_, err := CallKeyed(&k, "/mnt/nfs", stuck)
-	require.ErrorIs(t, err, ErrLate)
-	_, err = CallKeyed(&k, "/mnt/nfs", stuck)
 	require.ErrorIs(t, err, ErrLate)
 	assert.Equal(t, int32(1), calls.Load(), "no second call on a lane whose call is stuck")
 
-	// No deadline is sent: this call can only return by itself.
+	// The clock stays: this call can only return by itself.
 	v, err := CallKeyed(&k, "/", func() (int, error) { return 7, nil })
 	require.NoError(t, err)
 	assert.Equal(t, 7, v, "other lanes are not held back")
 	assert.Equal(t, 1, k.Len(), "only the stuck call's lane is held")
 
 	close(release)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Until(t, 30*time.Second, "the lane to take calls again after its stuck call returned", func() bool {
 		v, err := CallKeyed(&k, "/mnt/nfs", func() (int, error) { return 2, nil })
-		if err == nil && v == 2 {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the lane stayed refused after its stuck call returned")
-		time.Sleep(time.Millisecond)
-	}
+		return err == nil && v == 2
+	})
 	assert.Equal(t, 0, k.Len(), "a lane is dropped once its call returned")
 	assert.Equal(t, int32(3), observed.Load(), "every call that returned is observed, the late one included")
 }

@@ -5,33 +5,27 @@
 // runs through the production code paths: a /proc + cgroup tree (cgroup v2, systemd driver,
 // containerd) holding the demo jobs' containers, each pod's sandbox beside them, and their
 // processes, with the pids the simulated GPUs report, the kubelet's log layout naming their
-// pods, and a real pod-resources gRPC server on a unix socket handing out the GPUs. Pods and their devices come from a pods
-// file beside the GPU scenario; GPU and MIG UUIDs from the scenario itself, read through the gpu
-// receiver's simulated backend.
+// pods, and a real pod-resources gRPC server on a unix socket handing out the GPUs. Pods and
+// their devices come from a pods file beside the GPU scenario. The GPU and MIG UUIDs are the
+// caller's: cmd/demonode reads them from the scenario through the gpu receiver's
+// gpureceivertest, as shared code knows no component.
 package demonode // import "github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
-	"go.opentelemetry.io/collector/consumer/consumertest"
-	"go.opentelemetry.io/collector/pdata/pmetric"
-	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.yaml.in/yaml/v3"
 	v1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources/podresourcestest"
-	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver"
 )
 
 // Pods is the content of a pods file (distro/scenarios/pods/*.yaml).
@@ -97,69 +91,10 @@ func LoadPods(path string) (*Pods, error) {
 	return &p, nil
 }
 
-// GPU is the identity of one simulated GPU.
+// GPU is the identity of one of the node's GPUs: what its device plugin hands out.
 type GPU struct {
 	UUID string
 	MIG  []string // MIG UUIDs in slice order
-}
-
-// SimulatedBatch is one collection of the gpu receiver on scenario's simulated GPUs.
-func SimulatedBatch(scenario string) (pmetric.Metrics, error) {
-	f := gpureceiver.NewFactory()
-	cfg := f.CreateDefaultConfig().(*gpureceiver.Config)
-	cfg.Backend = "simulated"
-	cfg.Scenario = scenario
-	cfg.NodeName = "gpu-node-07"
-	cfg.CollectionInterval = time.Hour
-	cfg.InitialDelay = 0
-	cfg.XID.Kmsg = false
-	sink := &consumertest.MetricsSink{}
-	r, err := f.CreateMetrics(context.Background(), receivertest.NewNopSettings(f.Type()), cfg, sink)
-	if err != nil {
-		return pmetric.Metrics{}, err
-	}
-	if err := r.Start(context.Background(), nil); err != nil {
-		return pmetric.Metrics{}, err
-	}
-	defer func() { _ = r.Shutdown(context.Background()) }()
-	for deadline := time.Now().Add(30 * time.Second); len(sink.AllMetrics()) == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return pmetric.Metrics{}, errors.New("the simulated gpu receiver sent no batch within 30s")
-		}
-	}
-	return sink.AllMetrics()[0], nil
-}
-
-// GPUs reads the GPUs' identities from a gpu receiver batch, by index.
-func GPUs(md pmetric.Metrics) map[int]GPU {
-	gpus := map[int]GPU{}
-	for i := 0; i < md.ResourceMetrics().Len(); i++ {
-		rm := md.ResourceMetrics().At(i)
-		minor, ok1 := rm.Resource().Attributes().Get("minor_number")
-		uuid, ok2 := rm.Resource().Attributes().Get("uuid")
-		if !ok1 || !ok2 {
-			continue
-		}
-		index, err := strconv.Atoi(minor.Str())
-		if err != nil {
-			continue
-		}
-		g := GPU{UUID: uuid.Str()}
-		for j := 0; j < rm.ScopeMetrics().Len(); j++ {
-			ms := rm.ScopeMetrics().At(j).Metrics()
-			for k := 0; k < ms.Len(); k++ {
-				if m := ms.At(k); m.Name() == "gpu_mig_memory_total_bytes" {
-					for l := 0; l < m.Gauge().DataPoints().Len(); l++ {
-						if v, ok := m.Gauge().DataPoints().At(l).Attributes().Get("mig_uuid"); ok {
-							g.MIG = append(g.MIG, v.Str())
-						}
-					}
-				}
-			}
-		}
-		gpus[index] = g
-	}
-	return gpus
 }
 
 // Node is a started demo node.

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/sharedcomponent"
 )
 
@@ -171,7 +172,7 @@ func ParseContainerLink(name, target string) (Container, string, bool) {
 type Cache struct {
 	root   string
 	maxAge time.Duration
-	now    func() time.Time
+	clock  clock.Clock
 
 	mu   sync.Mutex
 	at   time.Time
@@ -183,7 +184,7 @@ type Cache struct {
 func (c *Cache) Get() (*Index, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.now()
+	now := c.clock.Now()
 	if c.last != nil && now.Sub(c.at) < c.maxAge {
 		return c.last, c.err
 	}
@@ -206,7 +207,7 @@ const MaxAge = 5 * time.Second
 // Shared returns the collector's cache of root's layout and what gives it back.
 func Shared(root string) (*Cache, func()) {
 	c, release := shared.Acquire(filepath.Clean(root), func() *Cache {
-		return &Cache{root: root, maxAge: MaxAge, now: time.Now}
+		return &Cache{root: root, maxAge: MaxAge, clock: clock.Real{}}
 	})
 	return c, func() { release() }
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 )
 
 const (
@@ -75,8 +77,8 @@ func TestReadWithoutKubelet(t *testing.T) {
 
 func TestCacheRereadsAfterMaxAge(t *testing.T) {
 	root := layout(t)
-	now := time.Unix(1000, 0)
-	c := &Cache{root: root, maxAge: 10 * time.Second, now: func() time.Time { return now }}
+	clk := clock.NewFake(time.Unix(1000, 0))
+	c := &Cache{root: root, maxAge: 10 * time.Second, clock: clk}
 	ix, err := c.Get()
 	require.NoError(t, err)
 	_, ok := ix.PodByUID(uidB)
@@ -86,7 +88,7 @@ func TestCacheRereadsAfterMaxAge(t *testing.T) {
 	ix, _ = c.Get()
 	_, ok = ix.PodByUID(uidB)
 	assert.True(t, ok, "within maxAge the cached index answers")
-	now = now.Add(10 * time.Second)
+	clk.Advance(10 * time.Second)
 	ix, _ = c.Get()
 	_, ok = ix.PodByUID(uidB)
 	assert.False(t, ok, "the pod's directory is gone")

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/refresh"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/sharedcomponent"
 )
@@ -71,14 +72,14 @@ type Settings struct {
 	// Timeout bounds each call.
 	Timeout time.Duration
 	Logger  *zap.Logger
+	// Clock paces the refreshes and dates the snapshots; nil is the machine's.
+	Clock clock.Clock
 }
 
 // Client caches the kubelet's pod-resources answers.
 type Client struct {
-	set Settings
-	// newTicker is the refresh clock, a seam for tests.
-	newTicker refresh.Ticker
-	loop      *refresh.Loop
+	set  Settings
+	loop *refresh.Loop
 
 	mu          sync.RWMutex
 	snapshot    *Snapshot
@@ -97,12 +98,13 @@ func New(set Settings) (*Client, error) {
 	if set.Logger == nil {
 		set.Logger = zap.NewNop()
 	}
-	return &Client{set: set, newTicker: refresh.RealTicker}, nil
+	set.Clock = clock.OrReal(set.Clock)
+	return &Client{set: set}, nil
 }
 
 // Start asks the kubelet now and then on every refresh interval, in the background.
 func (c *Client) Start() {
-	c.loop = refresh.Start(c.set.RefreshInterval, c.newTicker, c.Refresh)
+	c.loop = refresh.Start(c.set.RefreshInterval, c.set.Clock, c.Refresh)
 }
 
 // Close stops the refreshes and the connection; it waits for a refresh under way (bounded by
@@ -215,7 +217,7 @@ func (c *Client) list(ctx context.Context) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("List: %w", err)
 	}
-	snap := &Snapshot{At: time.Now(), Pods: map[PodKey]struct{}{}, Devices: map[ContainerKey][]Device{}, Allocatable: allocatable}
+	snap := &Snapshot{At: c.set.Clock.Now(), Pods: map[PodKey]struct{}{}, Devices: map[ContainerKey][]Device{}, Allocatable: allocatable}
 	for _, p := range resp.GetPodResources() {
 		if p == nil {
 			continue
@@ -252,16 +254,11 @@ var shared sharedcomponent.Registry[string, *sharedcomponent.Opened[*Client]]
 // first caller's interval and timeout are the client's (components of one collector name the
 // same ones in practice).
 func Shared(set Settings) (*Client, func(), error) {
-	return acquire(set, refresh.RealTicker)
-}
-
-func acquire(set Settings, newTicker refresh.Ticker) (*Client, func(), error) {
 	return sharedcomponent.Open(&shared, set.Socket, func() (*Client, error) {
 		c, err := New(set)
 		if err != nil {
 			return nil, err
 		}
-		c.newTicker = newTicker
 		c.Start()
 		return c, nil
 	})

@@ -5,6 +5,7 @@ package podresources
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -21,7 +22,9 @@ import (
 	"google.golang.org/grpc/grpclog"
 	v1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources/podresourcestest"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 )
 
 const gpu = "nvidia.com/gpu"
@@ -154,9 +157,9 @@ func TestUnavailable(t *testing.T) {
 // kubelet is called once per tick of the refresh clock, however often the cache is read.
 func TestSharedRefreshesOnItsOwnClock(t *testing.T) {
 	srv := startServer(t)
-	set := Settings{Socket: srv.Socket, RefreshInterval: 10 * time.Second, Timeout: 5 * time.Second, Logger: zap.NewNop()}
-	tick := make(chan time.Time)
-	a, releaseA, err := acquire(set, func(time.Duration) (<-chan time.Time, func()) { return tick, func() {} })
+	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	set := Settings{Socket: srv.Socket, RefreshInterval: 10 * time.Second, Timeout: 5 * time.Second, Logger: zap.NewNop(), Clock: clk}
+	a, releaseA, err := Shared(set)
 	require.NoError(t, err)
 	b, releaseB, err := Shared(set)
 	require.NoError(t, err)
@@ -164,13 +167,14 @@ func TestSharedRefreshesOnItsOwnClock(t *testing.T) {
 
 	waitCalls(t, srv, 1) // the refresh at start
 	for i := 0; i < 5; i++ {
-		tick <- time.Now()
+		clk.Advance(set.RefreshInterval)
 		for j := 0; j < 100; j++ {
 			a.Snapshot()
 			b.Snapshot()
 		}
+		// A tick is taken when the loop is free: wait for this one's call before the next.
+		waitCalls(t, srv, i+2)
 	}
-	waitCalls(t, srv, 6)
 	releaseA()
 	assert.Equal(t, 1, shared.Len(), "still held by b")
 	releaseB()
@@ -180,11 +184,10 @@ func TestSharedRefreshesOnItsOwnClock(t *testing.T) {
 
 func waitCalls(t *testing.T, srv *podresourcestest.Server, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for srv.Calls("List") < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the kubelet got %d List calls, want %d", srv.Calls("List"), n)
+	poll.UntilNoError(t, 10*time.Second, fmt.Sprintf("%d List calls", n), func() error {
+		if got := srv.Calls("List"); got < n {
+			return fmt.Errorf("the kubelet got %d", got)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -8,17 +8,9 @@ package refresh // import "github.com/otelcol-gpu/otelcol-gpu/internal/refresh"
 import (
 	"sync"
 	"time"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 )
-
-// Ticker makes the clock of a loop: ticks every interval, and what stops them. Tests pass a
-// channel of their own.
-type Ticker func(interval time.Duration) (ticks <-chan time.Time, stop func())
-
-// RealTicker is time's ticker.
-func RealTicker(interval time.Duration) (<-chan time.Time, func()) {
-	t := time.NewTicker(interval)
-	return t.C, t.Stop
-}
 
 // Loop calls a function at start and on every tick until Stop.
 type Loop struct {
@@ -27,19 +19,19 @@ type Loop struct {
 	done     chan struct{}
 }
 
-// Start runs f now and then on each tick of newTicker(interval).
-func Start(interval time.Duration, newTicker Ticker, f func()) *Loop {
+// Start runs f now and then every interval of clk.
+func Start(interval time.Duration, clk clock.Clock, f func()) *Loop {
 	l := &Loop{stop: make(chan struct{}), done: make(chan struct{})}
-	ticks, stopTicker := newTicker(interval)
+	ticker := clk.NewTicker(interval)
 	go func() {
 		defer close(l.done)
-		defer stopTicker()
+		defer ticker.Stop()
 		for {
 			f()
 			select {
 			case <-l.stop:
 				return
-			case <-ticks:
+			case <-ticker.C():
 			}
 		}
 	}()

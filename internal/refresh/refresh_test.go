@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 )
 
 func TestLoopRunsAtStartAndOnEachTick(t *testing.T) {
-	ticks := make(chan time.Time)
-	stopped := false
+	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	calls := make(chan struct{}, 10)
-	l := Start(time.Hour, func(time.Duration) (<-chan time.Time, func()) { return ticks, func() { stopped = true } }, func() { calls <- struct{}{} })
+	l := Start(time.Hour, clk, func() { calls <- struct{}{} })
 	wait := func() {
 		select {
 		case <-calls:
@@ -23,10 +24,10 @@ func TestLoopRunsAtStartAndOnEachTick(t *testing.T) {
 		}
 	}
 	wait()
-	ticks <- time.Now()
+	clk.Advance(time.Hour)
 	wait()
 	l.Stop()
 	l.Stop()
-	assert.True(t, stopped, "the ticker is stopped with the loop")
+	assert.Zero(t, clk.Waiting(), "the ticker is stopped with the loop")
 	assert.Empty(t, calls, "no call after Stop")
 }

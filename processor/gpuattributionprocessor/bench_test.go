@@ -20,6 +20,7 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources/podresourcestest"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
 )
 
@@ -93,9 +94,7 @@ func BenchmarkKubeletCalls(b *testing.B) {
 	procs := startPipelines(b, cfg, 2)
 	in := make([]pmetric.Metrics, len(procs))
 	// The refresh at start is not one of the interval's.
-	for deadline := time.Now().Add(10 * time.Second); srv.Calls("List") == 0; time.Sleep(time.Millisecond) {
-		require.False(b, time.Now().After(deadline), "no List call within 10s")
-	}
+	poll.Until(b, 10*time.Second, "the kubelet's first List call", func() bool { return srv.Calls("List") > 0 })
 
 	listBefore := srv.Calls("List")
 	start := time.Now()
@@ -143,11 +142,7 @@ func TestPipelinesShareOneKubeletClient(t *testing.T) {
 	procs := startPipelines(t, cfg, 2)
 	assert.Equal(t, 1, nodes.Len(), "one node inventory for the collector")
 
-	deadline := time.Now().Add(10 * time.Second)
-	for srv.Calls("List") < 1 {
-		require.False(t, time.Now().After(deadline), "no List call within 10s")
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, "the kubelet's first List call", func() bool { return srv.Calls("List") >= 1 })
 	for i := 0; i < 50; i++ {
 		for _, p := range procs {
 			md := pmetric.NewMetrics()

@@ -12,17 +12,25 @@ import (
 
 	"go.opentelemetry.io/collector/confmap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/enum"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
 )
 
+// Source is where the processor learns which task holds a GPU.
+type Source string
+
 // Allocation sources, asked in the configured order; for each GPU the first that knows a holder wins.
 const (
-	SourcePodResources         = "pod_resources"
-	SourceNvidiaVisibleDevices = "nvidia_visible_devices"
-	SourceProcess              = "process"
+	SourcePodResources         Source = "pod_resources"
+	SourceNvidiaVisibleDevices Source = "nvidia_visible_devices"
+	SourceProcess              Source = "process"
 )
 
-var knownSources = []string{SourcePodResources, SourceNvidiaVisibleDevices, SourceProcess}
+// Sources are the values a Source may take.
+var Sources = []Source{SourcePodResources, SourceNvidiaVisibleDevices, SourceProcess}
+
+// Validate accepts one of Sources.
+func (s Source) Validate() error { return enum.Check(s, Sources) }
 
 // Config of the gpu_attribution processor.
 type Config struct {
@@ -32,7 +40,7 @@ type Config struct {
 	// kubelet's socket are read below it.
 	RootPath string `mapstructure:"root_path"`
 	// AllocationSources are asked in this order.
-	AllocationSources []string `mapstructure:"allocation_sources"`
+	AllocationSources []Source `mapstructure:"allocation_sources"`
 	// RefreshInterval is how often the node's containers are listed (and, with pod_resources,
 	// how often the kubelet is called): never per batch.
 	RefreshInterval time.Duration `mapstructure:"refresh_interval"`
@@ -55,21 +63,19 @@ type PodResourcesConfig struct {
 
 var _ confmap.Validator = (*Config)(nil)
 
-// Validate checks the configuration at start-up, naming the key at fault.
+// Validate checks the configuration at start-up, naming the key at fault; each allocation
+// source's value is its type's to check.
 func (cfg *Config) Validate() error {
 	var errs []error
 	if !filepath.IsAbs(cfg.RootPath) {
 		errs = append(errs, fmt.Errorf("root_path must be an absolute path, got %q", cfg.RootPath))
 	}
 	if len(cfg.AllocationSources) == 0 {
-		errs = append(errs, fmt.Errorf("allocation_sources must name at least one of %v", knownSources))
+		errs = append(errs, fmt.Errorf("allocation_sources must name at least one of %s", enum.List(Sources)))
 	}
 	for i, s := range cfg.AllocationSources {
-		switch {
-		case !slices.Contains(knownSources, s):
-			errs = append(errs, fmt.Errorf("allocation_sources[%d]: unknown source %q, want one of %v", i, s, knownSources))
-		case slices.Index(cfg.AllocationSources, s) != i:
-			errs = append(errs, fmt.Errorf("allocation_sources[%d]: %q is listed twice", i, s))
+		if slices.Index(cfg.AllocationSources, s) != i {
+			errs = append(errs, fmt.Errorf("allocation_sources::%d: %q is listed twice", i, s))
 		}
 	}
 	if cfg.RefreshInterval <= 0 {

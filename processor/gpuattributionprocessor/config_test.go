@@ -4,40 +4,31 @@
 package gpuattributionprocessor
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"go.opentelemetry.io/collector/confmap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/configtest"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
 )
 
 func TestLoadConfig(t *testing.T) {
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	require.NoError(t, err)
-
 	def := createDefaultConfig().(*Config)
 	custom := createDefaultConfig().(*Config)
 	custom.RootPath = "/hostfs"
-	custom.AllocationSources = []string{SourceNvidiaVisibleDevices, SourceProcess}
+	custom.AllocationSources = []Source{SourceNvidiaVisibleDevices, SourceProcess}
 	custom.RefreshInterval = 30 * time.Second
 	custom.ZombieAfter = 10 * time.Minute
 	custom.PodResources = PodResourcesConfig{Socket: "/run/kubelet.sock", Timeout: 2 * time.Second, ResourceNames: []string{"nvidia.com/gpu", "example.com/shared-gpu"}}
 
-	for id, want := range map[component.ID]*Config{
-		component.NewID(metadata.Type):                   def,
-		component.NewIDWithName(metadata.Type, "custom"): custom,
-	} {
-		t.Run(id.String(), func(t *testing.T) {
-			cfg := createDefaultConfig()
-			sub, err := cm.Sub(id.String())
-			require.NoError(t, err)
-			require.NoError(t, sub.Unmarshal(cfg))
-			require.NoError(t, cfg.(*Config).Validate())
+	for name, want := range map[string]*Config{"": def, "custom": custom} {
+		t.Run(component.NewIDWithName(metadata.Type, name).String(), func(t *testing.T) {
+			cfg := configtest.Load[Config](t, NewFactory(), name)
+			require.NoError(t, confmap.Validate(cfg))
 			assert.Equal(t, want, cfg)
 		})
 	}
@@ -51,9 +42,9 @@ func TestConfigErrors(t *testing.T) {
 		want   string
 	}{
 		{"relative root", func(c *Config) { c.RootPath = "hostfs" }, `root_path must be an absolute path, got "hostfs"`},
-		{"no sources", func(c *Config) { c.AllocationSources = nil }, "allocation_sources must name at least one of [pod_resources nvidia_visible_devices process]"},
-		{"unknown source", func(c *Config) { c.AllocationSources = []string{"process", "crystal_ball"} }, `allocation_sources[1]: unknown source "crystal_ball"`},
-		{"twice", func(c *Config) { c.AllocationSources = []string{"process", "process"} }, `allocation_sources[1]: "process" is listed twice`},
+		{"no sources", func(c *Config) { c.AllocationSources = nil }, "allocation_sources must name at least one of pod_resources, nvidia_visible_devices, process"},
+		{"unknown source", func(c *Config) { c.AllocationSources = []Source{"process", "crystal_ball"} }, `allocation_sources::1: must be one of pod_resources, nvidia_visible_devices, process; got "crystal_ball"`},
+		{"twice", func(c *Config) { c.AllocationSources = []Source{"process", "process"} }, `allocation_sources::1: "process" is listed twice`},
 		{"refresh", func(c *Config) { c.RefreshInterval = 0 }, "refresh_interval must be positive, got 0s"},
 		{"zombie", func(c *Config) { c.ZombieAfter = -time.Second }, "zombie_after must be positive, got -1s"},
 		{"socket", func(c *Config) { c.PodResources.Socket = "kubelet.sock" }, `pod_resources::socket must be an absolute path, got "kubelet.sock"`},
@@ -65,15 +56,15 @@ func TestConfigErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := createDefaultConfig().(*Config)
 			tt.modify(cfg)
-			err := cfg.Validate()
+			err := confmap.Validate(cfg)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
 	t.Run("pod_resources settings unchecked when it is not a source", func(t *testing.T) {
 		cfg := createDefaultConfig().(*Config)
-		cfg.AllocationSources = []string{SourceProcess}
+		cfg.AllocationSources = []Source{SourceProcess}
 		cfg.PodResources.Timeout = 0
-		assert.NoError(t, cfg.Validate())
+		assert.NoError(t, confmap.Validate(cfg))
 	})
 }

@@ -28,7 +28,7 @@ func createDefaultConfig() component.Config {
 	return &Config{
 		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
 		RootPath:             "/",
-		AllocationSources:    []string{SourcePodResources, SourceNvidiaVisibleDevices, SourceProcess},
+		AllocationSources:    []Source{SourcePodResources, SourceNvidiaVisibleDevices, SourceProcess},
 		RefreshInterval:      10 * time.Second,
 		ZombieAfter:          5 * time.Minute,
 		PodResources: PodResourcesConfig{

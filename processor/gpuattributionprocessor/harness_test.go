@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
@@ -21,17 +22,19 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	v1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/fakeclock"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources/podresourcestest"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpureceivertest"
 )
 
 // gpuBatch is one collection of the real gpu receiver on its simulated backend.
 func gpuBatch(t testing.TB, scenario string) pmetric.Metrics {
 	t.Helper()
-	md, err := demonode.SimulatedBatch(scenario)
+	md, err := gpureceivertest.SimulatedBatch(scenario)
 	require.NoError(t, err)
 	return md
 }
@@ -39,7 +42,7 @@ func gpuBatch(t testing.TB, scenario string) pmetric.Metrics {
 // gpuIDs are the batch's GPU identities by index.
 type gpuIDs map[int]demonode.GPU
 
-func idsOf(md pmetric.Metrics) gpuIDs { return demonode.GPUs(md) }
+func idsOf(md pmetric.Metrics) gpuIDs { return gpureceivertest.GPUs(md) }
 
 // The test node: which container holds which GPU is in testdata/scenarios/node.yaml.
 const (
@@ -125,7 +128,8 @@ func kubeletPods(ids gpuIDs) []*v1.PodResources {
 }
 
 // testEnv is a node (fixture tree, kubelet socket) and a started processor on it, with the
-// node's clock and refreshes in the test's hands.
+// node's clock and refreshes in the test's hands: its refresh loop runs once at start and never
+// ticks (an hour's interval on a clock moved by minutes); the test refreshes by hand.
 type testEnv struct {
 	t         testing.TB
 	root      string
@@ -133,8 +137,7 @@ type testEnv struct {
 	proc      processor.Metrics
 	attr      *gpuAttribution
 	logs      *observer.ObservedLogs
-	clock     *fakeclock.Clock
-	tick      chan time.Time
+	clock     *clock.Fake
 	refreshed chan struct{}
 }
 
@@ -152,8 +155,8 @@ func newTestEnv(t testing.TB, host hostfixture.Host, kubelet *podresourcestest.S
 	t.Helper()
 	root := filepath.Join(t.TempDir(), "host")
 	require.NoError(t, hostfixture.Write(root, host))
-	e := &testEnv{t: t, root: root, kubelet: kubelet, clock: fakeclock.New(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)),
-		tick: make(chan time.Time), refreshed: make(chan struct{}, 100)}
+	e := &testEnv{t: t, root: root, kubelet: kubelet, clock: clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)),
+		refreshed: make(chan struct{}, 1)}
 	cfg := createDefaultConfig().(*Config)
 	cfg.RootPath = root
 	cfg.RefreshInterval = time.Hour // refreshes come from e.refresh
@@ -164,23 +167,27 @@ func newTestEnv(t testing.TB, host hostfixture.Host, kubelet *podresourcestest.S
 	for _, o := range opts {
 		o(cfg)
 	}
-	require.NoError(t, cfg.Validate())
+	require.NoError(t, confmap.Validate(cfg))
 	core, logs := observer.New(zapcore.InfoLevel)
 	e.logs = logs
 	set := processortest.NewNopSettings(metadata.Type)
 	set.Logger = zap.New(core)
 	e.attr = newGPUAttribution(cfg, set)
 	e.attr.adjustNode = func(s *nodeSettings) {
-		s.now = e.clock.Now
-		s.newTicker = func(time.Duration) (<-chan time.Time, func()) { return e.tick, func() {} }
+		s.clock = e.clock
 		s.refreshed = e.refreshed
 	}
 	require.NoError(t, e.attr.start(context.Background(), nil))
 	t.Cleanup(func() { require.NoError(t, e.attr.shutdown(context.Background())) })
-	e.waitRefresh()
+	// The loop's refresh at start; the test's own come after it, on the test's goroutine.
+	select {
+	case <-e.refreshed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no refresh of the node within 10s of its start")
+	}
 	if cfg.usesPodResources() {
 		// The kubelet client's first refresh runs at start, beside the node's.
-		e.eventually("the first pod-resources refresh", func() bool {
+		poll.Until(t, 10*time.Second, "the first pod-resources refresh", func() bool {
 			k := e.attr.node.kubelet
 			return k.Snapshot() != nil || k.Failures() > 0
 		})
@@ -191,36 +198,8 @@ func newTestEnv(t testing.TB, host hostfixture.Host, kubelet *podresourcestest.S
 
 func (e *testEnv) advance(d time.Duration) { e.clock.Advance(d) }
 
-// refresh runs one refresh of the node's inventory and waits for it.
-func (e *testEnv) refresh() {
-	e.t.Helper()
-	select {
-	case e.tick <- e.clock.Now():
-	case <-time.After(10 * time.Second):
-		e.t.Fatal("the node's refresh loop did not take the tick within 10s")
-	}
-	e.waitRefresh()
-}
-
-func (e *testEnv) waitRefresh() {
-	e.t.Helper()
-	select {
-	case <-e.refreshed:
-	case <-time.After(10 * time.Second):
-		e.t.Fatal("no refresh of the node within 10s")
-	}
-}
-
-func (e *testEnv) eventually(what string, cond func() bool) {
-	e.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// refresh runs one refresh of the node's inventory, as a tick of its loop would.
+func (e *testEnv) refresh() { e.attr.node.refresh() }
 
 // process runs a batch through the processor and returns what it added.
 func (e *testEnv) process(batch pmetric.Metrics) pmetric.Metrics {

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podlogs"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/refresh"
@@ -80,9 +81,9 @@ type nodeSettings struct {
 	// kubelet is nil when pod_resources is not an allocation source.
 	kubelet *podresources.Settings
 	logger  *zap.Logger
-	// Seams for tests: the clock, the refresh ticker and a signal after each refresh.
-	now       func() time.Time
-	newTicker refresh.Ticker
+	// clock paces the refreshes (the kubelet's too) and dates what they see; a seam for tests,
+	// as is refreshed, signalled after each refresh.
+	clock     clock.Clock
 	refreshed chan<- struct{}
 }
 
@@ -130,12 +131,7 @@ func newNode(set nodeSettings) (*node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("root_path: %w", err)
 	}
-	if set.now == nil {
-		set.now = time.Now
-	}
-	if set.newTicker == nil {
-		set.newTicker = refresh.RealTicker
-	}
+	set.clock = clock.OrReal(set.clock)
 	n := &node{
 		set:         set,
 		proc:        proc,
@@ -155,7 +151,9 @@ func newNode(set nodeSettings) (*node, error) {
 	}
 	n.pods, n.releasePods = podlogs.Shared(set.root)
 	if set.kubelet != nil {
-		if n.kubelet, n.releaseKubelet, err = podresources.Shared(*set.kubelet); err != nil {
+		kubelet := *set.kubelet
+		kubelet.Clock = set.clock
+		if n.kubelet, n.releaseKubelet, err = podresources.Shared(kubelet); err != nil {
 			n.releasePods()
 			return nil, err
 		}
@@ -165,7 +163,7 @@ func newNode(set nodeSettings) (*node, error) {
 }
 
 func (n *node) start() {
-	n.loop = refresh.Start(n.set.refreshInterval, n.set.newTicker, func() {
+	n.loop = refresh.Start(n.set.refreshInterval, n.set.clock, func() {
 		n.refresh()
 		if n.set.refreshed != nil {
 			n.set.refreshed <- struct{}{}
@@ -194,7 +192,7 @@ func (n *node) kubeletSnapshot() *podresources.Snapshot {
 }
 
 func (n *node) refresh() {
-	now := n.set.now()
+	now := n.set.clock.Now()
 	pods, err := n.pods.Get()
 	if err != nil {
 		n.set.logger.Debug("The kubelet's log layout could not be read", zap.Error(err))

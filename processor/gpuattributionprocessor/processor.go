@@ -67,11 +67,11 @@ type migReading struct {
 type gpuAttribution struct {
 	cfg      *Config
 	set      processor.Settings
-	sources  []string
+	sources  []Source
 	isGPURes func(string) bool
 	node     *node
 	release  func()
-	// adjustNode is a seam for tests (clock, refresh ticks); nil in production.
+	// adjustNode is a seam for tests (the clock, the refresh signal); nil in production.
 	adjustNode func(*nodeSettings)
 
 	// mu serialises batches of the gpu receiver; the state below is theirs.

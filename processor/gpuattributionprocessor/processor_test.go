@@ -4,23 +4,20 @@
 package gpuattributionprocessor
 
 import (
-	"flag"
 	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/goldentest"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources/podresourcestest"
 )
-
-var update = flag.Bool("update", false, "rewrite the expected metrics in testdata/expected")
 
 const scenario = "testdata/scenarios/node.yaml"
 
@@ -34,15 +31,9 @@ func startKubelet(t *testing.T, ids gpuIDs) *podresourcestest.Server {
 
 func compareGolden(t *testing.T, name string, actual pmetric.Metrics) {
 	t.Helper()
-	file := filepath.Join("testdata", "expected", name+".yaml")
-	if *update {
-		require.NoError(t, golden.WriteMetrics(t, file, actual))
-	}
-	expected, err := golden.ReadMetrics(file)
-	require.NoError(t, err)
-	require.NoError(t, pmetrictest.CompareMetrics(expected, actual,
+	goldentest.Metrics(t, filepath.Join("testdata", "expected", name+".yaml"), actual,
 		pmetrictest.IgnoreTimestamp(), pmetrictest.IgnoreStartTimestamp(),
-		pmetrictest.IgnoreResourceMetricsOrder(), pmetrictest.IgnoreMetricsOrder(), pmetrictest.IgnoreMetricDataPointsOrder()))
+		pmetrictest.IgnoreResourceMetricsOrder(), pmetrictest.IgnoreMetricsOrder(), pmetrictest.IgnoreMetricDataPointsOrder())
 }
 
 // TestAttribution: the kubelet answers. Exclusive GPUs get the device's values, the two pods on

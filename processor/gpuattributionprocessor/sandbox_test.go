@@ -83,7 +83,7 @@ func TestSandboxes(t *testing.T) {
 			}
 			kubelet := startKubelet(t, ids)
 			kubelet.SetPods(listed...)
-			e := newTestEnv(t, host, kubelet, func(cfg *Config) { cfg.AllocationSources = []string{SourcePodResources} })
+			e := newTestEnv(t, host, kubelet, func(cfg *Config) { cfg.AllocationSources = []Source{SourcePodResources} })
 
 			inv := e.attr.node.current()
 			for _, p := range pods {

@@ -19,8 +19,8 @@ import (
 // iteration; the batch is copied outside the timer, as the pipeline hands each its own.
 func BenchmarkProfiles(b *testing.B) {
 	collected := demoBatch(b)
-	for _, profile := range []string{ProfileDCGM, ProfileSemconv} {
-		b.Run(profile, func(b *testing.B) {
+	for _, profile := range []Profile{ProfileDCGM, ProfileSemconv} {
+		b.Run(string(profile), func(b *testing.B) {
 			f := NewFactory()
 			cfg := f.CreateDefaultConfig().(*Config)
 			cfg.Profile = profile

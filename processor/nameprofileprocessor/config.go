@@ -4,34 +4,32 @@
 package nameprofileprocessor // import "github.com/otelcol-gpu/otelcol-gpu/processor/nameprofileprocessor"
 
 import (
-	"fmt"
-	"slices"
-
+	"github.com/otelcol-gpu/otelcol-gpu/internal/enum"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/nameprofileprocessor/internal/metadata"
 )
 
+// Profile is the set of names a pipeline's metrics leave with.
+type Profile string
+
 // Profiles a pipeline can choose.
 const (
-	ProfileOpenPAI = "openpai"
-	ProfileDCGM    = "dcgm"
-	ProfileSemconv = "semconv"
+	// ProfileOpenPAI: the names as collected.
+	ProfileOpenPAI Profile = "openpai"
+	// ProfileDCGM: dcgm-exporter's.
+	ProfileDCGM Profile = "dcgm"
+	// ProfileSemconv: OpenTelemetry's hardware semantic conventions.
+	ProfileSemconv Profile = "semconv"
 )
 
-var profileNames = []string{ProfileOpenPAI, ProfileDCGM, ProfileSemconv}
+// Profiles are the values a Profile may take.
+var Profiles = []Profile{ProfileOpenPAI, ProfileDCGM, ProfileSemconv}
+
+// Validate accepts one of Profiles.
+func (p Profile) Validate() error { return enum.Check(p, Profiles) }
 
 // Config of the name_profile processor.
 type Config struct {
 	metadata.MetricsBuilderConfig `mapstructure:",squash"`
 
-	// Profile names the names the pipeline's metrics leave with: openpai (as collected), dcgm
-	// or semconv.
-	Profile string `mapstructure:"profile"`
-}
-
-// Validate checks that the profile is one the processor knows.
-func (c *Config) Validate() error {
-	if !slices.Contains(profileNames, c.Profile) {
-		return fmt.Errorf("profile must be one of %v, got %q", profileNames, c.Profile)
-	}
-	return nil
+	Profile Profile `mapstructure:"profile"`
 }

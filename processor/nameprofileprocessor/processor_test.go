@@ -6,12 +6,10 @@ package nameprofileprocessor
 import (
 	"cmp"
 	"context"
-	"flag"
 	"path/filepath"
 	"strconv"
 	"testing"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,12 +18,11 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor/processortest"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/goldentest"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/metricpoints"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/nameprofileprocessor/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpureceivertest"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/expected/*.yaml from the processor's output")
 
 // demoScenario is make demo's simulated DGX A100: the batch every profile renames.
 var demoScenario = filepath.Join("..", "..", "distro", "scenarios", "dgx-a100-demo.yaml")
@@ -34,9 +31,9 @@ var demoScenario = filepath.Join("..", "..", "distro", "scenarios", "dgx-a100-de
 // series gpu_attribution adds: GPU 0 held by one trainer, GPU 1 shared by two pods.
 func demoBatch(t testing.TB) pmetric.Metrics {
 	t.Helper()
-	md, err := demonode.SimulatedBatch(demoScenario)
+	md, err := gpureceivertest.SimulatedBatch(demoScenario)
 	require.NoError(t, err)
-	gpus := demonode.GPUs(md)
+	gpus := gpureceivertest.GPUs(md)
 	addHolder(md, 0, gpus[0].UUID, "alice~train", "jobs", "train-0", "trainer")
 	addHolder(md, 1, gpus[1].UUID, "bob~share", "jobs", "share-a", "worker")
 	addHolder(md, 1, gpus[1].UUID, "carol~share", "jobs", "share-b", "worker")
@@ -62,7 +59,7 @@ func addHolder(md pmetric.Metrics, minor int, uuid, job, namespace, pod, contain
 	pt.Attributes().PutStr("uuid", uuid)
 }
 
-func runProfile(t *testing.T, profile string, batches ...pmetric.Metrics) []pmetric.Metrics {
+func runProfile(t *testing.T, profile Profile, batches ...pmetric.Metrics) []pmetric.Metrics {
 	t.Helper()
 	f := NewFactory()
 	cfg := f.CreateDefaultConfig().(*Config)
@@ -88,23 +85,17 @@ var timeDependent = []string{
 // TestProfileGoldens renames the demo's whole batch under each profile and compares it with
 // testdata/expected/<profile>.yaml (go test -update rewrites them).
 func TestProfileGoldens(t *testing.T) {
-	for _, profile := range profileNames {
-		t.Run(profile, func(t *testing.T) {
+	for _, profile := range Profiles {
+		t.Run(string(profile), func(t *testing.T) {
 			got := runProfile(t, profile, demoBatch(t))
 			require.Len(t, got, 1)
-			file := filepath.Join("testdata", "expected", profile+".yaml")
-			if *update {
-				require.NoError(t, golden.WriteMetrics(t, file, got[0]))
-			}
-			want, err := golden.ReadMetrics(file)
-			require.NoError(t, err, "run `go test ./processor/nameprofileprocessor/ -update` to create it")
-			require.NoError(t, pmetrictest.CompareMetrics(want, got[0],
+			goldentest.Metrics(t, filepath.Join("testdata", "expected", string(profile)+".yaml"), got[0],
 				// Power and energy follow the simulation's clock, latency the machine's: their
 				// values are checked against the collected ones by TestUnits.
 				pmetrictest.IgnoreMetricValues(timeDependent...),
 				pmetrictest.IgnoreTimestamp(), pmetrictest.IgnoreStartTimestamp(),
 				pmetrictest.IgnoreResourceMetricsOrder(), pmetrictest.IgnoreMetricsOrder(),
-				pmetrictest.IgnoreMetricDataPointsOrder()))
+				pmetrictest.IgnoreMetricDataPointsOrder())
 		})
 	}
 }
@@ -208,8 +199,8 @@ func gpuValues(md pmetric.Metrics, metric, key, value string) map[string]float64
 // TestUnits: each profile's value is the collected one in the profile's unit, on every GPU.
 func TestUnits(t *testing.T) {
 	collected := demoBatch(t)
-	byProfile := map[string]pmetric.Metrics{}
-	for _, profile := range []string{ProfileDCGM, ProfileSemconv} {
+	byProfile := map[Profile]pmetric.Metrics{}
+	for _, profile := range []Profile{ProfileDCGM, ProfileSemconv} {
 		md := pmetric.NewMetrics()
 		collected.CopyTo(md)
 		byProfile[profile] = runProfile(t, profile, md)[0]
@@ -218,8 +209,9 @@ func TestUnits(t *testing.T) {
 	mib := func(b float64) float64 { return float64(int64(b) >> 20) }
 	percentToRatio := func(p float64) float64 { return p / 100 }
 	for _, tc := range []struct {
-		profile, to, from, key, value string
-		convert                       func(float64) float64
+		profile              Profile
+		to, from, key, value string
+		convert              func(float64) float64
 		// toKey and toValue select the renamed points when several collected metrics share a name.
 		toKey, toValue string
 	}{

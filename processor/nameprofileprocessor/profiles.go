@@ -123,7 +123,7 @@ var semconv = profile{
 	},
 }
 
-func profileFor(name string) *profile {
+func profileFor(name Profile) *profile {
 	switch name {
 	case ProfileDCGM:
 		return &dcgm

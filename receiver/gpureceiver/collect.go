@@ -97,7 +97,7 @@ func (s *gpuScraper) collectGPU(g *gpuState, now pcommon.Timestamp) {
 	}
 	codes, counts := s.xids.countsOf(g.id.uuid)
 	for i, code := range codes {
-		mb.RecordGpuXidErrorsTotalDataPoint(now, counts[i], strconv.FormatUint(code, 10), s.xids.table.lookup(code).resolution)
+		mb.RecordGpuXidErrorsTotalDataPoint(now, counts[i], strconv.FormatUint(code, 10), resolutionAttribute(s.xids.table.Lookup(code).Resolution))
 	}
 	for call, n := range g.timeouts {
 		mb.RecordGpuNvmlTimeoutsTotalDataPoint(now, n, call)

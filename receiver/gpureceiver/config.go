@@ -7,21 +7,33 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/enum"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/xid"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 )
 
+// Backend is where the receiver's NVML comes from.
+type Backend string
+
 // Backends.
 const (
-	backendNVML      = "nvml"
-	backendSimulated = "simulated"
+	// BackendNVML is the driver's libnvidia-ml.
+	BackendNVML Backend = "nvml"
+	// BackendSimulated is a scenario on go-nvml's mock servers.
+	BackendSimulated Backend = "simulated"
 )
+
+// Backends are the values a Backend may take.
+var Backends = []Backend{BackendNVML, BackendSimulated}
+
+// Validate accepts one of Backends.
+func (b Backend) Validate() error { return enum.Check(b, Backends) }
 
 // Config of the gpu receiver.
 type Config struct {
@@ -30,8 +42,7 @@ type Config struct {
 	// Events enables the log records (logs pipeline); resource_attributes above apply to them too.
 	Events metadata.EventsConfig `mapstructure:"events"`
 
-	// Backend is nvml (the driver's libnvidia-ml) or simulated (a scenario on go-nvml's mocks).
-	Backend string `mapstructure:"backend"`
+	Backend Backend `mapstructure:"backend"`
 	// LibraryPath is the NVML library to dlopen; empty means libnvidia-ml.so.1 on the loader path.
 	LibraryPath string `mapstructure:"library_path"`
 	// Scenario is the scenario file of the simulated backend.
@@ -73,30 +84,21 @@ type XIDConfig struct {
 	// HealthWindow is how long an XID keeps its severity in gpu_health{condition="xid"}.
 	HealthWindow time.Duration `mapstructure:"health_window"`
 	// Table overrides entries of the XID table, keyed by code; empty fields keep the default.
-	Table map[string]XIDInfo `mapstructure:"table"`
-}
-
-// XIDInfo is one entry of the XID table.
-type XIDInfo struct {
-	Meaning  string `mapstructure:"meaning"`
-	Severity string `mapstructure:"severity"`
-	// Resolution is the class alerts select by (gpu_xid_errors_total's resolution label).
-	Resolution string `mapstructure:"resolution"`
-	// Action words the recommendation in the log record; empty keeps the resolution's wording.
-	Action string `mapstructure:"action"`
+	Table map[string]xid.Info `mapstructure:"table"`
 }
 
 var _ confmap.Validator = (*Config)(nil)
 
-// Validate checks the configuration at start-up, naming the key at fault.
+// Validate checks the configuration at start-up, naming the key at fault. The values of
+// backend and of the XID table's severities and resolutions are their types' to check.
 func (cfg *Config) Validate() error {
 	var errs []error
 	switch cfg.Backend {
-	case backendNVML:
+	case BackendNVML:
 		if cfg.Scenario != "" {
 			errs = append(errs, errors.New("scenario is only read with backend: simulated; remove it or set backend: simulated"))
 		}
-	case backendSimulated:
+	case BackendSimulated:
 		if cfg.LibraryPath != "" {
 			errs = append(errs, errors.New("library_path is only used with backend: nvml; remove it or set backend: nvml"))
 		}
@@ -105,8 +107,6 @@ func (cfg *Config) Validate() error {
 		} else if _, err := simulated.LoadScenario(cfg.Scenario); err != nil {
 			errs = append(errs, fmt.Errorf("scenario %q: %w", cfg.Scenario, err))
 		}
-	default:
-		errs = append(errs, fmt.Errorf("backend must be nvml or simulated, got %q", cfg.Backend))
 	}
 	if !filepath.IsAbs(cfg.RootPath) {
 		errs = append(errs, fmt.Errorf("root_path must be an absolute path, got %q", cfg.RootPath))
@@ -141,15 +141,9 @@ func (x *XIDConfig) validate() []error {
 	if x.HealthWindow <= 0 {
 		errs = append(errs, fmt.Errorf("xid::health_window must be positive, got %s", x.HealthWindow))
 	}
-	for key, info := range x.Table {
-		if code, err := strconv.ParseUint(key, 10, 32); err != nil || code == 0 {
-			errs = append(errs, fmt.Errorf("xid::table: key %q is not an XID code (a positive integer)", key))
-		}
-		if _, ok := severityLevels[info.Severity]; info.Severity != "" && !ok {
-			errs = append(errs, fmt.Errorf("xid::table::%s::severity must be info, warning or fatal, got %q", key, info.Severity))
-		}
-		if _, ok := metadata.MapAttributeXidResolution[info.Resolution]; info.Resolution != "" && !ok {
-			errs = append(errs, fmt.Errorf("xid::table::%s::resolution must be one of none, restart_app, reset_gpu, reboot, check_nvlink, unknown, got %q", key, info.Resolution))
+	for key := range x.Table {
+		if _, err := xid.ParseCode(key); err != nil {
+			errs = append(errs, fmt.Errorf("xid::table: %w", err))
 		}
 	}
 	return errs

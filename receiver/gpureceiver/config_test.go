@@ -4,36 +4,23 @@
 package gpureceiver
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
-	"go.opentelemetry.io/collector/confmap/confmaptest"
 
-	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/configtest"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/xid"
 )
 
-func loadConfig(t *testing.T, name string) *Config {
-	t.Helper()
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	require.NoError(t, err)
-	cfg := createDefaultConfig().(*Config)
-	sub, err := cm.Sub(component.NewIDWithName(metadata.Type, name).String())
-	require.NoError(t, err)
-	require.NoError(t, sub.Unmarshal(cfg))
-	return cfg
-}
-
 func TestLoadConfig(t *testing.T) {
-	def := loadConfig(t, "")
+	def := configtest.Load[Config](t, NewFactory(), "")
 	assert.Equal(t, createDefaultConfig(), def)
 	require.NoError(t, confmap.Validate(def))
 
-	custom := loadConfig(t, "custom")
+	custom := configtest.Load[Config](t, NewFactory(), "custom")
 	require.NoError(t, confmap.Validate(custom))
 	assert.Equal(t, 15*time.Second, custom.CollectionInterval)
 	assert.Equal(t, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", custom.LibraryPath)
@@ -51,15 +38,15 @@ func TestLoadConfig(t *testing.T) {
 		KmsgPath:     "/var/log/kern.log",
 		DedupWindow:  5 * time.Second,
 		HealthWindow: 30 * time.Minute,
-		Table: map[string]XIDInfo{
+		Table: map[string]xid.Info{
 			"13":  {Severity: "fatal", Resolution: "reboot", Action: "drain the node"},
 			"999": {Meaning: "vendor test code", Severity: "info"},
 		},
 	}, custom.XID)
 
-	sim := loadConfig(t, "simulated")
+	sim := configtest.Load[Config](t, NewFactory(), "simulated")
 	require.NoError(t, confmap.Validate(sim))
-	assert.Equal(t, backendSimulated, sim.Backend)
+	assert.Equal(t, BackendSimulated, sim.Backend)
 }
 
 func TestValidateErrors(t *testing.T) {
@@ -67,7 +54,7 @@ func TestValidateErrors(t *testing.T) {
 		name    string
 		wantErr string
 	}{
-		{"bad_backend", `backend must be nvml or simulated, got "dcgm"`},
+		{"bad_backend", `backend: must be one of nvml, simulated; got "dcgm"`},
 		{"scenario_with_nvml", "scenario is only read with backend: simulated; remove it or set backend: simulated"},
 		{"library_with_simulated", "library_path is only used with backend: nvml; remove it or set backend: nvml"},
 		{"no_scenario", "scenario must name a scenario file when backend is simulated"},
@@ -89,13 +76,13 @@ faults[1]: kind must be one of xid, gpu_lost, reset_required, hang, ecc, row_rem
 		{"negative_dedup_window", "xid::dedup_window must not be negative, got -1s"},
 		{"zero_health_window", "xid::health_window must be positive, got 0s"},
 		{"bad_xid_key", `xid::table: key "fallen" is not an XID code (a positive integer)`},
-		{"bad_xid_severity", `xid::table::79::severity must be info, warning or fatal, got "critical"`},
-		{"bad_xid_resolution", `xid::table::79::resolution must be one of none, restart_app, reset_gpu, reboot, check_nvlink, unknown, got "replace"`},
+		{"bad_xid_severity", `xid::table::79::severity: must be one of info, warning, fatal; got "critical"`},
+		{"bad_xid_resolution", `xid::table::79::resolution: must be one of none, restart_app, reset_gpu, reboot, check_nvlink, unknown; got "replace"`},
 		{"zero_interval", `"collection_interval": requires positive value`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := confmap.Validate(loadConfig(t, tt.name))
+			err := confmap.Validate(configtest.Load[Config](t, NewFactory(), tt.name))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.wantErr)
 		})

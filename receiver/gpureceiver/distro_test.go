@@ -33,5 +33,5 @@ func TestDistroScenarios(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
 	require.NoError(t, sub.Unmarshal(cfg))
 	require.NoError(t, confmap.Validate(cfg))
-	require.Equal(t, backendSimulated, cfg.Backend)
+	require.Equal(t, BackendSimulated, cfg.Backend)
 }

@@ -14,26 +14,18 @@ import (
 	"go.opentelemetry.io/collector/scraper"
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 )
 
-// libraryFactory returns the NVML interface of the configured backend and what releases it;
-// tests inject go-nvml's mock servers through it.
-type libraryFactory func(cfg *Config) (nvml.Interface, func(), error)
-
 // NewFactory creates the gpu receiver factory.
 func NewFactory() receiver.Factory {
-	return newFactory(openLibrary)
-}
-
-func newFactory(newLibrary libraryFactory) receiver.Factory {
-	shared := &sharedReceivers{newLibrary: newLibrary}
 	return receiver.NewFactory(
 		metadata.Type,
 		createDefaultConfig,
-		receiver.WithMetrics(shared.createMetrics, metadata.MetricsStability),
-		receiver.WithLogs(shared.createLogs, metadata.LogsStability),
+		receiver.WithMetrics(createMetrics, metadata.MetricsStability),
+		receiver.WithLogs(createLogs, metadata.LogsStability),
 	)
 }
 
@@ -44,7 +36,7 @@ func createDefaultConfig() component.Config {
 		ControllerConfig:     cc,
 		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
 		Events:               metadata.DefaultEventsConfig(),
-		Backend:              backendNVML,
+		Backend:              BackendNVML,
 		RootPath:             "/",
 		CallTimeout:          5 * time.Second,
 		InitRetry:            InitRetryConfig{InitialInterval: 5 * time.Second, MaxInterval: 5 * time.Minute},
@@ -58,14 +50,14 @@ func createDefaultConfig() component.Config {
 	}
 }
 
-// openLibrary is the production libraryFactory.
+// openLibrary returns the NVML interface of the configured backend and what releases it.
 func openLibrary(cfg *Config) (nvml.Interface, func(), error) {
-	if cfg.Backend == backendSimulated {
+	if cfg.Backend == BackendSimulated {
 		sc, err := simulated.LoadScenario(cfg.Scenario)
 		if err != nil {
 			return nil, nil, err
 		}
-		srv := simulated.New(sc, simulated.WallClock{})
+		srv := simulated.New(sc, clock.Real{})
 		return srv, srv.Close, nil
 	}
 	var opts []nvml.LibraryOption
@@ -76,9 +68,9 @@ func openLibrary(cfg *Config) (nvml.Interface, func(), error) {
 	return nvml.New(opts...), func() {}, nil
 }
 
-func (s *sharedReceivers) createMetrics(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Metrics) (receiver.Metrics, error) {
+func createMetrics(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Metrics) (receiver.Metrics, error) {
 	c := cfg.(*Config)
-	r := s.get(c, set)
+	r := sharedReceiver(c, set)
 	sc, err := scraper.NewMetrics(r.scrape)
 	if err != nil {
 		return nil, err
@@ -89,8 +81,8 @@ func (s *sharedReceivers) createMetrics(_ context.Context, set receiver.Settings
 	return r, nil
 }
 
-func (s *sharedReceivers) createLogs(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Logs) (receiver.Logs, error) {
-	r := s.get(cfg.(*Config), set)
+func createLogs(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Logs) (receiver.Logs, error) {
+	r := sharedReceiver(cfg.(*Config), set)
 	r.nextLogs = next
 	return r, nil
 }

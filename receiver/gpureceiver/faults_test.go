@@ -5,7 +5,6 @@ package gpureceiver
 
 import (
 	"errors"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
 	"os"
 	"path/filepath"
 	"sync"
@@ -22,12 +21,14 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 )
 
 // writeScenario puts an inline scenario in a file, as the receiver reads them.
-func writeScenario(t *testing.T, clock *fakeClock, body string) *simulated.Server {
+func writeScenario(t *testing.T, clock *clock.Fake, body string) *simulated.Server {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "scenario.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
@@ -65,9 +66,10 @@ func TestLostGPU(t *testing.T) {
 }
 
 // TestHungCall: a call past call_timeout takes its GPU down (warning, timeout counted once),
-// the other GPUs keep reporting, and the GPU comes back once the call returns. Deadlines are the
-// test's: GPU 3's hung call passes its deadline once it is known to be blocked, and no other
-// call ever passes one, so the healthy GPUs report however slow the machine is.
+// the other GPUs keep reporting, and the GPU comes back once the call returns. Deadlines are on
+// the test's clock: it moves to GPU 3's once that call is known to be blocked and its deadline
+// is the only one due, so no other call ever passes one and the healthy GPUs report however
+// slow the machine is.
 func TestHungCall(t *testing.T) {
 	clock := newFakeClock()
 	srv := writeScenario(t, clock, `
@@ -77,29 +79,21 @@ faults:
   - {at: 10s, gpu: 3, kind: hang, duration: 1m}
 `)
 	lib := &announcedCall{Server: srv, gpu: 3, entered: make(chan struct{}, 1)}
-	var hungLane atomic.Pointer[deadline.Lane]
-	hungDeadline := make(chan time.Time)
-	ss := settingsFor(testConfig(), clock, nil)
-	ss.callDeadline = func(l *deadline.Lane, _ time.Duration) <-chan time.Time {
-		if l == hungLane.Load() {
-			return hungDeadline
-		}
-		return nil
-	}
-	src := startWith(t, ss, lib)
-	hungLane.Store(&src.gpus[3].lane)
+	cfg := testConfig()
+	src := startScraper(t, cfg, lib, clock, nil)
 
 	clock.Advance(15 * time.Second)
-	passed := make(chan struct{})
-	go func() {
-		defer close(passed)
-		<-lib.entered // GPU 3's first collection call, blocked by the hang
-		hungDeadline <- clock.Now()
-	}()
+	scraped := make(chan pmetric.Metrics, 1)
+	go func() { scraped <- src.scrape() }()
+	waitOrFail(t, func() { <-lib.entered }, "the scrape made no GetUtilizationRates call on GPU 3")
+	// GPU 3's first collection call is blocked by the hang: its deadline passes.
+	nextWait(t, clock, cfg.CallTimeout)
 	for i := range 2 {
-		md := src.scrape()
+		var md pmetric.Metrics
 		if i == 0 {
-			waitOrFail(t, func() { <-passed }, "the scrape made no GetUtilizationRates call on GPU 3")
+			waitOrFail(t, func() { md = <-scraped }, "the scrape did not end when GPU 3's call passed its deadline")
+		} else {
+			md = src.scrape()
 		}
 		assertUp(t, md, map[string]int64{"0": 1, "2": 1, "3": 0, "4": 1, "7": 1})
 		rm := gpuResource(t, md, "3")
@@ -110,7 +104,7 @@ faults:
 	}
 
 	clock.Advance(time.Minute)
-	require.Eventually(t, func() bool { return !src.gpus[3].lane.Hung() }, 10*time.Second, 5*time.Millisecond, "GPU 3's call did not return after its hang ended")
+	poll.Until(t, 10*time.Second, "GPU 3's call to return after its hang ended", func() bool { return !src.gpus[3].lane.Hung() })
 	md := src.scrape()
 	assertUp(t, md, map[string]int64{"3": 1})
 	assert.Equal(t, int64(healthOK), value(t, gpuResource(t, md, "3"), "gpu_health", "condition", "nvml"))
@@ -157,12 +151,13 @@ func TestInitFailure(t *testing.T) {
 	cfg.ConfiguredGPUCount = new(int)
 	*cfg.ConfiguredGPUCount = 8
 	clock := newFakeClock()
-	timers := newHandTimers()
-	ss := settingsFor(cfg, clock, nil)
-	ss.after = timers.after
-	src := startWith(t, ss, lib)
-	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 2 * time.Second}, []time.Duration{timers.next(t), timers.next(t), timers.next(t)}, "exponential backoff up to max_interval")
-	timers.next(t) // the retry after the third fired: Init has been called 4 times
+	src := startScraper(t, cfg, lib, clock, nil)
+	// The pauses are the only waits within max_interval: Init's deadline (call_timeout) is later.
+	pause := func() time.Duration { return nextWait(t, clock, cfg.InitRetry.MaxInterval) }
+	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 2 * time.Second}, []time.Duration{pause(), pause(), pause()}, "exponential backoff up to max_interval")
+	// The retry after the third pause: Init has been called 4 times, and not again, the clock
+	// staying in the fourth pause.
+	poll.Until(t, 10*time.Second, "the fourth Init call", func() bool { return len(lib.InitCalls()) >= 4 })
 	assert.Len(t, lib.InitCalls(), 4)
 
 	md := src.scrape()
@@ -195,15 +190,14 @@ func TestInitRetrySucceeds(t *testing.T) {
 	lib.failures.Store(3)
 	cfg := testConfig()
 	cfg.InitRetry = InitRetryConfig{InitialInterval: time.Second, MaxInterval: 4 * time.Second}
-	timers := newHandTimers()
-	ss := settingsFor(cfg, clock, nil)
-	ss.after = timers.after
-	src := startWith(t, ss, lib)
+	src := startScraper(t, cfg, lib, clock, nil)
 	assert.Equal(t, int64(0), value(t, src.scrape().ResourceMetrics().At(0), "gpu_nvml_up"))
 
-	// Init failed at start and fails on the first two retries; the third loads the driver.
-	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, []time.Duration{timers.next(t), timers.next(t), timers.next(t)})
-	require.Eventually(t, src.ready.Load, 10*time.Second, time.Millisecond, "NVML not ready after the driver loaded")
+	// Init failed at start and fails on the first two retries; the third loads the driver. The
+	// pauses are the only waits within max_interval: Init's deadline (call_timeout) is later.
+	pause := func() time.Duration { return nextWait(t, clock, cfg.InitRetry.MaxInterval) }
+	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, []time.Duration{pause(), pause(), pause()})
+	poll.Until(t, 10*time.Second, "NVML to be ready after the driver loaded", src.ready.Load)
 	md := src.scrape()
 	assert.Equal(t, int64(1), value(t, md.ResourceMetrics().At(0), "gpu_nvml_up"))
 	assert.Equal(t, int64(8), value(t, md.ResourceMetrics().At(0), "gpu_devices_detected"))
@@ -400,8 +394,8 @@ func (h *hungEnumeration) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Retur
 
 // TestTimeoutDuringEnumeration: a call past its deadline while the GPUs are enumerated is
 // counted in gpu_nvml_timeouts_total{call} and logged like one during collection, once; the GPU
-// is down and the others report. Deadlines are the test's: a call passes its deadline when the
-// test says so, never because the machine is slow.
+// is down and the others report. Deadlines are on the test's clock: a call passes its deadline
+// when the test moves the clock, never because the machine is slow.
 func TestTimeoutDuringEnumeration(t *testing.T) {
 	clock := newFakeClock()
 	lib := &hungEnumeration{Server: simServer(t, "dgxa100.yaml", clock), entered: make(chan struct{}, 1), release: make(chan struct{})}
@@ -413,8 +407,6 @@ func TestTimeoutDuringEnumeration(t *testing.T) {
 	ss := settingsFor(cfg, clock, nil)
 	ss.set = set
 	src := newScraper(ss, lib, lib.Close)
-	deadlines := make(chan time.Time)
-	src.guard.After = func(*deadline.Lane, time.Duration) <-chan time.Time { return deadlines }
 	started := make(chan struct{})
 	go func() { defer close(started); src.start() }()
 	t.Cleanup(func() {
@@ -424,11 +416,7 @@ func TestTimeoutDuringEnumeration(t *testing.T) {
 
 	waitOrFail(t, func() { <-lib.entered }, "enumeration never asked for GPU 3's handle")
 	// Only GPU 3's call is waiting on a deadline now: enumeration makes one call at a time.
-	select {
-	case deadlines <- clock.Now():
-	case <-time.After(10 * time.Second):
-		t.Fatal("no call was waiting on its deadline")
-	}
+	nextWait(t, clock, cfg.CallTimeout)
 	waitOrFail(t, func() { <-started }, "Init did not finish after GPU 3's call passed its deadline")
 
 	for range 2 {

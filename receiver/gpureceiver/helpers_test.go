@@ -4,6 +4,7 @@
 package gpureceiver
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -15,17 +16,16 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/fakeclock"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 )
 
-// fakeClock drives both the scenario and the receiver, so readings and timestamps do not
-// depend on how fast the test runs.
-type fakeClock = fakeclock.Clock
-
-func newFakeClock() *fakeClock {
-	return fakeclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+// newFakeClock is the clock of a test: it drives both the scenario and the receiver, so
+// readings, timestamps, deadlines and retries do not depend on how fast the test runs.
+func newFakeClock() *clock.Fake {
+	return clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 }
 
 func testConfig() *Config {
@@ -35,7 +35,7 @@ func testConfig() *Config {
 	return cfg
 }
 
-func simServer(t testing.TB, scenario string, clock *fakeClock) *simulated.Server {
+func simServer(t testing.TB, scenario string, clock *clock.Fake) *simulated.Server {
 	t.Helper()
 	sc, err := simulated.LoadScenario(filepath.Join("testdata", "scenarios", scenario))
 	require.NoError(t, err)
@@ -45,12 +45,12 @@ func simServer(t testing.TB, scenario string, clock *fakeClock) *simulated.Serve
 }
 
 // settingsFor is what the receiver hands a scraper, on the test's clock.
-func settingsFor(cfg *Config, clock *fakeClock, emit func(plog.Logs)) scraperSettings {
-	return scraperSettings{cfg: cfg, set: receivertest.NewNopSettings(metadata.Type), nodeName: "gpu-node-07", now: clock.Now, emitLogs: emit}
+func settingsFor(cfg *Config, clock *clock.Fake, emit func(plog.Logs)) scraperSettings {
+	return scraperSettings{cfg: cfg, set: receivertest.NewNopSettings(metadata.Type), nodeName: "gpu-node-07", clock: clock, emitLogs: emit}
 }
 
 // startScraper starts a scraper on lib as the receiver does and stops it at the end of the test.
-func startScraper(t testing.TB, cfg *Config, lib nvml.Interface, clock *fakeClock, emit func(plog.Logs)) *gpuScraper {
+func startScraper(t testing.TB, cfg *Config, lib nvml.Interface, clock *clock.Fake, emit func(plog.Logs)) *gpuScraper {
 	t.Helper()
 	return startWith(t, settingsFor(cfg, clock, emit), lib)
 }
@@ -72,36 +72,18 @@ func startWith(t testing.TB, ss scraperSettings, lib nvml.Interface) *gpuScraper
 	return s
 }
 
-// handTimers stand in for time.After: the test is told each timer's duration and fires it.
-type handTimers struct {
-	asked chan time.Duration
-	fire  chan time.Time
-}
-
-func newHandTimers() *handTimers {
-	return &handTimers{asked: make(chan time.Duration, 1), fire: make(chan time.Time)}
-}
-
-func (h *handTimers) after(d time.Duration) <-chan time.Time {
-	h.asked <- d
-	return h.fire
-}
-
-// next waits for the next timer to be set, fires it and returns its duration.
-func (h *handTimers) next(t testing.TB) time.Duration {
+// nextWait waits until one timer of clock is due within d, and no other, moves the clock to it
+// and returns how far that was: it ends the one wait a test expects (a retry's pause, the
+// deadline of a call known to hang), never a call's deadline that is merely under way.
+func nextWait(t testing.TB, clock *clock.Fake, within time.Duration) time.Duration {
 	t.Helper()
-	var d time.Duration
-	select {
-	case d = <-h.asked:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no timer was set")
-	}
-	select {
-	case h.fire <- time.Time{}:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("nothing waited on the %s timer", d)
-	}
-	return d
+	var moved time.Duration
+	poll.Until(t, 10*time.Second, fmt.Sprintf("one wait, and only one, due within %s", within), func() bool {
+		var ok bool
+		moved, ok = clock.AdvanceToOnly(within)
+		return ok
+	})
+	return moved
 }
 
 // waitOrFail runs wait and fails the test if it has not returned within 10 s.

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 )
 
 // pciAddr is a GPU's PCI location, the key that ties a kernel log line to an NVML device.
@@ -100,9 +102,10 @@ const maxKmsgLine = 64 << 10
 
 // kmsgReader follows the kernel log from its end: /dev/kmsg (one record per read; the read
 // blocks until the next record and Close wakes it) or a plain file that something appends to
-// (polled at EOF).
+// (polled at EOF, every poll of clock).
 type kmsgReader struct {
 	file   *os.File
+	clock  clock.Clock
 	poll   time.Duration
 	logger *zap.Logger
 	onLine func(string)
@@ -135,10 +138,8 @@ func (k *kmsgReader) run(stop <-chan struct{}) {
 			k.onLine(partial.String())
 			partial.Reset()
 		case errors.Is(err, io.EOF):
-			select {
-			case <-stop:
+			if !clock.Sleep(k.clock, k.poll, stop) {
 				return
-			case <-time.After(k.poll):
 			}
 		case errors.Is(err, syscall.EPIPE):
 			// /dev/kmsg overwrote records before they were read; reading goes on from the next.

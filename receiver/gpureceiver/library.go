@@ -10,6 +10,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 )
@@ -65,10 +66,8 @@ func (s *gpuScraper) start() {
 		defer s.wg.Done()
 		wait := s.cfg.InitRetry.InitialInterval
 		for {
-			select {
-			case <-s.stop:
+			if !clock.Sleep(s.clock, wait, s.stop) {
 				return
-			case <-s.after(wait):
 			}
 			if s.tryInit(false) {
 				return
@@ -253,10 +252,8 @@ func (s *gpuScraper) watchEvents(set nvml.EventSet) {
 		default:
 			// A lost GPU can make every wait fail at once; pace the retries.
 			s.logger.Debug("NVML event wait failed", zap.String("error", ret.Error()))
-			select {
-			case <-s.stop:
+			if !clock.Sleep(s.clock, eventRetryPause, s.stop) {
 				return
-			case <-s.after(eventRetryPause):
 			}
 		}
 	}

@@ -6,7 +6,6 @@ package gpureceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpure
 import (
 	"context"
 	"fmt"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/nodename"
 	"path/filepath"
 	"sync"
 	"time"
@@ -18,30 +17,31 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/nodename"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/sharedcomponent"
 )
 
-// sharedReceivers gives the metrics and the logs pipeline of one configured receiver the same
-// instance: one NVML library, one event watcher, one kernel log reader, one XID count.
-type sharedReceivers struct {
-	newLibrary libraryFactory
-	receivers  sharedcomponent.Registry[*Config, *gpuReceiver]
-}
+// receivers gives the metrics and the logs pipeline of one configured receiver the same
+// instance: one NVML library, one event watcher, one kernel log reader, one XID count. A package
+// variable, as contrib's receivers keep their sharedcomponent.Map and k8s_watchdog its registry:
+// the key is the *Config both pipelines' receivers are made from, whatever factory value makes
+// them.
+var receivers sharedcomponent.Registry[*Config, *gpuReceiver]
 
-func (s *sharedReceivers) get(cfg *Config, set receiver.Settings) *gpuReceiver {
-	return s.receivers.GetOrCreate(cfg, func() *gpuReceiver {
-		r := &gpuReceiver{cfg: cfg, set: set, newLibrary: s.newLibrary}
-		r.forget = func() { s.receivers.Forget(cfg, r) }
+func sharedReceiver(cfg *Config, set receiver.Settings) *gpuReceiver {
+	return receivers.GetOrCreate(cfg, func() *gpuReceiver {
+		r := &gpuReceiver{cfg: cfg, set: set}
+		r.forget = func() { receivers.Forget(cfg, r) }
 		return r
 	})
 }
 
 // gpuReceiver is the component both pipelines get; Start and Shutdown run once.
 type gpuReceiver struct {
-	cfg        *Config
-	set        receiver.Settings
-	newLibrary libraryFactory
-	forget     func()
+	cfg    *Config
+	set    receiver.Settings
+	forget func()
 
 	// metrics is the scrape controller, nil without a metrics pipeline.
 	metrics  receiver.Metrics
@@ -62,11 +62,11 @@ func (r *gpuReceiver) start(ctx context.Context, host component.Host) error {
 	if err != nil {
 		return err
 	}
-	lib, release, err := r.newLibrary(r.cfg)
+	lib, release, err := openLibrary(r.cfg)
 	if err != nil {
 		return fmt.Errorf("backend %s: %w", r.cfg.Backend, err)
 	}
-	ss := scraperSettings{cfg: r.cfg, set: r.set, nodeName: nodeName, now: time.Now}
+	ss := scraperSettings{cfg: r.cfg, set: r.set, nodeName: nodeName, clock: clock.Real{}}
 	if r.nextLogs != nil {
 		next := r.nextLogs
 		ss.emitLogs = func(logs plog.Logs) {
@@ -89,7 +89,7 @@ func (r *gpuReceiver) start(ctx context.Context, host component.Host) error {
 func (r *gpuReceiver) startKmsg() {
 	x := r.cfg.XID
 	path := x.KmsgPath
-	if !x.Kmsg || (path == "" && r.cfg.Backend == backendSimulated) {
+	if !x.Kmsg || (path == "" && r.cfg.Backend == BackendSimulated) {
 		return
 	}
 	if path == "" {
@@ -102,7 +102,7 @@ func (r *gpuReceiver) startKmsg() {
 	}
 	s := r.scraper
 	s.kmsg = f
-	k := &kmsgReader{file: f, poll: time.Second, logger: r.set.Logger, onLine: s.onKmsgLine}
+	k := &kmsgReader{file: f, clock: s.clock, poll: time.Second, logger: r.set.Logger, onLine: s.onKmsgLine}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

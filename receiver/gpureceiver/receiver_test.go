@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 )
 
@@ -34,7 +35,7 @@ func TestReceiverSimulatedXID79(t *testing.T) {
 	f := NewFactory()
 	cfg := f.CreateDefaultConfig().(*Config)
 	cfg.CollectionInterval = 20 * time.Millisecond
-	cfg.Backend = backendSimulated
+	cfg.Backend = BackendSimulated
 	cfg.Scenario = "testdata/scenarios/xid79.yaml"
 	cfg.NodeName = "gpu-node-07"
 	require.NoError(t, cfg.Validate())
@@ -55,7 +56,7 @@ func TestReceiverSimulatedXID79(t *testing.T) {
 		require.NoError(t, lr.Shutdown(context.Background()))
 	}()
 
-	require.Eventually(t, func() bool {
+	poll.Until(t, 20*time.Second, "a collection with XID 79 on GPU 3 and all 8 GPUs", func() bool {
 		md, ok := lastScrape(metrics)
 		if !ok || md.ResourceMetrics().Len() < 9 {
 			return false
@@ -66,7 +67,7 @@ func TestReceiverSimulatedXID79(t *testing.T) {
 			}
 		}
 		return false
-	}, 20*time.Second, 10*time.Millisecond, "no collection with XID 79 on GPU 3 and all 8 GPUs")
+	})
 
 	md, _ := lastScrape(metrics)
 	gpu3 := gpuResource(t, md, "3")
@@ -99,7 +100,7 @@ func TestReceiverWithoutDriver(t *testing.T) {
 	r, err := f.CreateMetrics(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, metrics)
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
-	require.Eventually(t, func() bool { return len(metrics.AllMetrics()) >= 2 }, 20*time.Second, 10*time.Millisecond, "fewer than two collections without a driver")
+	poll.Until(t, 20*time.Second, "two collections without a driver", func() bool { return len(metrics.AllMetrics()) >= 2 })
 	require.NoError(t, r.Shutdown(context.Background()))
 
 	md, _ := lastScrape(metrics)

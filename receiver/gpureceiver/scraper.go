@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -17,26 +16,25 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/latency"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/staleness"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/xid"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 )
 
 // collectorName is the name label of collector_iteration_count_total.
 const collectorName = "gpu"
 
-// scraperSettings is what a scraper needs besides the library. now and after are the clock and
-// the timers of the Init retries and the event watcher's pauses, seams for tests; after is
-// time.After when nil.
+// scraperSettings is what a scraper needs besides the library.
 type scraperSettings struct {
 	cfg      *Config
 	set      receiver.Settings
 	nodeName string
-	now      func() time.Time
-	after    func(time.Duration) <-chan time.Time
-	// callDeadline, if set, gives each NVML call's deadline (deadline.Guard.After): a test's.
-	callDeadline func(*deadline.Lane, time.Duration) <-chan time.Time
+	// clock times everything: timestamps, the NVML calls' deadlines, the Init retries, the
+	// pauses of the event watcher and of the kernel log reader.
+	clock clock.Clock
 	// emitLogs receives the XID log records; nil without a logs pipeline.
 	emitLogs func(plog.Logs)
 }
@@ -51,8 +49,7 @@ type gpuScraper struct {
 	nodeName string
 	// version is the collector's, set on the scope the histogram gets when no gauge is enabled.
 	version string
-	now     func() time.Time
-	after   func(time.Duration) <-chan time.Time
+	clock   clock.Clock
 	lib     nvml.Interface
 	newMB   func() *metadata.MetricsBuilder
 	// release frees what the backend holds (the simulation's blocked calls and event wait).
@@ -98,36 +95,32 @@ type gpuScraper struct {
 
 func newScraper(ss scraperSettings, lib nvml.Interface, release func()) *gpuScraper {
 	cfg := ss.cfg
-	hist := latency.New("cmd_nvml_latency_seconds", "Latency of NVML calls, hung ones included once they return.", ss.now())
+	hist := latency.New("cmd_nvml_latency_seconds", "Latency of NVML calls, hung ones included once they return.", ss.clock.Now())
 	s := &gpuScraper{
 		cfg:      cfg,
 		logger:   ss.set.Logger,
 		nodeName: ss.nodeName,
 		version:  ss.set.BuildInfo.Version,
-		now:      ss.now,
-		after:    ss.after,
+		clock:    ss.clock,
 		lib:      lib,
 		newMB:    func() *metadata.MetricsBuilder { return metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, ss.set) },
 		release:  release,
-		guard:    deadline.Guard{Timeout: cfg.CallTimeout, Observe: hist.Observe, After: ss.callDeadline},
+		guard:    deadline.Guard{Timeout: cfg.CallTimeout, Observe: hist.Observe, Clock: ss.clock},
 		hist:     hist,
 		stop:     make(chan struct{}),
 		stale:    staleness.NewTracker(),
 	}
 	s.xids = &xidTracker{
-		table:        newXIDTable(cfg.XID.Table),
+		table:        xid.New(cfg.XID.Table),
 		dedupWindow:  cfg.XID.DedupWindow,
 		healthWindow: cfg.XID.HealthWindow,
-		now:          ss.now,
+		clock:        ss.clock,
 		logger:       ss.set.Logger,
 		resource:     s.resource,
 		emit:         ss.emitLogs,
 		lb:           metadata.NewLogsBuilder(metadata.LogsBuilderConfig{Events: cfg.Events, ResourceAttributes: cfg.ResourceAttributes}, ss.set),
 		counts:       map[string]map[uint64]int64{},
 		health:       map[string][]healthMark{},
-	}
-	if s.after == nil {
-		s.after = time.After
 	}
 	s.nodeMB = s.newMB()
 	return s
@@ -137,7 +130,7 @@ func newScraper(ss scraperSettings, lib nvml.Interface, release func()) *gpuScra
 func (s *gpuScraper) resource(id *gpuIdentity) pcommon.Resource {
 	rb := metadata.NewResourceBuilder(s.cfg.ResourceAttributes)
 	rb.SetNodeName(s.nodeName)
-	if s.cfg.Backend == backendSimulated {
+	if s.cfg.Backend == BackendSimulated {
 		rb.SetSimulated("true")
 	}
 	if id != nil {
@@ -150,7 +143,7 @@ func (s *gpuScraper) resource(id *gpuIdentity) pcommon.Resource {
 // scrape collects every GPU in parallel; a GPU that hangs or is lost costs at most one
 // call_timeout and never holds back the others.
 func (s *gpuScraper) scrape() pmetric.Metrics {
-	now := pcommon.NewTimestampFromTime(s.now())
+	now := pcommon.NewTimestampFromTime(s.clock.Now())
 	s.iterations++
 	nodeMB := s.nodeMB
 	var gpuMetrics []pmetric.Metrics

@@ -4,21 +4,20 @@
 package gpureceiver
 
 import (
-	"flag"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/goldentest"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 )
-
-var update = flag.Bool("update", false, "rewrite the expected metrics in testdata/expected")
 
 // The latency histogram measures the machine running the test; its shape is tested apart.
 var compareOptions = []pmetrictest.CompareMetricsOption{
@@ -42,16 +41,9 @@ func TestScrapeGolden(t *testing.T) {
 			clock.Advance(30 * time.Second)
 			// XIDs arrive through the event watcher's goroutine: read once it has them all.
 			xids := scenarioXIDs(t, name+".yaml")
-			require.Eventually(t, func() bool { return len(sink.records()) == xids }, 10*time.Second, 5*time.Millisecond, "the scenario's %d XIDs were not all logged", xids)
+			poll.Until(t, 10*time.Second, fmt.Sprintf("the scenario's %d XIDs to be logged", xids), func() bool { return len(sink.records()) == xids })
 			actual := src.scrape()
-
-			expectedFile := filepath.Join("testdata", "expected", name+".yaml")
-			if *update {
-				require.NoError(t, golden.WriteMetrics(t, expectedFile, actual))
-			}
-			expected, err := golden.ReadMetrics(expectedFile)
-			require.NoError(t, err)
-			require.NoError(t, pmetrictest.CompareMetrics(expected, actual, compareOptions...))
+			goldentest.Metrics(t, filepath.Join("testdata", "expected", name+".yaml"), actual, compareOptions...)
 		})
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/xid"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 )
 
@@ -36,6 +38,20 @@ type recentXID struct {
 	matched bool
 }
 
+// severityLevels maps an XID severity to the gpu_health value it sets: info XIDs are logged
+// and counted but leave the GPU healthy.
+var severityLevels = map[xid.Severity]int64{
+	xid.SeverityInfo:    healthOK,
+	xid.SeverityWarning: healthWarning,
+	xid.SeverityFatal:   healthFatal,
+}
+
+// resolutionAttribute is r as the resolution attribute of metadata.yaml, which declares the
+// same values (TestXIDEnumsMatchMetadata).
+func resolutionAttribute(r xid.Resolution) metadata.AttributeXidResolution {
+	return metadata.MapAttributeXidResolution[string(r)]
+}
+
 type healthMark struct {
 	at    time.Time
 	level int64
@@ -46,10 +62,10 @@ type healthMark struct {
 // source is the same XID as an unmatched one from the other source on the same GPU with the
 // same code within dedup_window. Repeats from one source are always new occurrences.
 type xidTracker struct {
-	table        xidTable
+	table        xid.Table
 	dedupWindow  time.Duration
 	healthWindow time.Duration
-	now          func() time.Time
+	clock        clock.Clock
 	logger       *zap.Logger
 	// resource builds a GPU's (or, for nil, the node's) resource for the log records.
 	resource func(*gpuIdentity) pcommon.Resource
@@ -64,8 +80,8 @@ type xidTracker struct {
 }
 
 func (t *xidTracker) add(occ xidOccurrence) {
-	now := t.now()
-	info := t.table.lookup(occ.code)
+	now := t.clock.Now()
+	info := t.table.Lookup(occ.code)
 	uuid, index := "", "?"
 	if occ.gpu != nil {
 		uuid, index = occ.gpu.uuid, strconv.Itoa(occ.gpu.index)
@@ -86,13 +102,13 @@ func (t *xidTracker) add(occ xidOccurrence) {
 			t.counts[uuid] = map[uint64]int64{}
 		}
 		t.counts[uuid][occ.code]++
-		t.health[uuid] = append(t.health[uuid], healthMark{at: now, level: severityLevels[info.severity]})
+		t.health[uuid] = append(t.health[uuid], healthMark{at: now, level: severityLevels[info.Severity]})
 	}
 	logs := t.record(now, occ, info, index)
 	t.mu.Unlock()
 
-	fields := []zap.Field{zap.Uint64("xid", occ.code), zap.String("gpu", index), zap.String("uuid", uuid), zap.String("pci_bus_id", occ.pci), zap.String("source", occ.source.String()), zap.String("meaning", info.meaning), zap.String("resolution", info.resolution.String()), zap.String("action", info.actionText())}
-	if info.severity == metadata.AttributeXidSeverityInfo.String() {
+	fields := []zap.Field{zap.Uint64("xid", occ.code), zap.String("gpu", index), zap.String("uuid", uuid), zap.String("pci_bus_id", occ.pci), zap.String("source", occ.source.String()), zap.String("meaning", info.Meaning), zap.String("resolution", string(info.Resolution)), zap.String("action", info.ActionText())}
+	if info.Severity == xid.SeverityInfo {
 		t.logger.Info("GPU XID error", fields...)
 	} else {
 		t.logger.Warn("GPU XID error", fields...)
@@ -104,9 +120,9 @@ func (t *xidTracker) add(occ xidOccurrence) {
 
 // record builds the log record of one occurrence; mdatagen events carry attributes only, so the
 // severity and the readable body are set here.
-func (t *xidTracker) record(now time.Time, occ xidOccurrence, info xidInfo, index string) plog.Logs {
-	severity := metadata.MapAttributeXidSeverity[info.severity]
-	t.lb.RecordGpuXidEvent(context.Background(), pcommon.NewTimestampFromTime(now), strconv.FormatUint(occ.code, 10), severity, info.resolution, info.meaning, info.actionText(), occ.message, occ.source, occ.pci)
+func (t *xidTracker) record(now time.Time, occ xidOccurrence, info xid.Info, index string) plog.Logs {
+	severity := metadata.MapAttributeXidSeverity[string(info.Severity)]
+	t.lb.RecordGpuXidEvent(context.Background(), pcommon.NewTimestampFromTime(now), strconv.FormatUint(occ.code, 10), severity, resolutionAttribute(info.Resolution), info.Meaning, info.ActionText(), occ.message, occ.source, occ.pci)
 	logs := t.lb.Emit(metadata.WithLogsResource(t.resource(occ.gpu)))
 	if logs.LogRecordCount() == 0 {
 		return logs
@@ -121,8 +137,8 @@ func (t *xidTracker) record(now time.Time, occ xidOccurrence, info xidInfo, inde
 	default:
 		lr.SetSeverityNumber(plog.SeverityNumberInfo)
 	}
-	lr.SetSeverityText(info.severity)
-	lr.Body().SetStr(fmt.Sprintf("XID %d on GPU %s (%s): %s. Action: %s", occ.code, index, occ.pci, info.meaning, info.actionText()))
+	lr.SetSeverityText(string(info.Severity))
+	lr.Body().SetStr(fmt.Sprintf("XID %d on GPU %s (%s): %s. Action: %s", occ.code, index, occ.pci, info.Meaning, info.ActionText()))
 	return logs
 }
 
@@ -142,7 +158,7 @@ func (t *xidTracker) countsOf(uuid string) (codes []uint64, counts []int64) {
 
 // healthOf is the highest severity of the GPU's XIDs within health_window.
 func (t *xidTracker) healthOf(uuid string) int64 {
-	now := t.now()
+	now := t.clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	marks := slices.DeleteFunc(t.health[uuid], func(m healthMark) bool { return now.Sub(m.at) > t.healthWindow })

@@ -5,8 +5,10 @@ package gpureceiver
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +22,9 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/xid"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 )
@@ -121,13 +126,13 @@ func (s *logSink) records() []plog.LogRecord {
 	return out
 }
 
-func newTestTracker(clock *fakeClock, sink *logSink, overrides map[string]XIDInfo) *xidTracker {
+func newTestTracker(clock *clock.Fake, sink *logSink, overrides map[string]xid.Info) *xidTracker {
 	cfg := testConfig()
 	return &xidTracker{
-		table:        newXIDTable(overrides),
+		table:        xid.New(overrides),
 		dedupWindow:  2 * time.Second,
 		healthWindow: time.Hour,
-		now:          clock.Now,
+		clock:        clock,
 		logger:       zap.NewNop(),
 		resource:     func(*gpuIdentity) pcommon.Resource { return pcommon.NewResource() },
 		emit:         sink.emit,
@@ -173,7 +178,7 @@ func TestXIDDedup(t *testing.T) {
 func TestXIDLogRecord(t *testing.T) {
 	clock := newFakeClock()
 	sink := &logSink{}
-	tr := newTestTracker(clock, sink, map[string]XIDInfo{
+	tr := newTestTracker(clock, sink, map[string]xid.Info{
 		"13":  {Severity: "fatal"},
 		"999": {Meaning: "lab code"},
 		"31":  {Resolution: "reset_gpu"},
@@ -193,10 +198,10 @@ func TestXIDLogRecord(t *testing.T) {
 	assert.Equal(t, "gpu.xid", lr.EventName())
 	assert.Equal(t, plog.SeverityNumberError, lr.SeverityNumber())
 	assert.Equal(t, "fatal", lr.SeverityText())
-	assert.Equal(t, "XID 79 on GPU 3 (00000000:04:00.0): GPU has fallen off the bus. Action: "+resolutionActions[resolveReboot], lr.Body().Str())
+	assert.Equal(t, "XID 79 on GPU 3 (00000000:04:00.0): GPU has fallen off the bus. Action: "+xid.ResolutionReboot.Action(), lr.Body().Str())
 	assert.Equal(t, map[string]any{
 		"xid": "79", "xid_severity": "fatal", "resolution": "reboot", "xid_meaning": "GPU has fallen off the bus",
-		"xid_action":  resolutionActions[resolveReboot],
+		"xid_action":  xid.ResolutionReboot.Action(),
 		"xid_message": "GPU has fallen off the bus.", "source": "kmsg", "pci_bus_id": "00000000:04:00.0",
 	}, lr.Attributes().AsRaw())
 
@@ -206,11 +211,11 @@ func TestXIDLogRecord(t *testing.T) {
 	// 999 is not in the table: the override's meaning, the unknown entry's severity and action.
 	assert.Equal(t, "lab code", attr(recs[2], "xid_meaning"))
 	assert.Equal(t, plog.SeverityNumberWarn, recs[2].SeverityNumber())
-	assert.Equal(t, resolutionActions[metadata.AttributeXidResolutionUnknown], attr(recs[3], "xid_action"))
+	assert.Equal(t, xid.ResolutionUnknown.Action(), attr(recs[3], "xid_action"))
 	assert.Equal(t, "unknown", attr(recs[3], "resolution"))
 	// A new resolution brings its own wording; an action override keeps the resolution.
 	assert.Equal(t, "reset_gpu", attr(recs[4], "resolution"))
-	assert.Equal(t, resolutionActions[resolveResetGPU], attr(recs[4], "xid_action"))
+	assert.Equal(t, xid.ResolutionResetGPU.Action(), attr(recs[4], "xid_action"))
 	assert.Equal(t, "restart_app", attr(recs[5], "resolution"))
 	assert.Equal(t, "call the on-call", attr(recs[5], "xid_action"))
 }
@@ -252,7 +257,7 @@ faults:
 	sink := &logSink{}
 	src := startScraper(t, testConfig(), srv, clock, sink.emit)
 	clock.Advance(10 * time.Second)
-	require.Eventually(t, func() bool { return len(sink.records()) == 3 }, 10*time.Second, 5*time.Millisecond, "the three XIDs were not logged")
+	poll.Until(t, 10*time.Second, "the three XIDs to be logged", func() bool { return len(sink.records()) == 3 })
 
 	md := src.scrape()
 	gpu3, gpu1 := gpuResource(t, md, "3"), gpuResource(t, md, "1")
@@ -279,7 +284,10 @@ func TestXIDFromKmsg(t *testing.T) {
 	f, err := openKmsg(path)
 	require.NoError(t, err)
 	defer f.Close()
-	k := &kmsgReader{file: f, poll: time.Millisecond, logger: zap.NewNop(), onLine: src.onKmsgLine}
+	// The reader's pauses are on a clock of their own, moved while the test waits for the lines:
+	// the scenario's stays where it is.
+	kmsgClock := newFakeClock()
+	k := &kmsgReader{file: f, clock: kmsgClock, poll: time.Second, logger: zap.NewNop(), onLine: src.onKmsgLine}
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() { defer close(done); k.run(stop) }()
@@ -291,7 +299,10 @@ func TestXIDFromKmsg(t *testing.T) {
 	_, err = w.WriteString(", name=python, second one, written in two parts\n")
 	require.NoError(t, err)
 	require.NoError(t, w.Close())
-	require.Eventually(t, func() bool { return len(sink.records()) == 3 }, 10*time.Second, time.Millisecond, "the three kernel log XIDs were not logged")
+	poll.Until(t, 10*time.Second, "the three kernel log XIDs to be logged", func() bool {
+		kmsgClock.Advance(k.poll)
+		return len(sink.records()) == 3
+	})
 	close(stop)
 	waitOrFail(t, func() { <-done }, "the kernel log reader did not stop")
 
@@ -308,7 +319,7 @@ func TestKmsgCloseWakesReader(t *testing.T) {
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
 	defer w.Close()
-	k := &kmsgReader{file: r, poll: time.Second, logger: zap.NewNop(), onLine: func(string) {}}
+	k := &kmsgReader{file: r, clock: newFakeClock(), poll: time.Second, logger: zap.NewNop(), onLine: func(string) {}}
 	done := make(chan struct{})
 	go func() { defer close(done); k.run(make(chan struct{})) }()
 	require.NoError(t, r.Close())
@@ -319,19 +330,19 @@ func TestKmsgCloseWakesReader(t *testing.T) {
 	}
 }
 
-// TestXIDTableEntries: every shipped entry says what the code means, how bad it is, and what
-// to do; the codes the reference tools disagree on are present.
-func TestXIDTableEntries(t *testing.T) {
-	for code, info := range defaultXIDTable {
-		assert.NotEmpty(t, info.meaning, "meaning of XID %d", code)
-		assert.NotEmpty(t, info.actionText(), "action of XID %d", code)
-		assert.NotEqual(t, metadata.AttributeXidResolutionUnknown, info.resolution, "resolution of XID %d", code)
-		assert.Contains(t, severityLevels, info.severity, "severity of XID %d", code)
+// TestXIDEnumsMatchMetadata: the XID table's severities and resolutions are the values
+// metadata.yaml declares for the xid_severity and resolution attributes, both ways.
+func TestXIDEnumsMatchMetadata(t *testing.T) {
+	var severities, resolutions []string
+	for _, s := range xid.Severities {
+		severities = append(severities, string(s))
 	}
-	for _, disputed := range []uint64{13, 43, 68, 92, 109} {
-		assert.Contains(t, defaultXIDTable, disputed)
+	for _, r := range xid.Resolutions {
+		resolutions = append(resolutions, string(r))
 	}
-	assert.Equal(t, "fatal", defaultXIDTable[79].severity)
+	assert.ElementsMatch(t, slices.Collect(maps.Keys(metadata.MapAttributeXidSeverity)), severities)
+	assert.ElementsMatch(t, slices.Collect(maps.Keys(metadata.MapAttributeXidResolution)), resolutions)
+	assert.ElementsMatch(t, xid.Severities, slices.Collect(maps.Keys(severityLevels)), "a gpu_health level for each severity")
 }
 
 // heldWait is an NVML whose event wait blocks until the test lets it return, as a real

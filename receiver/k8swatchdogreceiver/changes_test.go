@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 )
 
 // step changes the cluster through the (fake) API and says how many log records that must add.
@@ -101,7 +103,7 @@ func TestStatusChangeLogs(t *testing.T) {
 		if s.records == 0 {
 			continue
 		}
-		require.Eventually(t, func() bool { return h.logs.LogRecordCount() >= want }, 10*time.Second, 5*time.Millisecond, s.name)
+		poll.Until(t, 10*time.Second, "the records of "+s.name, func() bool { return h.logs.LogRecordCount() >= want })
 		require.Equal(t, want, h.logs.LogRecordCount(), "after %q", s.name)
 	}
 	compareLogsGolden(t, "status-changes", merged(h.logs))
@@ -130,14 +132,14 @@ func TestDisabledEventsAreNotSent(t *testing.T) {
 		p.Status.Phase = corev1.PodFailed
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 1}}}}
 	})(t, h)
-	require.Eventually(t, func() bool { return h.logs.LogRecordCount() >= 1 }, 10*time.Second, 5*time.Millisecond)
+	poll.Until(t, 10*time.Second, "the first update's record", func() bool { return h.logs.LogRecordCount() >= 1 })
 	// A later update of the same informer with an enabled event: once its record is in, a stray
 	// phase record of the first update would be in too.
 	updatePod("default", "train-0", func(p *corev1.Pod) {
 		p.Status.Phase = corev1.PodSucceeded
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}}}
 	})(t, h)
-	require.Eventually(t, func() bool { return h.logs.LogRecordCount() >= 2 }, 10*time.Second, 5*time.Millisecond)
+	poll.Until(t, 10*time.Second, "the second update's record", func() bool { return h.logs.LogRecordCount() >= 2 })
 	records := merged(h.logs).ResourceLogs().At(0).ScopeLogs().At(0).LogRecords()
 	require.Equal(t, 2, records.Len())
 	for i := 0; i < records.Len(); i++ {

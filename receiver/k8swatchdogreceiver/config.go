@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/enum"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/k8swatchdogreceiver/internal/metadata"
 )
 
@@ -26,6 +27,12 @@ const (
 	// AuthTypeKubeConfig uses a kubeconfig file, for a gateway that runs outside the cluster.
 	AuthTypeKubeConfig AuthType = "kubeConfig"
 )
+
+// AuthTypes are the values an AuthType may take.
+var AuthTypes = []AuthType{AuthTypeServiceAccount, AuthTypeKubeConfig}
+
+// Validate accepts one of AuthTypes.
+func (a AuthType) Validate() error { return enum.Check(a, AuthTypes) }
 
 // Config of the k8s_watchdog receiver.
 type Config struct {
@@ -69,7 +76,8 @@ type JobNameSource struct {
 
 var _ confmap.Validator = (*Config)(nil)
 
-// Validate checks the configuration at start-up, naming the key at fault.
+// Validate checks the configuration at start-up, naming the key at fault; auth_type's value is
+// its type's to check.
 func (cfg *Config) Validate() error {
 	var errs []error
 	switch cfg.AuthType {
@@ -83,8 +91,6 @@ func (cfg *Config) Validate() error {
 				errs = append(errs, fmt.Errorf("kubeconfig_path %q cannot be read: %w", cfg.KubeConfigPath, err))
 			}
 		}
-	default:
-		errs = append(errs, fmt.Errorf("auth_type must be %q or %q, got %q", AuthTypeServiceAccount, AuthTypeKubeConfig, cfg.AuthType))
 	}
 	if cfg.SyncTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("sync_timeout must be positive, got %s", cfg.SyncTimeout))

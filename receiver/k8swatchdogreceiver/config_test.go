@@ -4,36 +4,22 @@
 package k8swatchdogreceiver
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
-	"go.opentelemetry.io/collector/confmap/confmaptest"
 
-	"github.com/otelcol-gpu/otelcol-gpu/receiver/k8swatchdogreceiver/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/configtest"
 )
 
-func loadConfig(t *testing.T, name string) *Config {
-	t.Helper()
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	require.NoError(t, err)
-	cfg := createDefaultConfig().(*Config)
-	sub, err := cm.Sub(component.NewIDWithName(metadata.Type, name).String())
-	require.NoError(t, err)
-	require.NoError(t, sub.Unmarshal(cfg))
-	return cfg
-}
-
 func TestLoadConfig(t *testing.T) {
-	def := loadConfig(t, "")
+	def := configtest.Load[Config](t, NewFactory(), "")
 	assert.Equal(t, createDefaultConfig(), def)
 	require.NoError(t, confmap.Validate(def))
 
-	custom := loadConfig(t, "custom")
+	custom := configtest.Load[Config](t, NewFactory(), "custom")
 	require.NoError(t, confmap.Validate(custom))
 	assert.Equal(t, time.Minute, custom.CollectionInterval)
 	assert.Equal(t, AuthTypeKubeConfig, custom.AuthType)
@@ -56,7 +42,7 @@ func TestValidateErrors(t *testing.T) {
 		name    string
 		wantErr string
 	}{
-		{"bad_auth_type", `auth_type must be "serviceAccount" or "kubeConfig", got "token"`},
+		{"bad_auth_type", `auth_type: must be one of serviceAccount, kubeConfig; got "token"`},
 		{"kubeconfig_with_service_account", "kubeconfig_path and context are only used with auth_type kubeConfig: remove them or set auth_type: kubeConfig"},
 		{"missing_kubeconfig", `kubeconfig_path "testdata/no-such-kubeconfig" cannot be read: stat testdata/no-such-kubeconfig: no such file or directory`},
 		{"zero_sync_timeout", "sync_timeout must be positive, got 0s"},
@@ -74,7 +60,7 @@ func TestValidateErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := confmap.Validate(loadConfig(t, tt.name))
+			err := confmap.Validate(configtest.Load[Config](t, NewFactory(), tt.name))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.wantErr)
 		})

@@ -7,6 +7,7 @@ package k8swatchdogreceiver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -25,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/k8swatchdogreceiver/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/test/kube"
 )
@@ -145,17 +147,14 @@ func latest(sink *consumertest.MetricsSink) pmetric.Metrics {
 // wrong ("" when nothing is).
 func waitMetrics(t *testing.T, sink *consumertest.MetricsSink, what string, check func(md pmetric.Metrics) string) pmetric.Metrics {
 	t.Helper()
-	var problem string
 	var md pmetric.Metrics
-	deadline := time.Now().Add(eventually)
-	for time.Now().Before(deadline) {
+	poll.UntilNoError(t, eventually, what, func() error {
 		md = latest(sink)
-		if problem = check(md); problem == "" {
-			return md
+		if problem := check(md); problem != "" {
+			return errors.New(problem)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: %s", what, problem)
+		return nil
+	})
 	return md
 }
 
@@ -446,10 +445,7 @@ func endedCount(sink *consumertest.MetricsSink, name, series string) int {
 // waitSplitLogs waits for the node and pod records and compares each stream in order.
 func waitSplitLogs(t *testing.T, sink *consumertest.LogsSink, nodes, pods []string) {
 	t.Helper()
-	deadline := time.Now().Add(eventually)
-	for time.Now().Before(deadline) && sink.LogRecordCount() < len(nodes)+len(pods) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.Until(t, eventually, fmt.Sprintf("%d node and pod records", len(nodes)+len(pods)), func() bool { return sink.LogRecordCount() >= len(nodes)+len(pods) })
 	var gotNodes, gotPods []string
 	for _, k := range logKeys(sink) {
 		if strings.HasPrefix(k, "k8s.node.") {

@@ -80,7 +80,8 @@ func (r logsReceiver) Shutdown(ctx context.Context) error { return r.w.shutdown(
 
 // watchdogs shares one watchdog between the metrics and the logs receiver of one component: the
 // collector creates both from the same *Config, and two sets of informers would list and watch
-// the whole cluster twice.
+// the whole cluster twice. A package variable, as contrib's receivers keep their
+// sharedcomponent.Map and the gpu receiver its registry.
 var watchdogs sharedcomponent.Registry[*Config, *watchdog]
 
 func sharedWatchdog(cfg *Config, set receiver.Settings) *watchdog {

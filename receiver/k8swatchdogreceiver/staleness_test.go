@@ -16,6 +16,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 )
 
 // endedSeries lists the series md ends (NoRecordedValue points, in any resource), as
@@ -75,15 +77,15 @@ func TestGoneSeriesAreEnded(t *testing.T) {
 	require.NoError(t, pods.Pods("pai").Delete(ctx, "rest-server-0", metav1.DeleteOptions{}))
 	require.NoError(t, pods.Pods("default").Delete(ctx, "old-0", metav1.DeleteOptions{}))
 	updatePod("vc", "queued-0", func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning })(t, h)
-	require.Eventually(t, func() bool {
+	poll.Until(t, 10*time.Second, "the informer to see rest-server-0 deleted and queued-0 running", func() bool {
 		_, exists, _ := h.w.pods.GetStore().GetByKey("pai/rest-server-0")
 		obj, _, _ := h.w.pods.GetStore().GetByKey("vc/queued-0")
 		return !exists && obj.(*corev1.Pod).Status.Phase == corev1.PodRunning
-	}, 10*time.Second, 5*time.Millisecond)
-	require.Eventually(t, func() bool {
+	})
+	poll.Until(t, 10*time.Second, "the informer to see old-0 deleted", func() bool {
 		_, exists, _ := h.w.pods.GetStore().GetByKey("default/old-0")
 		return !exists
-	}, 10*time.Second, 5*time.Millisecond)
+	})
 
 	md, err = h.w.scrape(ctx)
 	require.NoError(t, err)

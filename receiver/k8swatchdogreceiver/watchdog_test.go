@@ -6,14 +6,12 @@ package k8swatchdogreceiver
 import (
 	"context"
 	"errors"
-	"flag"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"sync"
 	"testing"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/plogtest"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
 	"github.com/stretchr/testify/assert"
@@ -32,11 +30,10 @@ import (
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/goldentest"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/latency"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/k8swatchdogreceiver/internal/metadata"
 )
-
-var update = flag.Bool("update", false, "rewrite the expected metrics and logs in testdata/expected")
 
 // harness runs a watchdog on the fake clientset, with /healthz answered by an httptest server.
 type harness struct {
@@ -100,16 +97,10 @@ var histogramNames = []string{healthzLatencyName, listPodsLatencyName, listNodes
 // durations, so only their shape is compared here (see histogramCounts).
 func compareGolden(t *testing.T, name string, actual pmetric.Metrics) {
 	t.Helper()
-	file := filepath.Join("testdata", "expected", name+".yaml")
-	if *update {
-		require.NoError(t, golden.WriteMetrics(t, file, actual))
-	}
-	expected, err := golden.ReadMetrics(file)
-	require.NoError(t, err)
-	require.NoError(t, pmetrictest.CompareMetrics(expected, actual,
+	goldentest.Metrics(t, filepath.Join("testdata", "expected", name+".yaml"), actual,
 		pmetrictest.IgnoreStartTimestamp(), pmetrictest.IgnoreTimestamp(),
 		pmetrictest.IgnoreMetricsOrder(), pmetrictest.IgnoreMetricDataPointsOrder(),
-		pmetrictest.IgnoreMetricValues(histogramNames...)))
+		pmetrictest.IgnoreMetricValues(histogramNames...))
 }
 
 // histogramCounts returns each latency histogram's observation count, checking its buckets.
@@ -242,13 +233,7 @@ func TestNewClients(t *testing.T) {
 
 func compareLogsGolden(t *testing.T, name string, actual plog.Logs) {
 	t.Helper()
-	file := filepath.Join("testdata", "expected", name+".yaml")
-	if *update {
-		require.NoError(t, golden.WriteLogs(t, file, actual))
-	}
-	expected, err := golden.ReadLogs(file)
-	require.NoError(t, err)
-	require.NoError(t, plogtest.CompareLogs(expected, actual, plogtest.IgnoreTimestamp(), plogtest.IgnoreObservedTimestamp()))
+	goldentest.Logs(t, filepath.Join("testdata", "expected", name+".yaml"), actual, plogtest.IgnoreTimestamp(), plogtest.IgnoreObservedTimestamp())
 }
 
 // merged puts every record the sink received, in order, under one resource and scope.

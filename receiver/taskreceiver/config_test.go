@@ -11,30 +11,17 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
-	"go.opentelemetry.io/collector/confmap/confmaptest"
 
-	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/configtest"
 )
 
-func loadConfig(t *testing.T, name string) *Config {
-	t.Helper()
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	require.NoError(t, err)
-	cfg := createDefaultConfig().(*Config)
-	sub, err := cm.Sub(component.NewIDWithName(metadata.Type, name).String())
-	require.NoError(t, err)
-	require.NoError(t, sub.Unmarshal(cfg))
-	return cfg
-}
-
 func TestLoadConfig(t *testing.T) {
-	def := loadConfig(t, "")
+	def := configtest.Load[Config](t, NewFactory(), "")
 	assert.Equal(t, createDefaultConfig(), def)
 	require.NoError(t, confmap.Validate(def))
 
-	custom := loadConfig(t, "custom")
+	custom := configtest.Load[Config](t, NewFactory(), "custom")
 	assert.Equal(t, 10*time.Second, custom.CollectionInterval)
 	assert.Equal(t, "/hostfs", custom.RootPath)
 	assert.Equal(t, "gpu-node-07", custom.NodeName)
@@ -64,7 +51,7 @@ func TestValidateErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := confmap.Validate(loadConfig(t, tt.name))
+			err := confmap.Validate(configtest.Load[Config](t, NewFactory(), tt.name))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.wantErr)
 		})

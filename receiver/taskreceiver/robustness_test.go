@@ -195,8 +195,6 @@ func contains(list []string, s string) bool {
 func TestRates(t *testing.T) {
 	root := copyHost(t, "v2-systemd-crio")
 	s := newStartedScraper(t, testConfig(root))
-	clock := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	s.now = func() time.Time { return clock }
 
 	first := pointsByName(scrapeOnce(t, s))
 	assert.Empty(t, first["task_cpu_percent"], "no rate without a previous collection")
@@ -211,7 +209,7 @@ func TestRates(t *testing.T) {
 		"    lo:    9000      10    0    0    0     0          0         0     9000      10    0    0    0     0       0          0\n" +
 		"  eth0: 1123456     100    0    0    0     0          0         0 2654321     200    0    0    0     0       0          0\n"
 	require.NoError(t, os.WriteFile(filepath.Join(root, "proc/3001/net/dev"), []byte(netDev), 0o644))
-	clock = clock.Add(10 * time.Second)
+	advance(s, 10*time.Second)
 
 	second := pointsByName(scrapeOnce(t, s))
 	require.Len(t, second["task_cpu_percent"], 2)

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"time"
 
 	"github.com/prometheus/procfs"
 	"github.com/prometheus/procfs/blockdevice"
@@ -22,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfile"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/nodename"
@@ -67,8 +67,9 @@ type taskScraper struct {
 	statfsCalls        *deadline.Keyed
 	cmdlineCalls       *deadline.Keyed
 
-	// now is the clock, a seam for tests of rates.
-	now func() time.Time
+	// clock dates the collections (rates divide by the time between them) and times the
+	// statfs and command line deadlines; a seam for tests.
+	clock clock.Clock
 
 	iterations int64
 	readErrors map[metadata.AttributeSource]int64
@@ -95,7 +96,7 @@ func newTaskScraper(cfg *Config, set receiver.Settings) *taskScraper {
 		containerRB: containerMB.NewResourceBuilder(),
 		tasks:       taskRecorders(containerMB),
 		services:    serviceRecorders(containerMB),
-		now:         time.Now,
+		clock:       clock.Real{},
 		readErrors:  map[metadata.AttributeSource]int64{},
 		stale:       staleness.NewTracker(),
 		containers:  map[string]*containerState{},
@@ -124,8 +125,8 @@ func (s *taskScraper) start(context.Context, component.Host) error {
 	s.mountPointsExclude = regexp.MustCompile(s.cfg.Filesystem.MountPointsExclude)
 	s.fsTypesExclude = regexp.MustCompile(s.cfg.Filesystem.FSTypesExclude)
 	s.diskExclude = regexp.MustCompile(s.cfg.Disk.DeviceExclude)
-	s.statfsCalls = &deadline.Keyed{Guard: deadline.Guard{Timeout: s.cfg.Filesystem.StatfsTimeout}}
-	s.cmdlineCalls = &deadline.Keyed{Guard: deadline.Guard{Timeout: cmdlineTimeout}}
+	s.statfsCalls = &deadline.Keyed{Guard: deadline.Guard{Timeout: s.cfg.Filesystem.StatfsTimeout, Clock: s.clock}}
+	s.cmdlineCalls = &deadline.Keyed{Guard: deadline.Guard{Timeout: cmdlineTimeout, Clock: s.clock}}
 
 	s.podCache, s.releasePods = podlogs.Shared(root)
 
@@ -147,7 +148,7 @@ func (s *taskScraper) shutdown(context.Context) error {
 // scrape never fails as a whole: what cannot be read is counted in collector_read_errors_total
 // and, for node-wide sources, returned as a partial error so it is also logged.
 func (s *taskScraper) scrape(context.Context) (pmetric.Metrics, error) {
-	now := pcommon.NewTimestampFromTime(s.now())
+	now := pcommon.NewTimestampFromTime(s.clock.Now())
 	s.iterations++
 	s.startSkipLog()
 	var errs scrapererror.ScrapeErrors

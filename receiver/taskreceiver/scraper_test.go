@@ -5,13 +5,10 @@ package taskreceiver
 
 import (
 	"context"
-	"flag"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
@@ -20,10 +17,10 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.opentelemetry.io/collector/scraper/scrapererror"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/goldentest"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
 )
-
-var update = flag.Bool("update", false, "rewrite the expected metrics in testdata/expected")
 
 // Filesystem sizes come from statfs on the machine running the test, so only their presence
 // and labels are compared.
@@ -49,17 +46,19 @@ func newStartedScraper(t testing.TB, cfg *Config) *taskScraper {
 	return startScraper(t, cfg, receivertest.NewNopSettings(metadata.Type))
 }
 
-// startScraper starts a scraper whose deadlines (statfs, a command line) never pass by
-// themselves: on a loaded machine a slow call must not change what a test sees.
+// startScraper starts a scraper on a clock of the test's, so its deadlines (statfs, a command
+// line) never pass by themselves: on a loaded machine a slow call must not change what a test
+// sees. The clock starts now, after the metrics builders' start time, as a collection does.
 func startScraper(t testing.TB, cfg *Config, set receiver.Settings) *taskScraper {
 	t.Helper()
 	s := newTaskScraper(cfg, set)
+	s.clock = clock.NewFake(time.Now())
 	require.NoError(t, s.start(context.Background(), componenttest.NewNopHost()))
-	never := func(*deadline.Lane, time.Duration) <-chan time.Time { return nil }
-	s.statfsCalls.Guard.After = never
-	s.cmdlineCalls.Guard.After = never
 	return s
 }
+
+// advance moves a test scraper's clock: the time between collections, which rates divide by.
+func advance(s *taskScraper, d time.Duration) { s.clock.(*clock.Fake).Advance(d) }
 
 func scrapeOnce(t testing.TB, s *taskScraper) pmetric.Metrics {
 	t.Helper()
@@ -76,13 +75,7 @@ func TestScrapeHosts(t *testing.T) {
 		t.Run(host, func(t *testing.T) {
 			s := newStartedScraper(t, testConfig(filepath.Join("testdata", "hosts", host)))
 			actual := scrapeOnce(t, s)
-			expectedFile := filepath.Join("testdata", "expected", host+".yaml")
-			if *update {
-				require.NoError(t, golden.WriteMetrics(t, expectedFile, actual))
-			}
-			expected, err := golden.ReadMetrics(expectedFile)
-			require.NoError(t, err)
-			require.NoError(t, pmetrictest.CompareMetrics(expected, actual, compareOptions...))
+			goldentest.Metrics(t, filepath.Join("testdata", "expected", host+".yaml"), actual, compareOptions...)
 		})
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
@@ -211,7 +212,7 @@ func waitCollectedMore(t testing.TB, agent *stack.Agent, n int) map[string]int {
 // grows during the outage) and the drain of the backlog.
 func waitDrained(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	stack.Eventually(t, 3*time.Minute, what, cond)
+	poll.Until(t, 3*time.Minute, what, cond)
 }
 
 // sample series: a series' labels and its samples' timestamps (ms) and values.

@@ -16,11 +16,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-)
 
-var update = flag.Bool("update", false, "rewrite testdata/*.metrics from the collector's output")
+	"github.com/otelcol-gpu/otelcol-gpu/internal/goldentest"
+)
 
 // volatile are the series whose values depend on the machine or on how many collections ran,
 // left out of the comparison as node_exporter's end-to-end test leaves out its own.
@@ -46,13 +45,7 @@ func TestFixtureHosts(t *testing.T) {
 			require.NoError(t, err)
 			got := stable(string(body))
 
-			want := filepath.Join("testdata", host+".metrics")
-			if *update {
-				require.NoError(t, os.WriteFile(want, []byte(got), 0o644))
-			}
-			expected, err := os.ReadFile(want)
-			require.NoError(t, err, "run `make e2e E2E_FLAGS=-update` to create it")
-			assert.Equal(t, string(expected), got)
+			goldentest.Text(t, filepath.Join("testdata", host+".metrics"), got)
 			lint(t, body)
 		})
 	}
@@ -95,7 +88,7 @@ func stable(page string) string {
 func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
-	if *update {
+	if goldentest.Updating() {
 		fmt.Println("expected pages rewritten: review them with git diff")
 	}
 	os.Exit(code)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpureceivertest"
 	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
@@ -68,13 +69,13 @@ func startDemoWith(t *testing.T, config, scenario, podsFile string, sets ...stri
 	root := repoRoot(t)
 	pods, err := demonode.LoadPods(podsFile)
 	require.NoError(t, err)
-	batch, err := demonode.SimulatedBatch(scenario)
+	batch, err := gpureceivertest.SimulatedBatch(scenario)
 	require.NoError(t, err)
 	// Short: the pod-resources socket lives below it (unix socket paths are limited to 108 bytes).
 	dir, err := os.MkdirTemp("", "demo")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	node, err := demonode.Start(filepath.Join(dir, "node"), pods, demonode.GPUs(batch))
+	node, err := demonode.Start(filepath.Join(dir, "node"), pods, gpureceivertest.GPUs(batch))
 	require.NoError(t, err)
 	t.Cleanup(node.Close)
 	t.Setenv("OTELCOL_GPU_DEMO_ROOT", node.Root)

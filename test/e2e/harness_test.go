@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
@@ -65,7 +66,7 @@ func startCollectorWithOutput(t testing.TB, config string, sets ...string) (stri
 // eventually polls cond until it holds or a minute passes.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	stack.Eventually(t, time.Minute, what, cond)
+	poll.Until(t, time.Minute, what, cond)
 }
 
 func httpGet(url string) ([]byte, error) { return stack.Get(url, 10*time.Second) }

@@ -8,7 +8,6 @@ package e2e
 import (
 	"context"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -24,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 	_ "google.golang.org/grpc/encoding/gzip" // the otlp exporter compresses by default
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/goldentest"
 	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
@@ -168,16 +168,9 @@ func TestDCGMPage(t *testing.T) {
 		return err == nil && strings.Contains(page, `simulated="true",type="pod_gone"} 1`) &&
 			strings.Count(page, "DCGM_FI_DEV_GPU_UTIL{") == 7 && strings.Contains(page, "gpu_used_by_zombie_container_count{")
 	})
-	got := withoutValues(page)
-	want := filepath.Join("testdata", "demo-dcgm.metrics")
-	if *update {
-		require.NoError(t, os.WriteFile(want, []byte(got), 0o644))
-	}
-	expected, err := os.ReadFile(want)
-	require.NoError(t, err, "run `make e2e E2E_FLAGS=-update` to create it")
 	// Not linted: dcgm-exporter's names are what promtool objects to (modelName, Hostname,
 	// counters without _total), and dashboards query them as they are.
-	assert.Equal(t, string(expected), got)
+	goldentest.Text(t, filepath.Join("testdata", "demo-dcgm.metrics"), withoutValues(page))
 }
 
 // TestUnknownProfile: a profile the processor does not know stops the collector at start-up
@@ -191,7 +184,7 @@ func TestUnknownProfile(t *testing.T) {
 	cmd.Env = append(cmd.Environ(), "OTELCOL_GPU_DEMO_ROOT="+filepath.Join(root, "receiver", "taskreceiver", "testdata", "hosts", "v2-systemd-crio"))
 	out, err := cmd.CombinedOutput()
 	require.Error(t, err)
-	assert.Contains(t, string(out), `processors::name_profile/dcgm: profile must be one of [openpai dcgm semconv], got "dcgm-exporter"`)
+	assert.Contains(t, string(out), `processors::name_profile/dcgm: profile: must be one of openpai, dcgm, semconv; got "dcgm-exporter"`)
 }
 
 func count(t *testing.T, mc monitoredCluster, q string) int {

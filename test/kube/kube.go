@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
@@ -322,19 +323,22 @@ func (p *process) stop(tb testing.TB) {
 // waitFor polls ready until it holds, failing early if the process exits.
 func waitFor(tb testing.TB, p *process, what string, limit time.Duration, ready func() bool) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for !ready() {
-		select {
-		case <-p.exited:
-			tb.Fatalf("%s exited before it was ready; last lines of %s:\n%s", what, p.log, tail(p.log, 40))
-		case <-ctx.Done():
-			tb.Fatalf("%s not ready after %s; last lines of %s:\n%s", what, limit, p.log, tail(p.log, 40))
-		case <-tick.C:
+	poll.UntilNoError(tb, limit, what+" to be ready", func() error {
+		if !p.running() {
+			tb.Fatalf("%s exited before it was ready; %v", what, notReady{p})
 		}
-	}
+		if ready() {
+			return nil
+		}
+		return notReady{p}
+	})
+}
+
+// notReady reads the process's log only when the test fails.
+type notReady struct{ p *process }
+
+func (e notReady) Error() string {
+	return fmt.Sprintf("last lines of %s:\n%s", e.p.log, tail(e.p.log, 40))
 }
 
 func tail(path string, lines int) string {

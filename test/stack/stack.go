@@ -16,7 +16,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/loopback"
 	"io"
 	"net/http"
 	"os"
@@ -28,6 +27,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/loopback"
 )
 
 // RepoRoot is the repository's top directory.
@@ -102,20 +103,6 @@ func Get(url string, timeout time.Duration) ([]byte, error) {
 		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return io.ReadAll(resp.Body)
-}
-
-// Eventually polls cond until it holds, and fails the test naming what it waited for once
-// within has passed. The deadline bounds a hung peer; it is not a performance assertion.
-func Eventually(tb testing.TB, within time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	tb.Fatalf("timed out waiting for %s", what)
 }
 
 // Endpoints are where a collector listens.

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/otelcol-gpu/otelcol-gpu/cmd/gpureport/internal/fixture"
-	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/xid"
 )
 
 // ScrapeInterval of the demo cluster; two minutes keeps a week of it small.
@@ -205,7 +205,7 @@ func Write(w io.Writer, end time.Time) error {
 		{0, 1, "94", []time.Duration{140 * time.Hour}},
 	} {
 		code, _ := strconv.ParseUint(x.xid, 10, 32)
-		resolution := gpureceiver.LookupXID(code).Resolution
+		resolution := string(xid.Lookup(code).Resolution)
 		om.Series(gpuOf[[2]int{x.n, x.g}].Labels().With("xid", x.xid, "resolution", resolution), gauge(x.n, x.g, func(t time.Time) (float64, bool) {
 			count := 0
 			for _, at := range x.times {

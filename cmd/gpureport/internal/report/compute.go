@@ -17,7 +17,7 @@ import (
 
 	"github.com/prometheus/common/model"
 
-	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/xid"
 )
 
 // Metric and label names of the contract (docs/metrics.md) that the report reads.
@@ -505,20 +505,21 @@ func gpus(in inputs, w window, maxGap int64) []GPU {
 		g := get(s.labels)
 		code := string(s.labels[labelXID])
 		c, _ := strconv.ParseUint(code, 10, 32)
-		info := gpureceiver.LookupXID(c)
-		if class := string(s.labels[labelXIDResolution]); class != "" && class != info.Resolution {
+		info := xid.Lookup(c)
+		action := info.ActionText()
+		if class := xid.Resolution(s.labels[labelXIDResolution]); class != "" && class != info.Resolution {
 			// The site reclassified the code: say what its class calls for.
 			info.Resolution = class
-			if action := gpureceiver.ResolutionAction(class); action != "" {
-				info.Action = action
+			if a := class.Action(); a != "" {
+				action = a
 			}
 		}
 		// One row per code and class, also when several series carry them (an agent that moved).
-		if i := slices.IndexFunc(g.XIDs, func(x XIDCount) bool { return x.Code == code && x.Resolution == info.Resolution }); i >= 0 {
+		if i := slices.IndexFunc(g.XIDs, func(x XIDCount) bool { return x.Code == code && x.Resolution == string(info.Resolution) }); i >= 0 {
 			g.XIDs[i].Count += n
 			continue
 		}
-		g.XIDs = append(g.XIDs, XIDCount{Code: code, Count: n, Resolution: info.Resolution, Severity: info.Severity, Meaning: info.Meaning, Action: info.Action})
+		g.XIDs = append(g.XIDs, XIDCount{Code: code, Count: n, Resolution: string(info.Resolution), Severity: string(info.Severity), Meaning: info.Meaning, Action: action})
 	}
 	for _, s := range in.ecc {
 		n := counterIncrease(s.samples, w)

@@ -29,25 +29,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings processor.Settings, op
 		metricTaskGpuPercent:                  newMetricTaskGpuPercent(mbc.Metrics.TaskGpuPercent),
 		metricZombieContainerCount:            newMetricZombieContainerCount(mbc.Metrics.ZombieContainerCount),
 	}
-	for name, rac := range map[string]ResourceAttributeConfig{
-		"container_id":       mbc.ResourceAttributes.ContainerID,
-		"container_name":     mbc.ResourceAttributes.ContainerName,
-		"job_instance_id":    mbc.ResourceAttributes.JobInstanceID,
-		"job_name":           mbc.ResourceAttributes.JobName,
-		"k8s.container.name": mbc.ResourceAttributes.K8sContainerName,
-		"k8s.namespace.name": mbc.ResourceAttributes.K8sNamespaceName,
-		"k8s.pod.name":       mbc.ResourceAttributes.K8sPodName,
-		"k8s.pod.uid":        mbc.ResourceAttributes.K8sPodUID,
-		"namespace":          mbc.ResourceAttributes.Namespace,
-		"node_name":          mbc.ResourceAttributes.NodeName,
-		"pod_name":           mbc.ResourceAttributes.PodName,
-		"pod_uid":            mbc.ResourceAttributes.PodUID,
-		"role_name":          mbc.ResourceAttributes.RoleName,
-		"simulated":          mbc.ResourceAttributes.Simulated,
-		"task_index":         mbc.ResourceAttributes.TaskIndex,
-		"username":           mbc.ResourceAttributes.Username,
-		"virtual_cluster":    mbc.ResourceAttributes.VirtualCluster,
-	} {
+	for name, rac := range resourceAttributes(mbc.ResourceAttributes) {
 		if rac.MetricsInclude != nil {
 			mb.resourceAttributeIncludeFilter[name] = filter.CreateFilter(rac.MetricsInclude)
 		}
@@ -59,4 +41,29 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings processor.Settings, op
 		op.apply(mb)
 	}
 	return mb
+}
+
+// resourceAttributes pairs each resource attribute of metadata.yaml with its setting. mdatagen
+// writes this list into the builders it generates; here it is kept by hand, and
+// TestBuilderResourceAttributes fails when it and metadata.yaml differ.
+func resourceAttributes(rac ResourceAttributesConfig) map[string]ResourceAttributeConfig {
+	return map[string]ResourceAttributeConfig{
+		"container_id":       rac.ContainerID,
+		"container_name":     rac.ContainerName,
+		"job_instance_id":    rac.JobInstanceID,
+		"job_name":           rac.JobName,
+		"k8s.container.name": rac.K8sContainerName,
+		"k8s.namespace.name": rac.K8sNamespaceName,
+		"k8s.pod.name":       rac.K8sPodName,
+		"k8s.pod.uid":        rac.K8sPodUID,
+		"namespace":          rac.Namespace,
+		"node_name":          rac.NodeName,
+		"pod_name":           rac.PodName,
+		"pod_uid":            rac.PodUID,
+		"role_name":          rac.RoleName,
+		"simulated":          rac.Simulated,
+		"task_index":         rac.TaskIndex,
+		"username":           rac.Username,
+		"virtual_cluster":    rac.VirtualCluster,
+	}
 }

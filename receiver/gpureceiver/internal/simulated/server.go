@@ -18,6 +18,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 )
 
 // profile is a mock DGX server plus the readings its mocks do not model, from the products'
@@ -38,23 +40,6 @@ var profiles = map[string]profile{
 	"dgxb200": {gpus.B200_SXM5_180GB, dgxb200.NewWithGPUs, 1965, 3996, 18, 5},
 }
 
-// Clock is the scenario's time: WallClock in the collector, a hand-moved clock in tests.
-type Clock interface {
-	Now() time.Time
-	// At delivers once the clock has reached t (an absolute time, so that a clock moved between
-	// a caller's Now and its At is not missed).
-	At(t time.Time) <-chan time.Time
-}
-
-// WallClock is the machine's clock.
-type WallClock struct{}
-
-// Now is time.Now.
-func (WallClock) Now() time.Time { return time.Now() }
-
-// At is a timer to t.
-func (WallClock) At(t time.Time) <-chan time.Time { return time.After(time.Until(t)) }
-
 // Server is an nvml.Interface on a go-nvml mock server. It answers the calls the gpu receiver
 // makes from the scenario; every other call goes to the mock and behaves as go-nvml's mocks do.
 //
@@ -64,8 +49,9 @@ func (WallClock) At(t time.Time) <-chan time.Time { return time.After(time.Until
 type Server struct {
 	*server.Server
 	devices []*Device
-	clock   Clock
-	start   time.Time
+	// clock is the scenario's time: the machine's in the collector, a hand-moved one in tests.
+	clock clock.Clock
+	start time.Time
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -84,7 +70,7 @@ var _ nvml.Interface = (*Server)(nil)
 
 // New builds the simulated server; the scenario's time 0 is the clock's time now. Nothing in it
 // wakes on its own: a blocked call sleeps until its scenario time is due.
-func New(sc *Scenario, clock Clock) *Server {
+func New(sc *Scenario, clk clock.Clock) *Server {
 	p := profiles[sc.Profile]
 	cfg := p.gpu
 	if sc.Model != "" {
@@ -95,8 +81,8 @@ func New(sc *Scenario, clock Clock) *Server {
 	}
 	s := &Server{
 		Server: p.newServer(gpus.Multiple(sc.GPUs, cfg)...),
-		clock:  clock,
-		start:  clock.Now(),
+		clock:  clk,
+		start:  clk.Now(),
 		closed: make(chan struct{}),
 	}
 	for i, md := range s.Server.Devices {
@@ -124,9 +110,11 @@ func (s *Server) elapsed() time.Duration {
 
 // block holds the caller until the scenario reaches until, or the server closes.
 func (s *Server) block(until time.Duration) {
+	due := s.clock.TimerAt(s.start.Add(until))
+	defer due.Stop()
 	select {
 	case <-s.closed:
-	case <-s.clock.At(s.start.Add(until)):
+	case <-due.C():
 	}
 }
 
@@ -185,10 +173,10 @@ func (e *eventSet) register(d *Device, mask uint64) {
 	e.masks[d] |= mask
 }
 
-// Wait returns the next due XID, or ERROR_TIMEOUT after timeoutMs of real time as NVML does. It
-// sleeps until the next XID is due on the scenario's clock or the timeout, whichever is first.
+// Wait returns the next due XID, or ERROR_TIMEOUT after timeoutMs as NVML does. It sleeps until
+// the next XID is due or the timeout, whichever is first.
 func (e *eventSet) Wait(timeoutMs uint32) (nvml.EventData, nvml.Return) {
-	timeout := time.NewTimer(time.Duration(timeoutMs) * time.Millisecond)
+	timeout := e.srv.clock.NewTimer(time.Duration(timeoutMs) * time.Millisecond)
 	defer timeout.Stop()
 	for {
 		e.mu.Lock()
@@ -197,17 +185,28 @@ func (e *eventSet) Wait(timeoutMs uint32) (nvml.EventData, nvml.Return) {
 		if ok {
 			return ev, nvml.SUCCESS
 		}
-		var due <-chan time.Time // nil: no XID left to wait for
-		if more {
-			due = e.srv.clock.At(e.srv.start.Add(next))
-		}
-		select {
-		case <-e.srv.closed:
+		if !e.sleep(timeout, more, next) {
 			return nvml.EventData{}, nvml.ERROR_TIMEOUT
-		case <-timeout.C:
-			return nvml.EventData{}, nvml.ERROR_TIMEOUT
-		case <-due:
 		}
+	}
+}
+
+// sleep waits until the next XID is due (when there is one left, more) and reports whether it
+// is; false when the wait timed out or the server closed first.
+func (e *eventSet) sleep(timeout clock.Timer, more bool, next time.Duration) bool {
+	var due <-chan time.Time // nil: no XID left to wait for
+	if more {
+		t := e.srv.clock.TimerAt(e.srv.start.Add(next))
+		defer t.Stop()
+		due = t.C()
+	}
+	select {
+	case <-e.srv.closed:
+		return false
+	case <-timeout.C():
+		return false
+	case <-due:
+		return true
 	}
 }
 

@@ -13,21 +13,22 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/fakeclock"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 )
 
-func newServer(t *testing.T, body string) (*Server, *fakeclock.Clock) {
+func newServer(t *testing.T, body string) (*Server, *clock.Fake) {
 	t.Helper()
 	sc, err := ParseScenario([]byte(body))
 	require.NoError(t, err)
-	c := fakeclock.New(time.Unix(0, 0))
+	c := clock.NewFake(time.Unix(0, 0))
 	srv := New(sc, c)
 	t.Cleanup(srv.Close)
 	return srv, c
 }
 
 // setTo moves the clock to scenario time d.
-func setTo(c *fakeclock.Clock, d time.Duration) {
+func setTo(c *clock.Fake, d time.Duration) {
 	c.Advance(time.Unix(0, 0).Add(d).Sub(c.Now()))
 }
 
@@ -157,18 +158,19 @@ faults:
 		d, _ := srv.DeviceGetHandleByIndex(i)
 		require.Equal(t, nvml.SUCCESS, d.RegisterEvents(nvml.EventTypeXidCriticalError, set))
 	}
-	_, ret := set.Wait(1)
+	// A wait of 0 ms returns at once when nothing is due; the clock never moves by itself.
+	_, ret := set.Wait(0)
 	assert.Equal(t, nvml.ERROR_TIMEOUT, ret, "nothing due yet")
 
 	setTo(c, time.Minute)
 	d2, _ := srv.DeviceGetHandleByIndex(2)
-	ev, ret := set.Wait(1)
+	ev, ret := set.Wait(0)
 	require.Equal(t, nvml.SUCCESS, ret)
 	assert.Equal(t, d2, ev.Device)
 	assert.Equal(t, uint64(79), ev.EventData)
-	ev, _ = set.Wait(1)
+	ev, _ = set.Wait(0)
 	assert.Equal(t, uint64(48), ev.EventData)
-	_, ret = set.Wait(1)
+	_, ret = set.Wait(0)
 	assert.Equal(t, nvml.ERROR_TIMEOUT, ret, "each XID once")
 
 	_, ret = d2.GetTemperature(nvml.TEMPERATURE_GPU)
@@ -176,7 +178,7 @@ faults:
 }
 
 // A wait sleeps until the next XID is due on the scenario's clock: moving the clock wakes it, long
-// before its own timeout (an hour of real time).
+// before its own timeout (an hour).
 func TestEventWaitWakesWhenAnXIDIsDue(t *testing.T) {
 	srv, c := newServer(t, `
 profile: dgxa100
@@ -212,10 +214,11 @@ faults:
 		_, ret := d0.GetPowerUsage()
 		returned <- ret
 	}()
+	poll.Until(t, 10*time.Second, "the call to wait for the hang's end", func() bool { return c.Waiting() == 1 })
 	select {
 	case <-returned:
 		t.Fatal("the call returned during the hang")
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 	setTo(c, 2*time.Minute)
 	select {
@@ -250,7 +253,7 @@ faults: [{at: 1s, gpu: 0, kind: xid, xid: 79}, {at: 2s, gpu: 1, kind: ecc, uncor
 		if hasHang {
 			return // a hang blocks on purpose
 		}
-		c := fakeclock.New(time.Unix(0, 0))
+		c := clock.NewFake(time.Unix(0, 0))
 		srv := New(sc, c)
 		defer srv.Close()
 		setTo(c, time.Hour)

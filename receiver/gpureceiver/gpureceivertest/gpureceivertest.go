@@ -1,0 +1,95 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package gpureceivertest runs the gpu receiver on a simulated scenario, for what needs its
+// output without a GPU: the tests of the components that take it (gpu_attribution,
+// name_profile), the end-to-end tests and cmd/demonode, which lays out the demo node around the
+// scenario's GPUs.
+package gpureceivertest // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpureceivertest"
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver"
+)
+
+// batchWait bounds the wait for the first collection, which the receiver makes at start.
+const batchWait = 30 * time.Second
+
+// SimulatedBatch is one collection of the gpu receiver on scenario's simulated GPUs.
+func SimulatedBatch(scenario string) (pmetric.Metrics, error) {
+	f := gpureceiver.NewFactory()
+	cfg := f.CreateDefaultConfig().(*gpureceiver.Config)
+	cfg.Backend = gpureceiver.BackendSimulated
+	cfg.Scenario = scenario
+	cfg.NodeName = "gpu-node-07"
+	cfg.CollectionInterval = time.Hour
+	cfg.InitialDelay = 0
+	cfg.XID.Kmsg = false
+	batches := make(chan pmetric.Metrics, 1)
+	first, err := consumer.NewMetrics(func(_ context.Context, md pmetric.Metrics) error {
+		select {
+		case batches <- md:
+		default: // a later collection: the first is the one asked for
+		}
+		return nil
+	})
+	if err != nil {
+		return pmetric.Metrics{}, err
+	}
+	r, err := f.CreateMetrics(context.Background(), receivertest.NewNopSettings(f.Type()), cfg, first)
+	if err != nil {
+		return pmetric.Metrics{}, err
+	}
+	if err := r.Start(context.Background(), nil); err != nil {
+		return pmetric.Metrics{}, err
+	}
+	defer func() { _ = r.Shutdown(context.Background()) }()
+	select {
+	case md := <-batches:
+		return md, nil
+	case <-time.After(batchWait):
+		return pmetric.Metrics{}, fmt.Errorf("the simulated gpu receiver sent no batch within %s", batchWait)
+	}
+}
+
+// GPUs reads the GPUs' identities from a gpu receiver batch, by index, as the demo node takes
+// them.
+func GPUs(md pmetric.Metrics) map[int]demonode.GPU {
+	gpus := map[int]demonode.GPU{}
+	for i := 0; i < md.ResourceMetrics().Len(); i++ {
+		rm := md.ResourceMetrics().At(i)
+		minor, ok1 := rm.Resource().Attributes().Get("minor_number")
+		uuid, ok2 := rm.Resource().Attributes().Get("uuid")
+		if !ok1 || !ok2 {
+			continue
+		}
+		index, err := strconv.Atoi(minor.Str())
+		if err != nil {
+			continue
+		}
+		g := demonode.GPU{UUID: uuid.Str()}
+		for j := 0; j < rm.ScopeMetrics().Len(); j++ {
+			ms := rm.ScopeMetrics().At(j).Metrics()
+			for k := 0; k < ms.Len(); k++ {
+				if m := ms.At(k); m.Name() == "gpu_mig_memory_total_bytes" {
+					for l := 0; l < m.Gauge().DataPoints().Len(); l++ {
+						if v, ok := m.Gauge().DataPoints().At(l).Attributes().Get("mig_uuid"); ok {
+							g.MIG = append(g.MIG, v.Str())
+						}
+					}
+				}
+			}
+		}
+		gpus[index] = g
+	}
+	return gpus
+}
