@@ -65,7 +65,7 @@ func openLibrary(cfg *Config) (nvml.Interface, func(), error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		srv := simulated.New(sc, simulated.WallClock{})
+		srv := simulated.New(sc, simulated.WallClock{}, simulated.WithHostRoot(cfg.RootPath))
 		return srv, srv.Close, nil
 	}
 	var opts []nvml.LibraryOption
