@@ -193,7 +193,7 @@ func start(opts Options, logf func(string, ...any)) (n *Node, err error) {
 			n = nil
 		}
 	}()
-	if n.Dir, err = os.MkdirTemp("", "otelcol-gpu-realnode-"); err != nil {
+	if n.Dir, err = os.MkdirTemp("", "realnode-"); err != nil {
 		return n, err
 	}
 	n.state.Dir = n.Dir
@@ -263,6 +263,11 @@ func (n *Node) namespaces() error {
 			return err
 		}
 	}
+	// The node's own DNS (serveDNS), for its daemons and for pods with dnsPolicy Default too:
+	// none asks the host's resolver.
+	if err := os.WriteFile(filepath.Join(n.Dir, "resolv.conf"), []byte("nameserver "+NodeIP+"\n"), 0o644); err != nil {
+		return err
+	}
 	net := []string{"nsenter", "--net=" + n.state.netNS(), "--"}
 	mnt := []string{"nsenter", "--mount=" + n.state.mountNS(), "--"}
 	steps := [][]string{
@@ -283,6 +288,8 @@ func (n *Node) namespaces() error {
 		append(mnt, "mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", "/run"),
 		append(mnt, "mount", "--bind", filepath.Join(root, "var", "lib"), "/var/lib"),
 		append(mnt, "mount", "--bind", filepath.Join(root, "var", "log"), "/var/log"),
+		// containerd and the kubelet ask the node's DNS, not the host's resolver.
+		append(mnt, "mount", "--bind", filepath.Join(n.Dir, "resolv.conf"), "/etc/resolv.conf"),
 	}
 	for _, s := range steps {
 		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
@@ -372,9 +379,7 @@ func (n *Node) runtime() error {
 	files := map[string]string{
 		filepath.Join(n.Dir, "containerd", "config.toml"):            n.containerdConfig(),
 		filepath.Join(n.Dir, "cni", "net.d", "10-realnode.conflist"): n.cniConfig(),
-		// Pods with dnsPolicy Default get the node's DNS too: none reaches the host's resolver.
-		filepath.Join(n.Dir, "resolv.conf"):  "nameserver " + NodeIP + "\n",
-		filepath.Join(n.Dir, "kubelet.yaml"): n.kubeletConfig(),
+		filepath.Join(n.Dir, "kubelet.yaml"):                         n.kubeletConfig(),
 	}
 	for path, content := range files {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -488,9 +493,13 @@ func (n *Node) ready(devices []gpuplugin.Resource) error {
 	}); err != nil {
 		return err
 	}
-	return kubelet.waitUntil(2*time.Minute, "offering the device plugin's devices", func(ctx context.Context) bool {
+	err := kubelet.waitUntil(2*time.Minute, "offering the device plugin's devices", func(ctx context.Context) bool {
 		return n.Allocatable(ctx, devices)
 	})
+	if err != nil && n.Plugin != nil && n.Plugin.Err() != nil {
+		err = fmt.Errorf("%w\nthe device plugin: %v", err, n.Plugin.Err())
+	}
+	return err
 }
 
 // Allocatable tells whether the node offers every device of resources.
@@ -564,11 +573,19 @@ func (n *Node) HostPath(path string) string {
 // ContainerPID is the PID (on this machine) of a container's first process; id is the
 // container's id without its runtime prefix (containerd://).
 func (n *Node) ContainerPID(id string) (int, error) {
-	data, err := os.ReadFile(filepath.Join(n.Dir, "containerd", "state", "io.containerd.runtime.v2.task", "k8s.io", id, "init.pid"))
+	data, err := os.ReadFile(filepath.Join(n.bundle(id), "init.pid"))
 	if err != nil {
 		return 0, err
 	}
 	return strconv.Atoi(strings.TrimSpace(string(data)))
+}
+
+// ContainerRoot is where a container's root filesystem is mounted on the node.
+func (n *Node) ContainerRoot(id string) string { return filepath.Join(n.bundle(id), "rootfs") }
+
+// bundle is a container's directory in containerd's state (its runc bundle).
+func (n *Node) bundle(id string) string {
+	return filepath.Join(n.Dir, "containerd", "state", "io.containerd.runtime.v2.task", "k8s.io", id)
 }
 
 // KubeletPID is the kubelet's PID.

@@ -206,8 +206,10 @@ func stopRecorded(d daemonRecord, logf func(string, ...any)) {
 	waitGone(d, stopGrace)
 }
 
-// stopGrace is how long a daemon has to exit after SIGTERM; the kubelet and etcd take a moment.
-const stopGrace = 10 * time.Second
+// stopGrace is how long a daemon has to exit after SIGTERM: enough for the kubelet, containerd
+// and etcd. The API server would drain its requests for up to a minute, which a node being
+// removed need not wait for.
+const stopGrace = 3 * time.Second
 
 // waitGone waits until d has exited (reaped by its parent, or by init); false after within.
 func waitGone(d daemonRecord, within time.Duration) bool {

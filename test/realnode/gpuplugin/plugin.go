@@ -141,8 +141,8 @@ func (p *Plugin) kubeletRestarted(now, registeredWith os.FileInfo) bool {
 	if !os.SameFile(now, registeredWith) || !now.ModTime().Equal(registeredWith.ModTime()) {
 		return true
 	}
-	for _, r := range p.resources {
-		if _, err := os.Stat(filepath.Join(p.dir, socketName(r.Name))); err != nil {
+	for i := range p.resources {
+		if _, err := os.Stat(filepath.Join(p.dir, socketName(i))); err != nil {
 			return true
 		}
 	}
@@ -153,8 +153,8 @@ func (p *Plugin) kubeletRestarted(now, registeredWith os.FileInfo) bool {
 // kubelet that restarted has removed the old sockets.
 func (p *Plugin) serveAndRegister(kubelet string) error {
 	p.shutdownServers()
-	for _, r := range p.resources {
-		endpoint := socketName(r.Name)
+	for i, r := range p.resources {
+		endpoint := socketName(i)
 		path := filepath.Join(p.dir, endpoint)
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
@@ -184,14 +184,15 @@ func (p *Plugin) shutdownServers() {
 	for _, s := range servers {
 		s.Stop()
 	}
-	for _, r := range p.resources {
-		_ = os.Remove(filepath.Join(p.dir, socketName(r.Name)))
+	for i := range p.resources {
+		_ = os.Remove(filepath.Join(p.dir, socketName(i)))
 	}
 }
 
-// socketName is the endpoint's file name in the device-plugin directory.
-func socketName(resource string) string {
-	return "simulated-" + strings.NewReplacer("/", "_", ".", "_").Replace(resource) + ".sock"
+// socketName is the file name of the i-th resource's endpoint in the device-plugin directory:
+// short, since a unix socket's path has room for 107 bytes only.
+func socketName(i int) string {
+	return fmt.Sprintf("simulated-gpu-%d.sock", i)
 }
 
 func register(kubelet, endpoint, resource string) error {
