@@ -136,11 +136,12 @@ func reap(logf func(string, ...any)) int {
 		return 1
 	}
 	defer l.release()
-	return cleanStale(logf)
+	return cleanStale("realnode reaper: the test binary has gone: tearing down its node in %s", logf)
 }
 
-// cleanStale tears down the node a dead run left, if any. The caller holds the lock.
-func cleanStale(logf func(string, ...any)) int {
+// cleanStale tears down the node a dead run left, if any, saying so with why (a format for the
+// node's directory). The caller holds the lock.
+func cleanStale(why string, logf func(string, ...any)) int {
 	s, err := readState()
 	if err != nil {
 		logf("realnode: %v", err)
@@ -149,7 +150,7 @@ func cleanStale(logf func(string, ...any)) int {
 	if s == nil {
 		return 0
 	}
-	logf("realnode: tearing down the node a previous run left in %s", s.Dir)
+	logf(why, s.Dir)
 	if err := teardown(s, logf); err != nil {
 		logf("realnode: %v", err)
 		return 1
@@ -164,7 +165,7 @@ func start(opts Options, logf func(string, ...any)) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if cleanStale(logf) != 0 {
+	if cleanStale("realnode: tearing down the node a previous run left in %s", logf) != 0 {
 		l.release()
 		return nil, errors.New("what a previous run left could not be removed")
 	}
