@@ -8,6 +8,7 @@ package realnode_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,6 +83,17 @@ func testGateway(t *testing.T) {
 	for pod, job := range map[string]string{"resnet-worker-0": "alice~resnet50", "sweep-3": "erin~sweep", "bob-jupyter": "bob~explore", "bert-infer-0": "dave~bert-infer"} {
 		assert.Len(t, p.find("pai_job_pod_count", labels("job_name", job, "name", pod, "phase", "running", "node_name", realnode.NodeName)), 1, "job pod %s", pod)
 	}
+	// Its informers list and watch with deploy/'s RBAC: a verb missing there shows in the log
+	// only (a forbidden watch leaves the lists, and data refreshed only when they are retried).
+	logs, err := node.Kubectl(nil, "logs", "-n", namespace, "deployment/otelcol-gpu-gateway")
+	require.NoError(t, err, logs)
+	var forbidden []string
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, "forbidden") {
+			forbidden = append(forbidden, line)
+		}
+	}
+	assert.Empty(t, forbidden, "the gateway may do what it asks the API server")
 	// Through the gateway, the node's series keep its instance (deploy/README.md).
 	assert.Len(t, p.find("task_gpu_percent", labels("pod_name", "resnet-worker-0", "instance", realnode.NodeIP+":9102")), 2,
 		"alice's two GPUs, from the agent over OTLP")
