@@ -87,19 +87,6 @@ func (p page) find(name string, match map[string]string) []sample {
 	return out
 }
 
-// families are the families with a series whose labels include match, and names starting
-// with prefix.
-func (p page) families(prefix string, match map[string]string) []string {
-	var out []string
-	for name := range p {
-		if strings.HasPrefix(name, prefix) && len(p.find(name, match)) > 0 {
-			out = append(out, name)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 func matches(labels, match map[string]string) bool {
 	for k, v := range match {
 		if labels[k] != v {

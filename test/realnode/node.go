@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -66,9 +67,8 @@ type Options struct {
 type Node struct {
 	// Dir is the node's directory: configuration, data, logs (logs/<daemon>.log).
 	Dir string
-	// Admin is a client of the API server with every permission, AdminConfig its configuration.
-	Admin       kubernetes.Interface
-	AdminConfig *rest.Config
+	// Admin is a client of the API server with every permission.
+	Admin kubernetes.Interface
 	// HTTP makes requests from inside the node's network (pods, the node's ports).
 	HTTP *http.Client
 	// Plugin is the device plugin, nil without Options.Devices.
@@ -127,10 +127,14 @@ func Main(m *testing.M, options func() (Options, error), started func(*Node)) in
 }
 
 // reap waits until the test binary that started it has gone (its end of the pipe on stdin is
-// closed, however it went), then tears down what it left, if anything.
+// closed, however it went), then tears down what it left, if anything. It shares the test
+// binary's output, so `go test` ends once it has.
 func reap(logf func(string, ...any)) int {
 	_, _ = io.Copy(io.Discard, os.Stdin)
-	l, err := acquireLock(time.Hour)
+	if _, err := os.Stat(statePath()); errors.Is(err, fs.ErrNotExist) {
+		return 0 // the test binary tore its node down
+	}
+	l, err := acquireLock(time.Minute)
 	if err != nil {
 		logf("realnode reaper: %v", err)
 		return 1
@@ -346,11 +350,10 @@ func (n *Node) controlPlane() error {
 	if err := apiserver.waitUntil(3*time.Minute, "ready", func(ctx context.Context) bool { return n.get(ctx, APIServer+"/readyz", n.tokens["admin"]) }); err != nil {
 		return err
 	}
-	n.AdminConfig = &rest.Config{
+	if n.Admin, err = kubernetes.NewForConfig(&rest.Config{
 		Host: APIServer, BearerToken: n.tokens["admin"], TLSClientConfig: rest.TLSClientConfig{CAFile: n.CA()},
 		Dial: dialer(n.state.netNS()), QPS: 100, Burst: 200,
-	}
-	if n.Admin, err = kubernetes.NewForConfig(n.AdminConfig); err != nil {
+	}); err != nil {
 		return err
 	}
 	for _, c := range []string{"kube-controller-manager", "kube-scheduler"} {
