@@ -33,7 +33,7 @@ func TestRealNode(t *testing.T) {
 	begin := time.Now()
 	w := startWorkload(t)
 	t.Logf("workload running in %s", time.Since(begin).Round(100*time.Millisecond))
-	checkAllocations(t, w)
+	checkAllocations(t)
 	for _, in := range installers {
 		t.Run(in.name, func(t *testing.T) {
 			begin := time.Now()
@@ -56,7 +56,7 @@ func TestRealNode(t *testing.T) {
 
 // checkAllocations: the kubelet gave each pod the devices the scenario's processes are on,
 // as the device plugin preferred them.
-func checkAllocations(t *testing.T, w *workload) {
+func checkAllocations(t *testing.T) {
 	t.Helper()
 	got := allocations(t)
 	slice := func(i int) string { return fmt.Sprintf("%s::%d", gpus[timeSlicedGPU].UUID, i) }

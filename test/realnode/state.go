@@ -201,7 +201,7 @@ func stopRecorded(d daemonRecord, logf func(string, ...any)) {
 	if waitGone(d, stopGrace) {
 		return
 	}
-	logf("realnode: %s (pid %d) ignored SIGTERM for %s: killed", d.Name, d.PID, stopGrace)
+	logf("realnode: %s (pid %d) still running %s after SIGTERM: killed", d.Name, d.PID, stopGrace)
 	_ = syscall.Kill(d.PID, syscall.SIGKILL)
 	waitGone(d, stopGrace)
 }
