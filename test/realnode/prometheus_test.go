@@ -24,18 +24,22 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
-// prometheusBinary is Prometheus 3 (test/prometheus/build.sh): PROMETHEUS3_BIN, else the
-// script's cache.
+// prometheusBinary is Prometheus 3 (test/prometheus/build.sh): PROMETHEUS3_BIN, else where the
+// script caches it (PROMETHEUS_CACHE_DIR, else XDG_CACHE_HOME or ~/.cache, then otelcol-gpu).
 func prometheusBinary(t *testing.T) string {
 	t.Helper()
 	bin := os.Getenv("PROMETHEUS3_BIN")
 	if bin == "" {
-		cache := os.Getenv("XDG_CACHE_HOME")
-		if cache == "" {
-			home, _ := os.UserHomeDir()
-			cache = filepath.Join(home, ".cache")
+		dir := os.Getenv("PROMETHEUS_CACHE_DIR")
+		if dir == "" {
+			cache := os.Getenv("XDG_CACHE_HOME")
+			if cache == "" {
+				home, _ := os.UserHomeDir()
+				cache = filepath.Join(home, ".cache")
+			}
+			dir = filepath.Join(cache, "otelcol-gpu")
 		}
-		bin = filepath.Join(cache, "otelcol-gpu", "prometheus-3.16.0", "prometheus")
+		bin = filepath.Join(dir, "prometheus-3.16.0", "prometheus")
 	}
 	_, err := os.Stat(bin)
 	require.NoError(t, err, "Prometheus 3 is needed: PROMETHEUS3_BIN=$(test/prometheus/build.sh)")
