@@ -57,7 +57,7 @@ func openLibrary(cfg *Config) (nvml.Interface, func(), error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		srv := simulated.New(sc, clock.Real{})
+		srv := simulated.New(sc, clock.Real{}, simulated.WithHostRoot(cfg.RootPath))
 		return srv, srv.Close, nil
 	}
 	var opts []nvml.LibraryOption

@@ -3,7 +3,9 @@
 # and prints the binary's path. The end-to-end tests of the k8s_watchdog receiver run it
 # (KUBE_APISERVER_BIN=$(test/kube/build-apiserver.sh) go test -tags e2e ./...).
 # `build-apiserver.sh kubectl` builds kubectl of the same version the same way, for the tests of
-# deploy/ (Debian's kubernetes-client is far older than the API server).
+# deploy/ (Debian's kubernetes-client is far older than the API server); kubelet,
+# kube-controller-manager, kube-scheduler and kube-proxy likewise, for the real node of
+# test/realnode. They are static (CGO_ENABLED=0): the kubelet runs fine without cgo.
 #
 # k8s.io/kubernetes is not meant to be required as a module: its go.mod points every staging
 # repository (k8s.io/api, k8s.io/client-go, ...) at ./staging/src/..., which does not exist in
@@ -15,9 +17,9 @@ set -euo pipefail
 KUBE_VERSION="${KUBE_VERSION:-v1.34.4}"
 command="${1:-kube-apiserver}"
 case "$command" in
-kube-apiserver | kubectl) ;;
+kube-apiserver | kubectl | kubelet | kube-controller-manager | kube-scheduler | kube-proxy) ;;
 *)
-	echo "build-apiserver.sh: builds kube-apiserver or kubectl, not $command" >&2
+	echo "build-apiserver.sh: builds kube-apiserver, kubectl, kubelet, kube-controller-manager, kube-scheduler or kube-proxy, not $command" >&2
 	exit 2
 	;;
 esac

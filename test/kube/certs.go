@@ -33,12 +33,8 @@ func newCerts(tb testing.TB, dir string) *certs {
 	ca.WriteCert(tb, c.caCert)
 	ca.IssueServer(tb, "kube-apiserver", c.serverCert, c.serverKey)
 
-	saKey := pki.NewKey(tb)
-	pki.WriteKey(tb, c.saKey, saKey)
-	pub, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
-	if err != nil {
+	if err := pki.NewKeyFiles(c.saKey, c.saPub); err != nil {
 		tb.Fatal(err)
 	}
-	pki.WritePEM(tb, c.saPub, "PUBLIC KEY", pub)
 	return c
 }

@@ -227,16 +227,11 @@ func (c *Cluster) config(user string) *rest.Config {
 // apiserverBinary finds kube-apiserver: KUBE_APISERVER_BIN, else build-apiserver.sh's cache.
 func apiserverBinary(tb testing.TB) string {
 	tb.Helper()
-	const hint = "build it with test/kube/build-apiserver.sh (about 4 minutes, once) and set KUBE_APISERVER_BIN to the path it prints"
-	if os.Getenv("KUBE_APISERVER_BIN") != "" {
-		return binary(tb, "KUBE_APISERVER_BIN", "", hint)
+	bin, err := Built("kube-apiserver")
+	if err != nil {
+		tb.Fatal(err)
 	}
-	cacheDir := os.Getenv("KUBE_CACHE_DIR")
-	if cacheDir == "" {
-		home, _ := os.UserHomeDir()
-		cacheDir = filepath.Join(home, ".cache", "otelcol-gpu")
-	}
-	return binary(tb, "KUBE_APISERVER_BIN", filepath.Join(cacheDir, "kube-apiserver-"+KubeVersion, "kube-apiserver"), hint)
+	return bin
 }
 
 func binary(tb testing.TB, env, def, hint string) string {

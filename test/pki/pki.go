@@ -31,7 +31,19 @@ type CA struct {
 // NewCA makes a self-signed CA named name.
 func NewCA(tb testing.TB, name string) *CA {
 	tb.Helper()
-	key := NewKey(tb)
+	ca, err := New(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ca
+}
+
+// New is NewCA for code that outlives a test (test/realnode's node, made in TestMain).
+func New(name string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
@@ -44,13 +56,13 @@ func NewCA(tb testing.TB, name string) *CA {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
-	return &CA{Cert: cert, DER: der, key: key, next: 2}
+	return &CA{Cert: cert, DER: der, key: key, next: 2}, nil
 }
 
 // Pool is a certificate pool holding only this CA.
@@ -63,57 +75,97 @@ func (ca *CA) Pool() *x509.CertPool {
 // WriteCert writes the CA's certificate to path in PEM.
 func (ca *CA) WriteCert(tb testing.TB, path string) {
 	tb.Helper()
-	WritePEM(tb, path, "CERTIFICATE", ca.DER)
+	if err := ca.WriteCertFile(path); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // IssueServer signs a serving certificate for commonName, valid for 127.0.0.1, localhost and
 // dnsNames, and writes it and its key to certPath and keyPath.
 func (ca *CA) IssueServer(tb testing.TB, commonName, certPath, keyPath string, dnsNames ...string) {
 	tb.Helper()
-	key := NewKey(tb)
+	err := ca.IssueFiles(Spec{CommonName: commonName, DNSNames: append([]string{"localhost"}, dnsNames...), IPs: []net.IP{net.ParseIP("127.0.0.1")}}, certPath, keyPath)
+	if err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// Spec is what a certificate is for.
+type Spec struct {
+	// CommonName and Organization are the subject: Kubernetes takes them as a client's user
+	// name and groups.
+	CommonName   string
+	Organization []string
+	// DNSNames and IPs are a serving certificate's names.
+	DNSNames []string
+	IPs      []net.IP
+	// Client makes a client certificate instead of a serving one.
+	Client bool
+}
+
+// IssueFiles signs a certificate for spec with a new key, and writes both (PEM, readable by their
+// owner only) to certPath and keyPath.
+func (ca *CA) IssueFiles(spec Spec, certPath, keyPath string) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	usage := x509.ExtKeyUsageServerAuth
+	if spec.Client {
+		usage = x509.ExtKeyUsageClientAuth
+	}
 	now := time.Now()
 	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
 		SerialNumber: big.NewInt(ca.next),
-		Subject:      pkix.Name{CommonName: commonName},
+		Subject:      pkix.Name{CommonName: spec.CommonName, Organization: spec.Organization},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		DNSNames:     append([]string{"localhost"}, dnsNames...),
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		IPAddresses:  spec.IPs,
+		DNSNames:     spec.DNSNames,
 	}, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
-		tb.Fatal(err)
+		return err
 	}
 	ca.next++
-	WritePEM(tb, certPath, "CERTIFICATE", der)
-	WriteKey(tb, keyPath, key)
+	if err := writePEM(certPath, "CERTIFICATE", der); err != nil {
+		return err
+	}
+	return writeKey(keyPath, key)
 }
 
-// NewKey makes a P-256 key.
-func NewKey(tb testing.TB) *ecdsa.PrivateKey {
-	tb.Helper()
+// WriteCertFile writes the CA's certificate to path in PEM.
+func (ca *CA) WriteCertFile(path string) error {
+	return writePEM(path, "CERTIFICATE", ca.DER)
+}
+
+// NewKeyFiles writes a new key pair: the private key to keyPath (PKCS #8) and its public key to
+// publicPath (PKIX), both PEM; kube-apiserver signs and checks service-account tokens with
+// such a pair.
+func NewKeyFiles(keyPath, publicPath string) error {
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		tb.Fatal(err)
+		return err
 	}
-	return k
+	if err := writeKey(keyPath, k); err != nil {
+		return err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	if err != nil {
+		return err
+	}
+	return writePEM(publicPath, "PUBLIC KEY", pub)
 }
 
-// WriteKey writes k to path as a PKCS #8 PEM file, readable by its owner only.
-func WriteKey(tb testing.TB, path string, k *ecdsa.PrivateKey) {
-	tb.Helper()
+func writeKey(path string, k *ecdsa.PrivateKey) error {
 	der, err := x509.MarshalPKCS8PrivateKey(k)
 	if err != nil {
-		tb.Fatal(err)
+		return err
 	}
-	WritePEM(tb, path, "PRIVATE KEY", der)
+	return writePEM(path, "PRIVATE KEY", der)
 }
 
-// WritePEM writes der to path as one PEM block of kind, readable by its owner only.
-func WritePEM(tb testing.TB, path, kind string, der []byte) {
-	tb.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
-		tb.Fatal(err)
-	}
+func writePEM(path, kind string, der []byte) error {
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600)
 }

@@ -29,6 +29,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -168,11 +169,26 @@ func build(binaries []string, out, name, version, source, revision, created stri
 	// reads its own annotation for the full name.
 	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{
 		"org.opencontainers.image.ref.name": version,
-		"io.containerd.image.name":          name + ":" + version,
+		"io.containerd.image.name":          containerdName(name, version),
 	})); err != nil {
 		return err
 	}
 	return writeArchive(dir, out, when)
+}
+
+// containerdName is name:version spelled as containerd's CRI looks it up. `ctr images import`
+// keeps the annotation's name as written, while the CRI normalizes the name a pod asks for the
+// way Docker does (no registry: docker.io; no path: library/), so an image imported as
+// otelcol-gpu:0.1.0 is not found for image: otelcol-gpu:0.1.0, and the kubelet tries to pull it.
+func containerdName(name, version string) string {
+	first, _, hasPath := strings.Cut(name, "/")
+	if !hasPath {
+		name = "library/" + name
+	}
+	if !hasPath || (!strings.ContainsAny(first, ".:") && first != "localhost") {
+		name = "docker.io/" + name
+	}
+	return name + ":" + version
 }
 
 func creationTime(binary, created string) (time.Time, error) {

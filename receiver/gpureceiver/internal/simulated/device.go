@@ -169,7 +169,7 @@ func (d *Device) util(t time.Duration) uint32 {
 func (d *Device) activeProcesses(t time.Duration) []Process {
 	var active []Process
 	for _, p := range d.processes {
-		if t >= p.From && (p.Until == 0 || t < p.Until) {
+		if t >= p.From && (p.Until == 0 || t < p.Until) && (!p.WhileRunning || d.srv.hostProcessRuns(p.PID)) {
 			active = append(active, p)
 		}
 	}

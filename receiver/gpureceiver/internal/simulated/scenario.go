@@ -101,6 +101,10 @@ type Process struct {
 	SM        uint32        `yaml:"sm"`
 	From      time.Duration `yaml:"from"`
 	Until     time.Duration `yaml:"until"`
+	// WhileRunning lists the process only while PID runs on the host (its /proc entry under the
+	// host root, see WithHostRoot, exists), as NVML lists a process until it exits: for a
+	// scenario whose pids are real processes, such as the containers of a real node's pods.
+	WhileRunning bool `yaml:"while_running"`
 }
 
 // Fault kinds.

@@ -7,6 +7,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+	"golang.org/x/sys/unix"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 )
@@ -52,6 +55,8 @@ type Server struct {
 	// clock is the scenario's time: the machine's in the collector, a hand-moved one in tests.
 	clock clock.Clock
 	start time.Time
+	// hostRoot is where the host's / is, for the /proc entries of while_running processes.
+	hostRoot string
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -68,9 +73,18 @@ type pendingXID struct {
 
 var _ nvml.Interface = (*Server)(nil)
 
+// Option changes how New builds the server.
+type Option func(*Server)
+
+// WithHostRoot sets where the host's / is mounted (the gpu receiver's root_path), for the /proc
+// entries of while_running processes; the default is /.
+func WithHostRoot(root string) Option {
+	return func(s *Server) { s.hostRoot = root }
+}
+
 // New builds the simulated server; the scenario's time 0 is the clock's time now. Nothing in it
 // wakes on its own: a blocked call sleeps until its scenario time is due.
-func New(sc *Scenario, clk clock.Clock) *Server {
+func New(sc *Scenario, clk clock.Clock, opts ...Option) *Server {
 	p := profiles[sc.Profile]
 	cfg := p.gpu
 	if sc.Model != "" {
@@ -80,10 +94,14 @@ func New(sc *Scenario, clk clock.Clock) *Server {
 		cfg.MemoryMB = sc.MemoryMiB
 	}
 	s := &Server{
-		Server: p.newServer(gpus.Multiple(sc.GPUs, cfg)...),
-		clock:  clk,
-		start:  clk.Now(),
-		closed: make(chan struct{}),
+		Server:   p.newServer(gpus.Multiple(sc.GPUs, cfg)...),
+		clock:    clk,
+		start:    clk.Now(),
+		hostRoot: "/",
+		closed:   make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(s)
 	}
 	for i, md := range s.Server.Devices {
 		d := newDevice(s, sc, p, i, md.(*server.Device))
@@ -116,6 +134,11 @@ func (s *Server) block(until time.Duration) {
 	case <-s.closed:
 	case <-due.C():
 	}
+}
+
+// hostProcessRuns tells whether pid has a /proc entry on the host.
+func (s *Server) hostProcessRuns(pid uint32) bool {
+	return unix.Access(filepath.Join(s.hostRoot, "proc", strconv.FormatUint(uint64(pid), 10)), unix.F_OK) == nil
 }
 
 // DeviceGetCount is the number of GPUs of the scenario.

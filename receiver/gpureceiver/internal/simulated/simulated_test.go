@@ -6,6 +6,8 @@ package simulated
 import (
 	"encoding/binary"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -146,6 +148,43 @@ faults:
 	assert.Equal(t, nvml.SUCCESS, ret)
 }
 
+// TestWhileRunning: a while_running process is listed while the host has its /proc entry, as
+// NVML lists a process until it exits; the others follow the scenario's times only.
+func TestWhileRunning(t *testing.T) {
+	root := t.TempDir()
+	sc, err := ParseScenario([]byte(`
+profile: dgxa100
+gpus: 1
+processes:
+  - {pid: 4242, gpu: 0, memory_mib: 100, sm: 40, while_running: true}
+  - {pid: 4343, gpu: 0, memory_mib: 50, sm: 10}
+`))
+	require.NoError(t, err)
+	srv := New(sc, clock.NewFake(time.Unix(0, 0)), WithHostRoot(root))
+	t.Cleanup(srv.Close)
+	d, _ := srv.DeviceGetHandleByIndex(0)
+	pids := func() []uint32 {
+		procs, ret := d.GetComputeRunningProcesses()
+		require.Equal(t, nvml.SUCCESS, ret)
+		var out []uint32
+		for _, p := range procs {
+			out = append(out, p.Pid)
+		}
+		return out
+	}
+	proc := filepath.Join(root, "proc", "4242")
+
+	assert.Equal(t, []uint32{4343}, pids(), "4242 is not running")
+	require.NoError(t, os.MkdirAll(proc, 0o755))
+	assert.Equal(t, []uint32{4242, 4343}, pids(), "4242 runs")
+	m, _ := d.GetMemoryInfo_v2()
+	assert.Equal(t, uint64(150<<20), m.Used, "its memory is in use while it runs")
+	require.NoError(t, os.Remove(proc))
+	assert.Equal(t, []uint32{4343}, pids(), "4242 exited")
+	m, _ = d.GetMemoryInfo_v2()
+	assert.Equal(t, uint64(50<<20), m.Used, "and its memory is free")
+}
+
 func TestEventsDeliverEachXIDOnce(t *testing.T) {
 	srv, c := newServer(t, `
 profile: dgxa100
@@ -238,7 +277,7 @@ gpus: 2
 signals:
   utilization: {random_walk: {min: 0, max: 100, step: 5, every: 1s}}
   temperature: {sine: {min: 30, max: 70, period: 1m}}
-processes: [{pid: 1, gpu: 1, memory_mib: 10, sm: 50}]
+processes: [{pid: 1, gpu: 1, memory_mib: 10, sm: 50}, {pid: 2, gpu: 0, memory_mib: 10, sm: 5, while_running: true}]
 faults: [{at: 1s, gpu: 0, kind: xid, xid: 79}, {at: 2s, gpu: 1, kind: ecc, uncorrected: 1}]
 `))
 	f.Fuzz(func(t *testing.T, data []byte) {

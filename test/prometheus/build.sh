@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Builds Prometheus 3 from github.com/prometheus/prometheus through the Go module proxy, once per
+# version, and prints the binary's path:
+#   test/prometheus/build.sh            the server (prometheus)
+#   test/prometheus/build.sh promtool   its rule checker
+# Debian's prometheus (2.42) has no Kubernetes service discovery worth the name and no native
+# histograms by default; tests that run the shipped scrape jobs (kubernetes_sd_configs) against a
+# real API server need this one (test/realnode).
+#
+# Prometheus 3.x is published as the Go module v0.3XX.Y (3.16.0 is v0.316.0); its go.mod has no
+# replace directives, so `go install module@version` builds it as released. The web UI's assets
+# are not in the module (they are built with npm): the server serves its API and no UI.
+set -euo pipefail
+
+PROMETHEUS_VERSION="${PROMETHEUS_VERSION:-v0.316.0}"
+command="${1:-prometheus}"
+case "$command" in
+prometheus | promtool) ;;
+*)
+	echo "build.sh: builds prometheus or promtool, not $command" >&2
+	exit 2
+	;;
+esac
+# v0.316.0 -> 3.16.0, the version the binary reports.
+minor_patch="${PROMETHEUS_VERSION#v0.3}"
+release="3.$((10#${minor_patch%%.*})).${minor_patch#*.}"
+cache_dir="${PROMETHEUS_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/otelcol-gpu}/${command}-${release}"
+bin="${cache_dir}/${command}"
+
+if [[ -x "$bin" ]]; then
+	echo "$bin"
+	exit 0
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+ldflags="-s -w"
+for v in "Version=${release}" "Branch=HEAD" "Revision=${PROMETHEUS_VERSION}" "BuildUser=otelcol-gpu"; do
+	ldflags+=" -X github.com/prometheus/common/version.${v}"
+done
+GOWORK=off GOBIN="$work" CGO_ENABLED=0 go install -trimpath -ldflags "$ldflags" \
+	"github.com/prometheus/prometheus/cmd/${command}@${PROMETHEUS_VERSION}" >&2
+mkdir -p "$cache_dir"
+mv "$work/$command" "$bin"
+echo "$bin"

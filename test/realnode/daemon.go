@@ -1,0 +1,110 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// daemon is one of the node's processes (etcd, the control plane, containerd, the kubelet,
+// kube-proxy), run inside the node's namespaces and stopped by its PID.
+type daemon struct {
+	name   string
+	argv   []string // what nsenter runs, for a restart
+	log    string
+	pid    int
+	exited chan struct{}
+}
+
+// startDaemon runs bin with args inside the node's network and mount namespaces (nsenter execs
+// it, so its PID is the daemon's), its output appended to logs/<name>.log, in a process group of
+// its own (a ^C to the test does not reach it before the teardown does). Its PID is in the state
+// file before this returns.
+func (n *Node) startDaemon(name, bin string, args ...string) (*daemon, error) {
+	d := &daemon{name: name, argv: append([]string{bin}, args...), log: filepath.Join(n.Dir, "logs", name+".log")}
+	return d, n.run(d)
+}
+
+func (n *Node) run(d *daemon) error {
+	log, err := os.OpenFile(d.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("nsenter", append([]string{"--mount=" + n.state.mountNS(), "--net=" + n.state.netNS(), "--"}, d.argv...)...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return fmt.Errorf("start %s: %w", d.name, err)
+	}
+	d.pid, d.exited = cmd.Process.Pid, make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		log.Close()
+		close(d.exited)
+	}()
+	start, _ := startTime(d.pid)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i, r := range n.state.Daemons {
+		if r.Name == d.name {
+			n.state.Daemons = append(n.state.Daemons[:i], n.state.Daemons[i+1:]...)
+			break
+		}
+	}
+	n.state.Daemons = append(n.state.Daemons, daemonRecord{Name: d.name, PID: d.pid, Start: start})
+	return n.state.save()
+}
+
+// stop stops the daemon (SIGTERM, SIGKILL after stopGrace) and waits until it has exited.
+func (d *daemon) stop() {
+	_ = syscall.Kill(d.pid, syscall.SIGTERM)
+	select {
+	case <-d.exited:
+	case <-time.After(stopGrace):
+		_ = syscall.Kill(d.pid, syscall.SIGKILL)
+		<-d.exited
+	}
+}
+
+// waitUntil polls ready until it holds; it fails at once if the daemon exits, and after within,
+// both with the end of the daemon's log.
+func (d *daemon) waitUntil(within time.Duration, what string, ready func(context.Context) bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		attempt, done := context.WithTimeout(ctx, 5*time.Second)
+		ok := ready(attempt)
+		done()
+		if ok {
+			return nil
+		}
+		select {
+		case <-d.exited:
+			return fmt.Errorf("%s exited before %s; the end of %s:\n%s", d.name, what, d.log, tail(d.log, 30))
+		case <-ctx.Done():
+			return fmt.Errorf("%s: not %s after %s; the end of %s:\n%s", d.name, what, within, d.log, tail(d.log, 30))
+		case <-tick.C:
+		}
+	}
+}
+
+// tail is the last lines of a log.
+func tail(path string, lines int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return strings.Join(all[max(0, len(all)-lines):], "\n")
+}

@@ -1,0 +1,128 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build realnode
+
+package realnode_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-gpu/otelcol-gpu/test/kube"
+	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
+)
+
+// namespace is deploy/'s.
+const namespace = "otelcol-gpu"
+
+// An installer puts otelcol-gpu on the node the way deploy/README.md tells an operator to, and
+// takes it off again. TestRealNode runs every check after each installer in installers.
+type installer struct {
+	name      string
+	install   func(t *testing.T)
+	uninstall func(t *testing.T)
+}
+
+// installers: kustomize, as `make deploy` does. The Helm chart (deploy/helm/otelcol-gpu) joins
+// here with an installer of its own (helm install with the base's choices, and the scenario's
+// ConfigMap and the component's two --set flags as values), and is then checked the same way.
+var installers = []installer{kustomizeInstaller("base")}
+
+// kustomizeInstaller installs testdata/<overlay>: deploy/'s base or overlay, with the component
+// that puts the agent on the simulated GPUs.
+func kustomizeInstaller(overlay string) installer {
+	dir := filepath.Join(testdata(), overlay)
+	return installer{
+		name: "kustomize " + overlay,
+		install: func(t *testing.T) {
+			t.Helper()
+			// make deploy: kubectl's own kustomize, allowed to read distro/.
+			out, err := node.Kubectl(nil, "kustomize", "--load-restrictor", "LoadRestrictionsNone", dir)
+			require.NoError(t, err, out)
+			out, err = node.Kubectl([]byte(out), "apply", "-f", "-")
+			require.NoError(t, err, out)
+		},
+		uninstall: func(t *testing.T) {
+			t.Helper()
+			// make undeploy: every object, the namespace and its Secrets with it; kubectl waits
+			// until they are gone.
+			out, err := node.Kubectl(nil, "kustomize", "--load-restrictor", "LoadRestrictionsNone", dir)
+			require.NoError(t, err, out)
+			out, err = node.Kubectl([]byte(out), "delete", "--ignore-not-found", "--timeout=3m", "-f", "-")
+			require.NoError(t, err, out)
+		},
+	}
+}
+
+// prepare does what deploy/README.md asks before the manifests: the image on the node, the
+// Secrets; and what only the test needs, the scenario's ConfigMap.
+func prepare(t *testing.T, scenario []byte) {
+	t.Helper()
+	// ctr -n k8s.io images import bin/otelcol-gpu-image.tar, on the node.
+	out, err := node.Ctr("images", "import", imageArchive(t))
+	require.NoError(t, err, out)
+
+	// make secrets: the namespace, then deploy/secrets.sh's Secrets applied.
+	out, err = node.Kubectl(nil, "create", "namespace", namespace, "--dry-run=client", "-o", "yaml")
+	require.NoError(t, err, out)
+	out, err = node.Kubectl([]byte(out), "apply", "-f", "-")
+	require.NoError(t, err, out)
+	kubectl, err := kube.Built("kubectl")
+	require.NoError(t, err)
+	cmd := exec.Command(filepath.Join(stack.RepoRoot(), "deploy", "secrets.sh"))
+	cmd.Env = append(os.Environ(), "SECRETS_DIR="+t.TempDir(), "PATH="+filepath.Dir(kubectl)+":"+os.Getenv("PATH"))
+	secrets, err := cmd.Output()
+	require.NoError(t, err, "deploy/secrets.sh: %s", stderr(err))
+	out, err = node.Kubectl(secrets, "apply", "-f", "-")
+	require.NoError(t, err, out)
+
+	path := filepath.Join(t.TempDir(), "scenario.yaml")
+	require.NoError(t, os.WriteFile(path, scenario, 0o644))
+	out, err = node.Kubectl(nil, "create", "configmap", "otelcol-gpu-scenario", "-n", namespace,
+		"--from-file=scenario.yaml="+path, "--dry-run=client", "-o", "yaml")
+	require.NoError(t, err, out)
+	out, err = node.Kubectl([]byte(out), "apply", "-f", "-")
+	require.NoError(t, err, out)
+}
+
+// imageArchive is `make image`'s archive: OTELCOL_IMAGE, else bin/otelcol-gpu-image.tar.
+func imageArchive(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv("OTELCOL_IMAGE")
+	if path == "" {
+		path = filepath.Join(stack.RepoRoot(), "bin", "otelcol-gpu-image.tar")
+	}
+	_, err := os.Stat(path)
+	require.NoError(t, err, "the image archive is needed: run `make image`, or set OTELCOL_IMAGE")
+	return path
+}
+
+// rolledOut waits until the workloads of namespace have rolled out: every pod of the new
+// templates ready.
+func rolledOut(t *testing.T, kinds ...string) {
+	t.Helper()
+	for _, kind := range kinds {
+		out, err := node.Kubectl(nil, "rollout", "status", "-n", namespace, kind, "--timeout=3m")
+		require.NoError(t, err, "%s\n%s", out, lazy(func() string {
+			out, _ := node.Kubectl(nil, "describe", "pods", "-n", namespace)
+			return out
+		}))
+	}
+}
+
+func stderr(err error) string {
+	if exit, ok := err.(*exec.ExitError); ok {
+		return string(exit.Stderr)
+	}
+	return ""
+}
+
+// waitFor is how long a check waits for what the agent reports: its task receiver collects
+// every 30 s, the gpu receiver and the attribution's refresh every 10 s.
+const waitFor = 2 * time.Minute

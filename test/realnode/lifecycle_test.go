@@ -1,0 +1,174 @@
+// Copyright The otelcol-gpu Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build realnode
+
+package realnode_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// testPodEnds: a pod that ends takes its series with it at once (not after metric_expiration):
+// its task series, its share of the shared GPU, its process on it; the other holder of that GPU
+// then has all of it. The pod is started again afterwards, and the scenario renewed with its new
+// process, for the installers that follow.
+func testPodEnds(t *testing.T, w *workload) {
+	const ns, name = "notebooks", "carol-jupyter"
+	carol := w.pids[ns+"/"+name+"/notebook"]
+	pod, err := node.Admin.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, node.Admin.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool {
+		_, err := node.Admin.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, time.Minute, 200*time.Millisecond, "%s/%s deleted", ns, name)
+
+	var p page
+	require.Eventually(t, func() bool {
+		p, err = scrape(agentMetrics)
+		if err != nil {
+			return false
+		}
+		for family := range p {
+			if len(p.find(family, labels("pod_name", name))) > 0 || len(p.find(family, labels("pid", fmt.Sprint(carol)))) > 0 {
+				return false
+			}
+		}
+		bob := p.find("task_gpu_percent", labels("pod_name", "bob-jupyter", "uuid", gpus[timeSlicedGPU].UUID))
+		return len(bob) == 1 && bob[0].value == 80
+	}, waitFor, time.Second, "no series of %s/%s or its process %d, and bob's notebook alone on GPU %d", ns, name, carol, timeSlicedGPU)
+
+	// Back, with a new process: the scenario follows.
+	pod.ObjectMeta = metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, Labels: pod.Labels}
+	pod.Spec.NodeName, pod.Status = "", corev1.PodStatus{}
+	_, err = node.Admin.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitRunning(t, ns, name)
+	delete(w.pids, ns+"/"+name+"/notebook")
+	w.scenario, err = renderScenario(w.pid)
+	require.NoError(t, err)
+}
+
+// testRestarts: the agent restarted by its DaemonSet, and the node's kubelet restarted (by its
+// PID): the series resume, and nothing crashes. The kubelet's pod-resources socket is a new one
+// after its restart: the attribution through it resumes (erin's GPU is known from it alone).
+func testRestarts(t *testing.T) {
+	before := agentPod(t).Name
+	out, err := node.Kubectl(nil, "rollout", "restart", "-n", namespace, "daemonset/otelcol-gpu-agent")
+	require.NoError(t, err, out)
+	rolledOut(t, "daemonset/otelcol-gpu-agent")
+	assert.NotEqual(t, before, agentPod(t).Name, "a new agent pod")
+	erinOnGPU4(t, "after the agent's restart")
+
+	registrations := node.Plugin.Registrations()
+	oldPID := node.KubeletPID()
+	require.NoError(t, node.RestartKubelet())
+	assert.NotEqual(t, oldPID, node.KubeletPID())
+	require.Eventually(t, func() bool {
+		return node.Plugin.Registrations() > registrations && node.Allocatable(context.Background(), deviceResources(gpus))
+	}, 2*time.Minute, 200*time.Millisecond, "the device plugin registered again with the restarted kubelet; its log:\n%s", lazy(func() string { return node.Log("kubelet", 30) }))
+	erinOnGPU4(t, "after the kubelet's restart")
+
+	// Nothing crashed: no container of otelcol-gpu or of the workload restarted.
+	pods, err := node.Admin.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			assert.Zero(t, cs.RestartCount, "%s/%s %s restarted", p.Namespace, p.Name, cs.Name)
+		}
+	}
+}
+
+// erinOnGPU4 waits for two GPU collections of the agent that attribute erin's job to GPU 4,
+// which only the kubelet's pod-resources says (the pod's own NVIDIA_VISIBLE_DEVICES names GPU 0),
+// so that at least one pod-resources refresh (every 10 s) came after what happened.
+func erinOnGPU4(t *testing.T, when string) {
+	t.Helper()
+	var first float64 = -1
+	var last page
+	require.Eventually(t, func() bool {
+		p, err := scrape(agentMetrics)
+		if err != nil {
+			return false
+		}
+		last = p
+		collections := p.find("collector_iteration_count_total", labels("name", "gpu"))
+		if len(collections) != 1 || len(p.find("task_gpu_percent", labels("pod_name", "sweep-3", "uuid", gpus[4].UUID))) != 1 ||
+			len(p.find("task_gpu_percent", labels("pod_name", "sweep-3", "uuid", gpus[0].UUID))) != 0 {
+			first = -1
+			return false
+		}
+		if first < 0 {
+			first = collections[0].value
+		}
+		return collections[0].value >= first+2
+	}, waitFor, time.Second, "%s: erin's job on GPU 4 for two collections; the agent's page: %v", when, lazy(func() string {
+		return fmt.Sprint(last.find("task_gpu_percent", labels("pod_name", "sweep-3")), last.find("gpu_attribution_source_errors_total", nil))
+	}))
+}
+
+// testEdgeQueue: the edge overlay (deploy/overlays/edge) keeps the agent's queue on the node,
+// so what could not be sent (its gateway is out of reach here) outlives a restart of the pod,
+// and stays on the node after the uninstall, as deploy/README.md says, until it is removed.
+func testEdgeQueue(t *testing.T, w *workload) {
+	edge := kustomizeInstaller("edge")
+	prepare(t, w.scenario)
+	edge.install(t)
+	rolledOut(t, "daemonset/otelcol-gpu-agent")
+	queue := node.HostPath("/var/lib/otelcol-gpu/queue")
+
+	queued := func() float64 {
+		p, err := scrape(agentTelemetry)
+		if err != nil {
+			return 0
+		}
+		var bytes float64
+		for _, s := range p.find("otelcol_exporter_queue_size", labels("exporter", "otlp_grpc/gateway")) {
+			bytes += s.value
+		}
+		return bytes
+	}
+	var before float64
+	require.Eventually(t, func() bool { before = queued(); return before > 0 }, waitFor, time.Second,
+		"the edge agent queues what its unreachable gateway does not take; its log:\n%s", agentLog())
+	entries, err := os.ReadDir(queue)
+	require.NoError(t, err, "the queue is on the node")
+	require.NotEmpty(t, entries)
+
+	out, err := node.Kubectl(nil, "rollout", "restart", "-n", namespace, "daemonset/otelcol-gpu-agent")
+	require.NoError(t, err, out)
+	rolledOut(t, "daemonset/otelcol-gpu-agent")
+	var after float64
+	require.Eventually(t, func() bool { after = queued(); return after > 0 }, waitFor, time.Second, "the restarted agent reports its queue")
+	assert.GreaterOrEqual(t, after, before, "the queue outlived the pod")
+
+	edge.uninstall(t)
+	gone(t)
+	_, err = os.Stat(queue)
+	assert.NoError(t, err, "the queue stays on the node after the uninstall (deploy/README.md: remove /var/lib/otelcol-gpu)")
+	// What deploy/README.md asks for on each edge node.
+	require.NoError(t, os.RemoveAll(node.HostPath("/var/lib/otelcol-gpu")))
+}
+
+// gone waits until namespace has gone, with everything in it.
+func gone(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		_, err := node.Admin.CoreV1().Namespaces().Get(context.Background(), namespace, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, 3*time.Minute, time.Second, "namespace %s deleted", namespace)
+	pods, err := node.Admin.CoreV1().Pods(namespace).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, pods.Items)
+}
