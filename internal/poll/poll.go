@@ -33,16 +33,20 @@ func Until(tb testing.TB, within time.Duration, what string, cond func() bool) {
 // failure.
 func UntilNoError(tb testing.TB, within time.Duration, what string, check func() error) {
 	tb.Helper()
+	if err := For(within, check); err != nil {
+		tb.Fatalf("waited %s for %s: %v", within, what, err)
+	}
+}
+
+// For checks until check returns nil, and returns its last error once within has passed: the
+// same wait for code that has no test to fail (a harness's set-up and teardown).
+func For(within time.Duration, check func() error) error {
 	deadline := time.Now().Add(within)
 	pause := time.Millisecond
 	for {
 		err := check()
-		if err == nil {
-			return
-		}
-		if !time.Now().Before(deadline) {
-			tb.Fatalf("waited %s for %s: %v", within, what, err)
-			return
+		if err == nil || !time.Now().Before(deadline) {
+			return err
 		}
 		time.Sleep(pause)
 		pause = min(2*pause, maxPause)
