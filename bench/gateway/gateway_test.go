@@ -98,9 +98,7 @@ func benchmarkGateway(b *testing.B, agents int, duration time.Duration) {
 	deadline := time.Now().Add(duration)
 	start := time.Now()
 	for a := range agents {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for time.Now().Before(deadline) {
 				if err := send(a); err != nil {
 					refused.Add(seriesPerAgent)
@@ -108,14 +106,12 @@ func benchmarkGateway(b *testing.B, agents int, duration time.Duration) {
 				}
 				sent.Add(seriesPerAgent)
 			}
-		}()
+		})
 	}
 	if profileDir != "" {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			saveProfile(b, fmt.Sprintf("%s/profile?seconds=%d", pprof, int(duration.Seconds()/2)), filepath.Join(profileDir, fmt.Sprintf("cpu-%d.pprof", agents*seriesPerAgent)))
-		}()
+		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start).Seconds()

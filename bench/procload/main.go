@@ -428,7 +428,7 @@ func (g *memoryCgroup) stats() (peak int64, oomKills int, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	for line := range strings.SplitSeq(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, key+" "); ok {
 			oomKills, _ = strconv.Atoi(v)
 		}

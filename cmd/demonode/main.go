@@ -81,8 +81,7 @@ func run(scenario, podsFile string, command []string) (int, error) {
 		}
 	}()
 	err = cmd.Wait()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
+	if exit, ok := errors.AsType[*exec.ExitError](err); ok {
 		return exit.ExitCode(), nil
 	}
 	return 0, err

@@ -166,9 +166,9 @@ func TestSharedRefreshesOnItsOwnClock(t *testing.T) {
 	assert.Same(t, a, b)
 
 	waitCalls(t, srv, 1) // the refresh at start
-	for i := 0; i < 5; i++ {
+	for i := range 5 {
 		clk.Advance(set.RefreshInterval)
-		for j := 0; j < 100; j++ {
+		for range 100 {
 			a.Snapshot()
 			b.Snapshot()
 		}

@@ -119,7 +119,7 @@ func BenchmarkKubeletCalls(b *testing.B) {
 func startPipelines(t testing.TB, cfg *Config, n int) []processor.Metrics {
 	f := NewFactory()
 	var procs []processor.Metrics
-	for i := 0; i < n; i++ {
+	for range n {
 		set := processortest.NewNopSettings(metadata.Type)
 		p, err := f.CreateMetrics(context.Background(), set, cfg, &consumertest.MetricsSink{})
 		require.NoError(t, err)
@@ -143,7 +143,7 @@ func TestPipelinesShareOneKubeletClient(t *testing.T) {
 	assert.Equal(t, 1, nodes.Len(), "one node inventory for the collector")
 
 	poll.Until(t, 10*time.Second, "the kubelet's first List call", func() bool { return srv.Calls("List") >= 1 })
-	for i := 0; i < 50; i++ {
+	for range 50 {
 		for _, p := range procs {
 			md := pmetric.NewMetrics()
 			batch.CopyTo(md)

@@ -21,7 +21,7 @@ func parseVisibleDevices(env map[string]string) (devices visibleDevices, malform
 	case "", "all", "none", "void":
 		return nil, 0
 	}
-	for _, item := range strings.Split(v, ",") {
+	for item := range strings.SplitSeq(v, ",") {
 		item = strings.TrimSpace(item)
 		if isIndex(item) || isUUID(item) {
 			devices = append(devices, item)

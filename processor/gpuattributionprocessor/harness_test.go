@@ -155,8 +155,10 @@ func newTestEnv(t testing.TB, host hostfixture.Host, kubelet *podresourcestest.S
 	t.Helper()
 	root := filepath.Join(t.TempDir(), "host")
 	require.NoError(t, hostfixture.Write(root, host))
-	e := &testEnv{t: t, root: root, kubelet: kubelet, clock: clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)),
-		refreshed: make(chan struct{}, 1)}
+	e := &testEnv{
+		t: t, root: root, kubelet: kubelet, clock: clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)),
+		refreshed: make(chan struct{}, 1),
+	}
 	cfg := createDefaultConfig().(*Config)
 	cfg.RootPath = root
 	cfg.RefreshInterval = time.Hour // refreshes come from e.refresh

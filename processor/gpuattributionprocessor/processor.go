@@ -74,7 +74,7 @@ type gpuAttribution struct {
 	// adjustNode is a seam for tests (the clock, the refresh signal); nil in production.
 	adjustNode func(*nodeSettings)
 
-	// mu serialises batches of the gpu receiver; the state below is theirs.
+	// mu serializes batches of the gpu receiver; the state below is theirs.
 	mu    sync.Mutex
 	mb    *metadata.MetricsBuilder
 	stale *staleness.Tracker

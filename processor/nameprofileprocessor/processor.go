@@ -261,7 +261,7 @@ func (p *nameProfile) renameMetrics(ms pmetric.MetricSlice, id gpuIdentity, isGP
 	created := map[string]pmetric.Metric{}
 	renamed := map[string]bool{}
 	n := ms.Len()
-	for i := 0; i < n; i++ {
+	for i := range n {
 		src := ms.At(i)
 		for _, r := range p.profile.metrics {
 			if r.from != src.Name() {

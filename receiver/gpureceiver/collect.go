@@ -6,7 +6,7 @@ package gpureceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpure
 import (
 	"encoding/binary"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -180,7 +180,7 @@ func readProcesses(r *gpuRead) {
 	for pid := range memory {
 		r.processes = append(r.processes, pid)
 	}
-	sort.Slice(r.processes, func(i, j int) bool { return r.processes[i] < r.processes[j] })
+	slices.Sort(r.processes)
 	for _, pid := range r.processes {
 		r.mb.RecordGpuProcessMemoryUsedBytesDataPoint(r.now, int64(memory[pid]), strconv.FormatUint(uint64(pid), 10))
 	}

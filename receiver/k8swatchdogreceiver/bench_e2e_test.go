@@ -87,9 +87,7 @@ func populate(b *testing.B, admin kubernetes.Interface) {
 	var mu sync.Mutex
 	var firstErr error
 	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for f := range work {
 				if err := f(); err != nil {
 					mu.Lock()
@@ -99,7 +97,7 @@ func populate(b *testing.B, admin kubernetes.Interface) {
 					mu.Unlock()
 				}
 			}
-		}()
+		})
 	}
 	for i := range benchNodes {
 		work <- func() error {
@@ -146,7 +144,7 @@ func rssBytes(b *testing.B) uint64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, line := range strings.Split(string(data), "\n") {
+	for line := range strings.SplitSeq(string(data), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
 			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			if err != nil {

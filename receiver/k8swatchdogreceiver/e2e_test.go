@@ -236,20 +236,25 @@ func TestAgainstRealAPIServer(t *testing.T) {
 	createPod(t, admin, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "pai", Name: "rest-server-0", Labels: map[string]string{"app": "rest-server"}},
 		Spec:       corev1.PodSpec{NodeName: "gpu-1", Containers: []corev1.Container{ctr("server", 0)}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, HostIP: "10.1.0.1", Conditions: podConds(corev1.ConditionTrue),
-			ContainerStatuses: []corev1.ContainerStatus{e2eStatus(running("server", true))}},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning, HostIP: "10.1.0.1", Conditions: podConds(corev1.ConditionTrue),
+			ContainerStatuses: []corev1.ContainerStatus{e2eStatus(running("server", true))},
+		},
 	})
 	createPod(t, admin, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "job1-worker-0"},
 		Spec:       corev1.PodSpec{NodeName: "gpu-1", Containers: []corev1.Container{worker, ctr("helper", 2)}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, HostIP: "10.1.0.1", Conditions: podConds(corev1.ConditionTrue),
-			ContainerStatuses: []corev1.ContainerStatus{e2eStatus(running("worker", true)), e2eStatus(running("helper", true))}},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning, HostIP: "10.1.0.1", Conditions: podConds(corev1.ConditionTrue),
+			ContainerStatuses: []corev1.ContainerStatus{e2eStatus(running("worker", true)), e2eStatus(running("helper", true))},
+		},
 	})
 	createPod(t, admin, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "train-0", Labels: map[string]string{"batch.kubernetes.io/job-name": "train"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{ctr("main", 3)}},
 		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
-			{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable"}}},
+			{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable"},
+		}},
 	})
 
 	// The receiver, as the collector builds it: one factory, a metrics and a logs receiver on
@@ -316,7 +321,8 @@ func TestAgainstRealAPIServer(t *testing.T) {
 	changePod(t, admin, "default", "job1-worker-0", func(p *corev1.Pod) {
 		p.Status.ContainerStatuses[0].RestartCount = 1
 		p.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			Reason: "OOMKilled", ExitCode: 137, StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}
+			Reason: "OOMKilled", ExitCode: 137, StartedAt: metav1.Now(), FinishedAt: metav1.Now(),
+		}}
 	})
 	changePod(t, admin, "pai", "rest-server-0", func(p *corev1.Pod) {
 		p.Status.ContainerStatuses[0] = e2eStatus(waiting("server", "CrashLoopBackOff"))
@@ -336,7 +342,8 @@ func TestAgainstRealAPIServer(t *testing.T) {
 		p.Status.Phase = corev1.PodSucceeded
 		for i := range p.Status.ContainerStatuses {
 			p.Status.ContainerStatuses[i].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				Reason: "Completed", StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}
+				Reason: "Completed", StartedAt: metav1.Now(), FinishedAt: metav1.Now(),
+			}}
 			p.Status.ContainerStatuses[i].Ready = false
 		}
 	})

@@ -208,11 +208,9 @@ func (w *watchdog) doStart(ctx context.Context) error {
 	// The informers outlive Start's context, which ends when Start returns.
 	w.runCtx, w.cancel = context.WithCancel(context.Background())
 	for _, inf := range []cache.SharedIndexInformer{w.pods, w.nodes} {
-		w.running.Add(1)
-		go func() {
-			defer w.running.Done()
+		w.running.Go(func() {
 			inf.RunWithContext(w.runCtx)
-		}()
+		})
 	}
 
 	syncCtx, cancelSync := context.WithTimeout(ctx, w.cfg.SyncTimeout)

@@ -81,8 +81,10 @@ type hostReadSet struct{ files, links, dirs []string }
 func readSet(tb testing.TB, root string, h hostfixture.Host) hostReadSet {
 	proc := filepath.Join(root, "proc")
 	var set hostReadSet
-	for _, f := range []string{"stat", "meminfo", "net/dev", "diskstats", "loadavg", "1/mountinfo",
-		"sys/kernel/ostype", "sys/kernel/osrelease", "sys/kernel/version", "sys/kernel/hostname", "sys/kernel/domainname", "sys/kernel/arch"} {
+	for _, f := range []string{
+		"stat", "meminfo", "net/dev", "diskstats", "loadavg", "1/mountinfo",
+		"sys/kernel/ostype", "sys/kernel/osrelease", "sys/kernel/version", "sys/kernel/hostname", "sys/kernel/domainname", "sys/kernel/arch",
+	} {
 		set.files = append(set.files, filepath.Join(proc, f))
 	}
 	set.links = append(set.links, filepath.Join(proc, "1/ns/net"))

@@ -183,12 +183,7 @@ func write(rel, content string) func(string) error {
 }
 
 func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(list, s)
 }
 
 // TestRates checks the per-interval rates against counters moved by known amounts.

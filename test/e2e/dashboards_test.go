@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -148,9 +149,12 @@ func populateCluster(t *testing.T, admin kubernetes.Interface) {
 	}
 
 	running := func(ready corev1.ConditionStatus) corev1.PodStatus {
-		return corev1.PodStatus{Phase: corev1.PodRunning, HostIP: "10.0.0.7", Conditions: []corev1.PodCondition{
-			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodInitialized, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: ready}},
-			ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: ready == corev1.ConditionTrue, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+		return corev1.PodStatus{
+			Phase: corev1.PodRunning, HostIP: "10.0.0.7", Conditions: []corev1.PodCondition{
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodInitialized, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: ready},
+			},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: ready == corev1.ConditionTrue, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}},
+		}
 	}
 	pending := func(scheduled corev1.ConditionStatus) corev1.PodStatus {
 		return corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: scheduled}}}
@@ -181,8 +185,10 @@ func populateCluster(t *testing.T, admin kubernetes.Interface) {
 		if p.job != "" {
 			c.Env = []corev1.EnvVar{{Name: "PAI_JOB_NAME", Value: p.job}}
 		}
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: "default", Labels: labels},
-			Spec: corev1.PodSpec{NodeName: p.node, Containers: []corev1.Container{c}}}
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: "default", Labels: labels},
+			Spec:       corev1.PodSpec{NodeName: p.node, Containers: []corev1.Container{c}},
+		}
 		created, err := admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
 		require.NoError(t, err)
 		created.Status = p.status
@@ -272,9 +278,7 @@ func (mc monitoredCluster) variableValues(t *testing.T, d dashboard) []map[strin
 		for _, f := range fills {
 			for _, val := range values {
 				g := map[string]string{v.Name: val}
-				for k, x := range f {
-					g[k] = x
-				}
+				maps.Copy(g, f)
 				next = append(next, g)
 			}
 		}

@@ -62,8 +62,7 @@ func render(t testing.TB, dir string) []byte {
 }
 
 func stderrOf(err error) string {
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
+	if exit, ok := errors.AsType[*exec.ExitError](err); ok {
 		return string(exit.Stderr)
 	}
 	return ""

@@ -52,7 +52,8 @@ func startCollector(t testing.TB, config string, sets ...string) string {
 func startCollectorWithOutput(t testing.TB, config string, sets ...string) (string, *stack.Process) {
 	t.Helper()
 	port := stack.FreePort(t)
-	args := []string{"--config", config,
+	args := []string{
+		"--config", config,
 		"--set", fmt.Sprintf("exporters::prometheus::endpoint=127.0.0.1:%d", port),
 		"--set", fmt.Sprintf("extensions::health_check::endpoint=127.0.0.1:%d", stack.FreePort(t)),
 	}

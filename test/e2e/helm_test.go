@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -199,7 +200,7 @@ func yamlOf(t testing.TB, v any) string {
 }
 
 // TestHelmLint runs `helm lint --strict` (the values' schema, the templates, and what they render)
-// with each layout's values and the monitoring switches, and shows that a misspelt key, a value
+// with each layout's values and the monitoring switches, and shows that a misspelled key, a value
 // of the wrong type or out of its set, a value the layout needs left empty and both monitor kinds
 // at once fail lint and install both, naming the key. The schema says so, not the templates:
 // lint reports a template's `required` or `fail` as information and passes.
@@ -317,7 +318,7 @@ func chartArchive(t testing.TB, path string) map[string][]byte {
 	tr := tar.NewReader(gz)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return files
 		}
 		require.NoError(t, err)
@@ -331,7 +332,7 @@ func chartArchive(t testing.TB, path string) map[string][]byte {
 // TestHelmManifests applies the chart's objects in every layout, with the monitoring switches,
 // with `kubectl apply --dry-run=server` to a real kube-apiserver with prometheus-operator's CRDs
 // (helmCluster): schema (strict field validation, the CRDs' schemas for the ServiceMonitors,
-// PodMonitors and PrometheusRule), admission and RBAC errors fail it. A misspelt field is refused.
+// PodMonitors and PrometheusRule), admission and RBAC errors fail it. A misspelled field is refused.
 func TestHelmManifests(t *testing.T) {
 	admin := helmCluster(t)
 	for name, values := range chartValues {
@@ -406,8 +407,10 @@ func TestHelmInstall(t *testing.T) {
 
 	out, err := release(append([]string{"install", "otelcol-gpu", chart, "--namespace", "otelcol-gpu"}, setFlags(monitoring["serviceMonitor"])...)...)
 	require.NoError(t, err, out)
-	for _, object := range []string{"daemonset.apps/otelcol-gpu-agent", "deployment.apps/otelcol-gpu-gateway", "clusterrole.rbac.authorization.k8s.io/otelcol-gpu-gateway",
-		"servicemonitor.monitoring.coreos.com/otelcol-gpu", "prometheusrule.monitoring.coreos.com/otelcol-gpu", "configmap/otelcol-gpu-dashboard-node"} {
+	for _, object := range []string{
+		"daemonset.apps/otelcol-gpu-agent", "deployment.apps/otelcol-gpu-gateway", "clusterrole.rbac.authorization.k8s.io/otelcol-gpu-gateway",
+		"servicemonitor.monitoring.coreos.com/otelcol-gpu", "prometheusrule.monitoring.coreos.com/otelcol-gpu", "configmap/otelcol-gpu-dashboard-node",
+	} {
 		assert.Contains(t, made(), object)
 	}
 
@@ -606,7 +609,7 @@ func TestHelmMonitors(t *testing.T) {
 					assert.Equal(t, job.HonorLabels, ep.HonorLabels, "honor_labels")
 
 					wantPods := map[string]string{}
-					for _, pair := range strings.Split(job.SD[0].Selectors[0].Label, ",") {
+					for pair := range strings.SplitSeq(job.SD[0].Selectors[0].Label, ",") {
 						k, v, _ := strings.Cut(pair, "=")
 						wantPods[podLabel(k)] = v
 					}

@@ -39,7 +39,7 @@ func imageArchive(t testing.TB) string {
 // that runs it (the agent's for the agent's configurations), with the host's / at /hostfs
 // (read-only, in a mount namespace of its own) as the agent's DaemonSet has it, as the image's
 // default user. The root must hold nothing but the two binaries, the C library files they load
-// (as ldd lists them) and the user database; the image runs as a non-root user and is labelled
+// (as ldd lists them) and the user database; the image runs as a non-root user and is labeled
 // with version, source and revision.
 func TestImage(t *testing.T) {
 	version := regexp.MustCompile(`(?m)^  version: *(\S+)`).FindSubmatch(mustRead(t, filepath.Join(repoRoot(t), "builder-config.yaml")))
@@ -120,10 +120,12 @@ mount --bind /proc "$ROOT/proc"
 mount --bind -o ro / "$ROOT/hostfs"
 exec chroot --userspec=65532:65532 "$ROOT" "$BIN" validate --config "/distro/$CONFIG"`
 			cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script)
-			cmd.Env = []string{"ROOT=" + root, "CONFIG=" + name, "BIN=" + bin, "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+			cmd.Env = []string{
+				"ROOT=" + root, "CONFIG=" + name, "BIN=" + bin, "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
 				"MY_POD_IP=10.0.0.1", "K8S_NODE_NAME=node-1", "K8S_NODE_IP=10.0.0.1", "OTELCOL_GPU_GATEWAY=otelcol-gpu-gateway.otelcol-gpu.svc",
 				// demo.yaml's demo node (cmd/demonode writes it); any host tree passes validation.
-				"OTELCOL_GPU_DEMO_ROOT=/hostfs"}
+				"OTELCOL_GPU_DEMO_ROOT=/hostfs",
+			}
 			out, err := cmd.CombinedOutput()
 			assert.NoError(t, err, "validate %s from the image's root (needs root, for chroot and mount): %s", name, out)
 		})

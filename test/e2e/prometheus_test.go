@@ -8,7 +8,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
 // contractNames are the node, task, service and process names of the metric contract

@@ -39,14 +39,24 @@ type jobKind struct {
 }
 
 var kinds = []jobKind{
-	{"resnet50", training}, {"bert-large", training}, {"llama-ft", training}, {"diffusion", training},
-	{"infer-api", serving}, {"hparam-sweep", sweep}, {"notebook", notebook}, {"eval-harness", sweep},
+	{"resnet50", training},
+	{"bert-large", training},
+	{"llama-ft", training},
+	{"diffusion", training},
+	{"infer-api", serving},
+	{"hparam-sweep", sweep},
+	{"notebook", notebook},
+	{"eval-harness", sweep},
 	{"data-prep", stalled},
 }
 
 var users = []struct{ name, vc string }{
-	{"alice", "prod"}, {"bob", "research"}, {"carol", "research"}, {"dave", "default"},
-	{"erin", "prod"}, {"frank", "default"},
+	{"alice", "prod"},
+	{"bob", "research"},
+	{"carol", "research"},
+	{"dave", "default"},
+	{"erin", "prod"},
+	{"frank", "default"},
 }
 
 // node is one demo node: its GPUs split into groups, each group running one job at a time.

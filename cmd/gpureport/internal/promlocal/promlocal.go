@@ -9,12 +9,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/loopback"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"time"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/loopback"
 )
 
 // Server is a running Prometheus.
@@ -74,7 +75,7 @@ func Start(ctx context.Context, dataDir string) (*Server, error) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/-/ready", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/-/ready", http.NoBody)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {

@@ -15,8 +15,10 @@ import (
 // utilization and gpu_up: 8 M samples), as fetched; it reports the cost per sample.
 func BenchmarkCompute(b *testing.B) {
 	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
-	o := Options{Start: start, End: start.Add(7 * 24 * time.Hour), MaxGap: 5 * time.Minute,
-		IdleBelow: 10, IdleHeldUtilBelow: 1, IdleHeldMemoryAtLeast: 1, Bucket: time.Hour, Chunk: 6 * time.Hour}
+	o := Options{
+		Start: start, End: start.Add(7 * 24 * time.Hour), MaxGap: 5 * time.Minute,
+		IdleBelow: 10, IdleHeldUtilBelow: 1, IdleHeldMemoryAtLeast: 1, Bucket: time.Hour, Chunk: 6 * time.Hour,
+	}
 	const gpus = 100
 	n := int(o.End.Sub(o.Start) / (30 * time.Second))
 	gen := func(g int, v func(i int) float64) []sample {

@@ -49,8 +49,10 @@ func newPlot(title string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
 	sans := font.Font{Typeface: "Liberation", Variant: "Sans"}
-	for _, st := range []*text.Style{&p.Title.TextStyle, &p.X.Label.TextStyle, &p.Y.Label.TextStyle,
-		&p.X.Tick.Label, &p.Y.Tick.Label, &p.Legend.TextStyle} {
+	for _, st := range []*text.Style{
+		&p.Title.TextStyle, &p.X.Label.TextStyle, &p.Y.Label.TextStyle,
+		&p.X.Tick.Label, &p.Y.Tick.Label, &p.Legend.TextStyle,
+	} {
 		st.Font.Typeface, st.Font.Variant = sans.Typeface, sans.Variant
 	}
 	p.Legend.TextStyle.Font.Size = vg.Points(9)

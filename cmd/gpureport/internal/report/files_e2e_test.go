@@ -55,8 +55,10 @@ func assertFiles(t *testing.T, dir string, r *Report) {
 			}
 			assert.Equal(t, u.Name, rec[0], f.file)
 			assert.Equal(t, strconv.Itoa(u.GPUs), rec[1], f.file)
-			assert.Equal(t, []float64{u.HeldHours, u.UsedHours, u.Efficiency, u.IdleHours, u.IdleHeldHours,
-				u.UnknownHours, u.PeakUtil, u.MedianUtil}, floats(t, rec[2:]), "%s %s", f.file, u.Name)
+			assert.Equal(t, []float64{
+				u.HeldHours, u.UsedHours, u.Efficiency, u.IdleHours, u.IdleHeldHours,
+				u.UnknownHours, u.PeakUtil, u.MedianUtil,
+			}, floats(t, rec[2:]), "%s %s", f.file, u.Name)
 		}
 	}
 
@@ -71,8 +73,10 @@ func assertFiles(t *testing.T, dir string, r *Report) {
 			n += x.Count
 			xids = append(xids, []string{g.Node, g.MinorNumber, g.UUID, x.Code, strconv.FormatFloat(x.Count, 'f', -1, 64), x.Resolution, x.Severity, x.Meaning, x.Action})
 		}
-		assert.Equal(t, []float64{g.AvailableHours, g.UnavailableHours, g.UnknownHours, n, g.ECCSingle, g.ECCDouble,
-			g.RetiredPages, g.RemappedRows}, floats(t, rec[3:11]), g.UUID)
+		assert.Equal(t, []float64{
+			g.AvailableHours, g.UnavailableHours, g.UnknownHours, n, g.ECCSingle, g.ECCDouble,
+			g.RetiredPages, g.RemappedRows,
+		}, floats(t, rec[3:11]), g.UUID)
 		assert.Equal(t, []string{strconv.FormatBool(g.RemapPending), strconv.FormatBool(g.RemapFailed)}, rec[11:], g.UUID)
 	}
 	assert.Equal(t, xids, readCSV(t, filepath.Join(dir, FileXIDs))[1:])
@@ -120,7 +124,8 @@ func assertPageRenders(t *testing.T, dir string, r *Report) {
 		Width, Height int
 	}
 	images, err := chromedp.Run(ctx, chromedp.Evaluate[[]image](
-		`[...document.images].map(i => ({Alt: i.alt, Complete: i.complete, Width: i.naturalWidth, Height: i.naturalHeight}))`))
+		`[...document.images].map(i => ({Alt: i.alt, Complete: i.complete, Width: i.naturalWidth, Height: i.naturalHeight}))`,
+	))
 	require.NoError(t, err)
 	require.Len(t, images, 4, "job utilization, idle by user, heat map and its scale")
 	for i, want := range []string{

@@ -103,10 +103,10 @@ func New(sc *Scenario, clk clock.Clock, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
-	for i, md := range s.Server.Devices {
+	for i, md := range s.Devices {
 		d := newDevice(s, sc, p, i, md.(*server.Device))
 		s.devices = append(s.devices, d)
-		s.Server.Devices[i] = d
+		s.Devices[i] = d
 	}
 	for i := range sc.Faults {
 		f := &sc.Faults[i]
