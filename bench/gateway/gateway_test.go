@@ -70,7 +70,7 @@ func benchmarkGateway(b *testing.B, agents int, duration time.Duration) {
 	require.NoError(b, err)
 	defer conn.Close()
 	client := pmetricotlp.NewGRPCClient(conn)
-	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+secrets.Token)
+	ctx := metadata.AppendToOutgoingContext(b.Context(), "authorization", "Bearer "+secrets.Token)
 	requests := make([]pmetricotlp.ExportRequest, agents)
 	for i := range requests {
 		requests[i] = pmetricotlp.NewExportRequestFromMetrics(agentMetrics(i))

@@ -24,7 +24,7 @@ import (
 // The demo's faults must come out as the demo planned them.
 func TestDemoReport(t *testing.T) {
 	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	require.NoError(t, run(ctx, []string{"-demo", "-out", out}, io.Discard, time.Now()))
 	for _, f := range []string{

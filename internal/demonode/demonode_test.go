@@ -41,7 +41,8 @@ func TestStart(t *testing.T) {
 	require.NoError(t, err)
 	gpus := demoGPUs()
 
-	dir, err := os.MkdirTemp("", "demonode")
+	// Short: the node's pod-resources socket lives below it (unix socket paths are limited to 108 bytes).
+	dir, err := os.MkdirTemp("", "demonode") //nolint:usetesting // short, as said above
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	node, err := Start(filepath.Join(dir, "n"), pods, gpus)

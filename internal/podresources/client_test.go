@@ -58,7 +58,7 @@ func (b *lockedBuffer) String() string {
 
 // socketPath is short: unix socket paths are limited to 108 bytes and t.TempDir() can be long.
 func socketPath(t *testing.T) string {
-	dir, err := os.MkdirTemp("", "podres")
+	dir, err := os.MkdirTemp("", "podres") //nolint:usetesting // short, as said above
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return filepath.Join(dir, "kubelet.sock")

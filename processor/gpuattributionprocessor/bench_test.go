@@ -72,7 +72,7 @@ func BenchmarkBatch(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := e.attr.processMetrics(context.Background(), in[i]); err != nil {
+		if _, err := e.attr.processMetrics(b.Context(), in[i]); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -103,7 +103,7 @@ func BenchmarkKubeletCalls(b *testing.B) {
 		for j, p := range procs {
 			in[j] = pmetric.NewMetrics()
 			batch.CopyTo(in[j])
-			if err := p.ConsumeMetrics(context.Background(), in[j]); err != nil {
+			if err := p.ConsumeMetrics(b.Context(), in[j]); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -121,10 +121,10 @@ func startPipelines(t testing.TB, cfg *Config, n int) []processor.Metrics {
 	var procs []processor.Metrics
 	for range n {
 		set := processortest.NewNopSettings(metadata.Type)
-		p, err := f.CreateMetrics(context.Background(), set, cfg, &consumertest.MetricsSink{})
+		p, err := f.CreateMetrics(t.Context(), set, cfg, &consumertest.MetricsSink{})
 		require.NoError(t, err)
-		require.NoError(t, p.Start(context.Background(), nil))
-		t.Cleanup(func() { require.NoError(t, p.Shutdown(context.Background())) })
+		require.NoError(t, p.Start(t.Context(), nil))
+		t.Cleanup(func() { require.NoError(t, p.Shutdown(context.WithoutCancel(t.Context()))) })
 		procs = append(procs, p)
 	}
 	return procs
@@ -147,7 +147,7 @@ func TestPipelinesShareOneKubeletClient(t *testing.T) {
 		for _, p := range procs {
 			md := pmetric.NewMetrics()
 			batch.CopyTo(md)
-			require.NoError(t, p.ConsumeMetrics(context.Background(), md))
+			require.NoError(t, p.ConsumeMetrics(t.Context(), md))
 		}
 	}
 	assert.Equal(t, 1, srv.Calls("List"), "one call at start, none per batch or per pipeline")

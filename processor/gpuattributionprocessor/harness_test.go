@@ -145,7 +145,7 @@ type envOption func(*Config)
 
 // socketDir is short: unix socket paths are limited to 108 bytes.
 func socketDir(t testing.TB) string {
-	dir, err := os.MkdirTemp("", "gpuattr")
+	dir, err := os.MkdirTemp("", "gpuattr") //nolint:usetesting // short, as said above
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
@@ -179,8 +179,8 @@ func newTestEnv(t testing.TB, host hostfixture.Host, kubelet *podresourcestest.S
 		s.clock = e.clock
 		s.refreshed = e.refreshed
 	}
-	require.NoError(t, e.attr.start(context.Background(), nil))
-	t.Cleanup(func() { require.NoError(t, e.attr.shutdown(context.Background())) })
+	require.NoError(t, e.attr.start(t.Context(), nil))
+	t.Cleanup(func() { require.NoError(t, e.attr.shutdown(context.WithoutCancel(t.Context()))) })
 	// The loop's refresh at start; the test's own come after it, on the test's goroutine.
 	select {
 	case <-e.refreshed:

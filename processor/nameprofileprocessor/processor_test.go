@@ -5,7 +5,6 @@ package nameprofileprocessor
 
 import (
 	"cmp"
-	"context"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -65,12 +64,12 @@ func runProfile(t *testing.T, profile Profile, batches ...pmetric.Metrics) []pme
 	cfg := f.CreateDefaultConfig().(*Config)
 	cfg.Profile = profile
 	sink := &consumertest.MetricsSink{}
-	p, err := f.CreateMetrics(context.Background(), processortest.NewNopSettings(metadata.Type), cfg, sink)
+	p, err := f.CreateMetrics(t.Context(), processortest.NewNopSettings(metadata.Type), cfg, sink)
 	require.NoError(t, err)
-	require.NoError(t, p.Start(context.Background(), nil))
-	defer func() { require.NoError(t, p.Shutdown(context.Background())) }()
+	require.NoError(t, p.Start(t.Context(), nil))
+	defer func() { require.NoError(t, p.Shutdown(t.Context())) }()
 	for _, md := range batches {
-		require.NoError(t, p.ConsumeMetrics(context.Background(), md))
+		require.NoError(t, p.ConsumeMetrics(t.Context(), md))
 	}
 	return sink.AllMetrics()
 }

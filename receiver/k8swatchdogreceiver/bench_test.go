@@ -4,7 +4,6 @@
 package k8swatchdogreceiver
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -35,7 +34,7 @@ func BenchmarkCollectFake(b *testing.B) {
 		objs = append(objs, benchPod(i, fmt.Sprintf("node-%03d", i/benchPodsPerNode)))
 	}
 	h := newHarnessOn(b, testConfig(), fake.NewClientset(objs...))
-	ctx := context.Background()
+	ctx := b.Context()
 	for b.Loop() {
 		if _, err := h.w.scrape(ctx); err != nil {
 			b.Fatal(err)

@@ -6,7 +6,6 @@
 package k8swatchdogreceiver
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -38,48 +37,48 @@ const eventually = 60 * time.Second
 // createNode creates a node and writes its status, as a kubelet would.
 func createNode(t *testing.T, admin kubernetes.Interface, n *corev1.Node) {
 	t.Helper()
-	created, err := admin.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{})
+	created, err := admin.CoreV1().Nodes().Create(t.Context(), n, metav1.CreateOptions{})
 	require.NoError(t, err)
 	created.Status = n.Status
-	_, err = admin.CoreV1().Nodes().UpdateStatus(context.Background(), created, metav1.UpdateOptions{})
+	_, err = admin.CoreV1().Nodes().UpdateStatus(t.Context(), created, metav1.UpdateOptions{})
 	require.NoError(t, err)
 }
 
 func createPod(t *testing.T, admin kubernetes.Interface, p *corev1.Pod) {
 	t.Helper()
 	status := p.Status
-	created, err := admin.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{})
+	created, err := admin.CoreV1().Pods(p.Namespace).Create(t.Context(), p, metav1.CreateOptions{})
 	require.NoError(t, err)
 	created.Status = status
-	_, err = admin.CoreV1().Pods(p.Namespace).UpdateStatus(context.Background(), created, metav1.UpdateOptions{})
+	_, err = admin.CoreV1().Pods(p.Namespace).UpdateStatus(t.Context(), created, metav1.UpdateOptions{})
 	require.NoError(t, err)
 }
 
 // changePod reads a pod, changes its status and writes it back, as a kubelet would.
 func changePod(t *testing.T, admin kubernetes.Interface, ns, name string, change func(*corev1.Pod)) {
 	t.Helper()
-	p, err := admin.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	p, err := admin.CoreV1().Pods(ns).Get(t.Context(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	change(p)
-	_, err = admin.CoreV1().Pods(ns).UpdateStatus(context.Background(), p, metav1.UpdateOptions{})
+	_, err = admin.CoreV1().Pods(ns).UpdateStatus(t.Context(), p, metav1.UpdateOptions{})
 	require.NoError(t, err)
 }
 
 func changeNodeStatus(t *testing.T, admin kubernetes.Interface, name string, change func(*corev1.Node)) {
 	t.Helper()
-	n, err := admin.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	n, err := admin.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	change(n)
-	_, err = admin.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{})
+	_, err = admin.CoreV1().Nodes().UpdateStatus(t.Context(), n, metav1.UpdateOptions{})
 	require.NoError(t, err)
 }
 
 func cordon(t *testing.T, admin kubernetes.Interface, name string, unschedulable bool) {
 	t.Helper()
-	n, err := admin.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	n, err := admin.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	n.Spec.Unschedulable = unschedulable
-	_, err = admin.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
+	_, err = admin.CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{})
 	require.NoError(t, err)
 }
 
@@ -199,7 +198,7 @@ func logKeys(sink *consumertest.LogsSink) []string {
 func TestAgainstRealAPIServer(t *testing.T) {
 	c := kube.Start(t, "watchdog")
 	admin := c.Admin
-	ctx := context.Background()
+	ctx := t.Context()
 	c.GrantWatchdog("watchdog")
 
 	ready := []corev1.NodeCondition{

@@ -53,7 +53,7 @@ func TestProbeHealthz(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := httptest.NewServer(tt.handler)
 			defer srv.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 			defer cancel()
 			assert.Equal(t, tt.want, probeHealthz(ctx, restFor(t, &rest.Config{Host: srv.URL})))
 		})
@@ -65,12 +65,12 @@ func TestProbeHealthzTransportFailures(t *testing.T) {
 		srv := httptest.NewServer(http.NotFoundHandler())
 		url := srv.URL
 		srv.Close()
-		assert.Equal(t, "connection refused", probeHealthz(context.Background(), restFor(t, &rest.Config{Host: url})))
+		assert.Equal(t, "connection refused", probeHealthz(t.Context(), restFor(t, &rest.Config{Host: url})))
 	})
 	t.Run("untrusted certificate", func(t *testing.T) {
 		srv := httptest.NewTLSServer(http.NotFoundHandler())
 		defer srv.Close()
-		assert.Equal(t, "tls certificate", probeHealthz(context.Background(), restFor(t, &rest.Config{Host: srv.URL})))
+		assert.Equal(t, "tls certificate", probeHealthz(t.Context(), restFor(t, &rest.Config{Host: srv.URL})))
 	})
 }
 

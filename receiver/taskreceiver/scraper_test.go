@@ -4,7 +4,6 @@
 package taskreceiver
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
 	"time"
@@ -53,7 +52,7 @@ func startScraper(t testing.TB, cfg *Config, set receiver.Settings) *taskScraper
 	t.Helper()
 	s := newTaskScraper(cfg, set)
 	s.clock = clock.NewFake(time.Now())
-	require.NoError(t, s.start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, s.start(t.Context(), componenttest.NewNopHost()))
 	return s
 }
 
@@ -62,7 +61,7 @@ func advance(s *taskScraper, d time.Duration) { s.clock.(*clock.Fake).Advance(d)
 
 func scrapeOnce(t testing.TB, s *taskScraper) pmetric.Metrics {
 	t.Helper()
-	md, err := s.scrape(context.Background())
+	md, err := s.scrape(t.Context())
 	if err != nil {
 		require.True(t, scrapererror.IsPartialScrapeError(err), "a scrape error must be partial, never total: %v", err)
 	}

@@ -6,7 +6,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -121,7 +120,7 @@ func startMonitoredCluster(t *testing.T) monitoredCluster {
 // job pods bound and unschedulable.
 func populateCluster(t *testing.T, admin kubernetes.Interface) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	gpus := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
 	for _, n := range []struct {
 		name, ip      string

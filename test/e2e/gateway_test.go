@@ -109,7 +109,7 @@ func exportProbe(t testing.TB, addr string, creds credentials.TransportCredentia
 	dp.SetTimestamp(pcommon.NewTimestampFromTime(time.Now()))
 	dp.Attributes().PutStr("client", client)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if token != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)

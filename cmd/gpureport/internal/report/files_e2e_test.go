@@ -108,7 +108,7 @@ func assertPageRenders(t *testing.T, dir string, r *Report) {
 	chromium, err := exec.LookPath("chromium")
 	require.NoError(t, err, "the page test needs Debian's chromium (make deps installs it)")
 	// One deadline for the browser and everything it does; it ends the browser when it passes.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	ctx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.WindowSize(1200, 900))...)

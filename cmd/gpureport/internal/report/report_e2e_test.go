@@ -253,7 +253,7 @@ func startKnownPrometheus(t *testing.T) v1.API {
 	om := filepath.Join(dir, "known.om")
 	writeKnownData(t, om)
 	data := filepath.Join(dir, "data")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	require.NoError(t, promlocal.Backfill(ctx, om, data))
 	srv, err := promlocal.Start(ctx, data)
@@ -282,13 +282,13 @@ func knownOptions() Options {
 // alice~eval, b0: 60 at 90.
 func TestReport(t *testing.T) {
 	prom := startKnownPrometheus(t)
-	r, err := Build(context.Background(), prom, knownOptions())
+	r, err := Build(t.Context(), prom, knownOptions())
 	require.NoError(t, err)
 	t.Run("equals the hand computation", func(t *testing.T) { assertHandComputation(t, r) })
 	t.Run("counting samples is right only at a constant interval", func(t *testing.T) {
 		// OpenPAI's weekly mail: count_over_time(task_gpu_percent[...]) × 30 s as GPU time.
 		counted := func(job, uuid string) time.Duration {
-			v, _, _, err := prom.Query(context.Background(),
+			v, _, _, err := prom.Query(t.Context(),
 				`count_over_time(task_gpu_percent{job_name="`+job+`",uuid="`+uuid+`"}[4h])`, t0.Add(4*time.Hour-time.Millisecond))
 			require.NoError(t, err)
 			vec, ok := v.(model.Vector)
@@ -303,7 +303,7 @@ func TestReport(t *testing.T) {
 	t.Run("is the same node by node", func(t *testing.T) {
 		o := knownOptions()
 		o.NodesPerQuery = 1
-		byNode, err := Build(context.Background(), prom, o)
+		byNode, err := Build(t.Context(), prom, o)
 		require.NoError(t, err)
 		if d := cmp.Diff(r, byNode, sameNum); d != "" {
 			t.Errorf("one node per query (-all at once +by node):\n%s", d)
