@@ -108,12 +108,12 @@ func node(value float64) pmetric.Metrics {
 	return md
 }
 
-func readFile(t testing.TB, path string) map[string]*dto.MetricFamily {
-	t.Helper()
+func readFile(tb testing.TB, path string) map[string]*dto.MetricFamily {
+	tb.Helper()
 	data, err := os.ReadFile(path)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	families, err := parse(bytes.NewReader(data))
-	require.NoError(t, err, "%s", data)
+	require.NoError(tb, err, "%s", data)
 	return families
 }
 

@@ -24,9 +24,9 @@ const (
 	sandboxPath   = podPath + sandboxID
 )
 
-func host(t testing.TB, version int) (mount string) {
-	root := filepath.Join(t.TempDir(), "host")
-	require.NoError(t, hostfixture.Write(root, hostfixture.Host{CgroupVersion: version, Pods: []hostfixture.Pod{{
+func host(tb testing.TB, version int) (mount string) {
+	root := filepath.Join(tb.TempDir(), "host")
+	require.NoError(tb, hostfixture.Write(root, hostfixture.Host{CgroupVersion: version, Pods: []hostfixture.Pod{{
 		Sandbox: &hostfixture.Sandbox{ID: sandboxID, PID: 98},
 		Containers: []hostfixture.Container{{
 			CgroupPath: containerPath,

@@ -116,15 +116,15 @@ func BenchmarkKubeletCalls(b *testing.B) {
 	b.ReportMetric(calls/intervals*6, "calls/min@10s")
 }
 
-func startPipelines(t testing.TB, cfg *Config, n int) []processor.Metrics {
+func startPipelines(tb testing.TB, cfg *Config, n int) []processor.Metrics {
 	f := NewFactory()
 	var procs []processor.Metrics
 	for range n {
 		set := processortest.NewNopSettings(metadata.Type)
-		p, err := f.CreateMetrics(t.Context(), set, cfg, &consumertest.MetricsSink{})
-		require.NoError(t, err)
-		require.NoError(t, p.Start(t.Context(), nil))
-		t.Cleanup(func() { require.NoError(t, p.Shutdown(context.WithoutCancel(t.Context()))) })
+		p, err := f.CreateMetrics(tb.Context(), set, cfg, &consumertest.MetricsSink{})
+		require.NoError(tb, err)
+		require.NoError(tb, p.Start(tb.Context(), nil))
+		tb.Cleanup(func() { require.NoError(tb, p.Shutdown(context.WithoutCancel(tb.Context()))) })
 		procs = append(procs, p)
 	}
 	return procs

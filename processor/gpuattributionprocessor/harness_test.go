@@ -32,10 +32,10 @@ import (
 )
 
 // gpuBatch is one collection of the real gpu receiver on its simulated backend.
-func gpuBatch(t testing.TB, scenario string) pmetric.Metrics {
-	t.Helper()
+func gpuBatch(tb testing.TB, scenario string) pmetric.Metrics {
+	tb.Helper()
 	md, err := gpureceivertest.SimulatedBatch(scenario)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	return md
 }
 
@@ -144,32 +144,32 @@ type testEnv struct {
 type envOption func(*Config)
 
 // socketDir is short: unix socket paths are limited to 108 bytes.
-func socketDir(t testing.TB) string {
+func socketDir(tb testing.TB) string {
 	dir, err := os.MkdirTemp("", "gpuattr") //nolint:usetesting // short, as said above
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(tb, err)
+	tb.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }
 
-func newTestEnv(t testing.TB, host hostfixture.Host, kubelet *podresourcestest.Server, opts ...envOption) *testEnv {
-	t.Helper()
-	root := filepath.Join(t.TempDir(), "host")
-	require.NoError(t, hostfixture.Write(root, host))
+func newTestEnv(tb testing.TB, host hostfixture.Host, kubelet *podresourcestest.Server, opts ...envOption) *testEnv {
+	tb.Helper()
+	root := filepath.Join(tb.TempDir(), "host")
+	require.NoError(tb, hostfixture.Write(root, host))
 	e := &testEnv{
-		t: t, root: root, kubelet: kubelet, clock: clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)),
+		t: tb, root: root, kubelet: kubelet, clock: clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)),
 		refreshed: make(chan struct{}, 1),
 	}
 	cfg := createDefaultConfig().(*Config)
 	cfg.RootPath = root
 	cfg.RefreshInterval = time.Hour // refreshes come from e.refresh
-	cfg.PodResources.Socket = filepath.Join(socketDir(t), "absent.sock")
+	cfg.PodResources.Socket = filepath.Join(socketDir(tb), "absent.sock")
 	if kubelet != nil {
 		cfg.PodResources.Socket = kubelet.Socket
 	}
 	for _, o := range opts {
 		o(cfg)
 	}
-	require.NoError(t, confmap.Validate(cfg))
+	require.NoError(tb, confmap.Validate(cfg))
 	core, logs := observer.New(zapcore.InfoLevel)
 	e.logs = logs
 	set := processortest.NewNopSettings(metadata.Type)
@@ -179,17 +179,17 @@ func newTestEnv(t testing.TB, host hostfixture.Host, kubelet *podresourcestest.S
 		s.clock = e.clock
 		s.refreshed = e.refreshed
 	}
-	require.NoError(t, e.attr.start(t.Context(), nil))
-	t.Cleanup(func() { require.NoError(t, e.attr.shutdown(context.WithoutCancel(t.Context()))) })
+	require.NoError(tb, e.attr.start(tb.Context(), nil))
+	tb.Cleanup(func() { require.NoError(tb, e.attr.shutdown(context.WithoutCancel(tb.Context()))) })
 	// The loop's refresh at start; the test's own come after it, on the test's goroutine.
 	select {
 	case <-e.refreshed:
 	case <-time.After(10 * time.Second):
-		t.Fatal("no refresh of the node within 10s of its start")
+		tb.Fatal("no refresh of the node within 10s of its start")
 	}
 	if cfg.usesPodResources() {
 		// The kubelet client's first refresh runs at start, beside the node's.
-		poll.Until(t, 10*time.Second, "the first pod-resources refresh", func() bool {
+		poll.Until(tb, 10*time.Second, "the first pod-resources refresh", func() bool {
 			k := e.attr.node.kubelet
 			return k.Snapshot() != nil || k.Failures() > 0
 		})

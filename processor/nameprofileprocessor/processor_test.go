@@ -28,10 +28,10 @@ var demoScenario = filepath.Join("..", "..", "distro", "scenarios", "dgx-a100-de
 
 // demoBatch is one collection of the gpu receiver on the demo's GPUs, with the task_gpu_percent
 // series gpu_attribution adds: GPU 0 held by one trainer, GPU 1 shared by two pods.
-func demoBatch(t testing.TB) pmetric.Metrics {
-	t.Helper()
+func demoBatch(tb testing.TB) pmetric.Metrics {
+	tb.Helper()
 	md, err := gpureceivertest.SimulatedBatch(demoScenario)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	gpus := gpureceivertest.GPUs(md)
 	addHolder(md, 0, gpus[0].UUID, "alice~train", "jobs", "train-0", "trainer")
 	addHolder(md, 1, gpus[1].UUID, "bob~share", "jobs", "share-a", "worker")

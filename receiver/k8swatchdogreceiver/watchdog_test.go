@@ -51,8 +51,8 @@ func newHarness(t *testing.T, cfg *Config, objs ...runtime.Object) *harness {
 	return newHarnessOn(t, cfg, fake.NewClientset(objs...))
 }
 
-func newHarnessOn(t testing.TB, cfg *Config, kube *fake.Clientset) *harness {
-	t.Helper()
+func newHarnessOn(tb testing.TB, cfg *Config, kube *fake.Clientset) *harness {
+	tb.Helper()
 	h := &harness{kube: kube, logs: new(consumertest.LogsSink), healthzCode: http.StatusOK, healthzBody: "ok"}
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/healthz" {
@@ -64,7 +64,7 @@ func newHarnessOn(t testing.TB, cfg *Config, kube *fake.Clientset) *harness {
 		rw.WriteHeader(h.healthzCode)
 		_, _ = rw.Write([]byte(h.healthzBody))
 	}))
-	t.Cleanup(srv.Close)
+	tb.Cleanup(srv.Close)
 
 	h.w = newWatchdog(cfg, receivertest.NewNopSettings(metadata.Type))
 	h.w.logs = h.logs
@@ -73,9 +73,9 @@ func newHarnessOn(t testing.TB, cfg *Config, kube *fake.Clientset) *harness {
 		probe, err := probeClient(rc)
 		return clients{kube: h.kube, rest: probe, host: apiServerHost(rc)}, err
 	}
-	require.NoError(t, h.w.start(t.Context(), componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, h.w.shutdown(context.WithoutCancel(t.Context()))) })
-	require.True(t, h.w.synced.Load(), "the fake clientset's caches must sync within sync_timeout")
+	require.NoError(tb, h.w.start(tb.Context(), componenttest.NewNopHost()))
+	tb.Cleanup(func() { require.NoError(tb, h.w.shutdown(context.WithoutCancel(tb.Context()))) })
+	require.True(tb, h.w.synced.Load(), "the fake clientset's caches must sync within sync_timeout")
 	return h
 }
 

@@ -24,10 +24,10 @@ import (
 )
 
 // copyHost gives a test its own copy of a fixture host to damage.
-func copyHost(t testing.TB, name string) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), name)
-	require.NoError(t, os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "hosts", name))))
+func copyHost(tb testing.TB, name string) string {
+	tb.Helper()
+	dir := filepath.Join(tb.TempDir(), name)
+	require.NoError(tb, os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "hosts", name))))
 	return dir
 }
 

@@ -23,13 +23,13 @@ import (
 )
 
 // imageArchive is `make image`'s output (OTELCOL_IMAGE, set by `make e2e`).
-func imageArchive(t testing.TB) string {
+func imageArchive(tb testing.TB) string {
 	path := os.Getenv("OTELCOL_IMAGE")
 	if path == "" {
-		path = filepath.Join(repoRoot(t), "bin", "otelcol-gpu-image.tar")
+		path = filepath.Join(repoRoot(tb), "bin", "otelcol-gpu-image.tar")
 	}
 	_, err := os.Stat(path)
-	require.NoError(t, err, "the image archive is needed: run `make image`, or set OTELCOL_IMAGE")
+	require.NoError(tb, err, "the image archive is needed: run `make image`, or set OTELCOL_IMAGE")
 	return path
 }
 
@@ -138,15 +138,15 @@ exec chroot --userspec=65532:65532 "$ROOT" "$BIN" validate --config "/distro/$CO
 	})
 }
 
-func mustRead(t testing.TB, path string) []byte {
+func mustRead(tb testing.TB, path string) []byte {
 	data, err := os.ReadFile(path)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	return data
 }
 
 // run runs a command that must succeed.
-func run(t testing.TB, name string, args ...string) {
-	t.Helper()
+func run(tb testing.TB, name string, args ...string) {
+	tb.Helper()
 	out, err := exec.Command(name, args...).CombinedOutput()
-	require.NoError(t, err, "%s %v: %s", name, args, out)
+	require.NoError(tb, err, "%s %v: %s", name, args, out)
 }
