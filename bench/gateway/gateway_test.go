@@ -164,7 +164,7 @@ func agentMetrics(agent int) pmetric.Metrics {
 func saveProfile(tb testing.TB, url, path string) {
 	body, err := stack.Get(url, 2*time.Minute)
 	if err == nil {
-		err = os.WriteFile(path, body, 0o644)
+		err = os.WriteFile(path, body, 0o600)
 	}
 	if err != nil {
 		tb.Errorf("profile %s: %v", url, err)

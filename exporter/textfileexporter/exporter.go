@@ -88,7 +88,7 @@ func (e *textfileExporter) start(ctx context.Context, host component.Host) error
 		return fmt.Errorf("serving the page to write on %s: %w", e.socket, err)
 	}
 	e.finished.Add(1)
-	go e.rewrite()
+	go e.rewrite() //nolint:gosec // G118: the loop outlives Start, whose context ends when Start returns; shutdown stops it (e.stop)
 	return nil
 }
 

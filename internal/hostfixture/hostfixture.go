@@ -229,7 +229,7 @@ func (w *writer) dir(rel string) {
 func (w *writer) file(rel, content string) {
 	w.dir(filepath.Dir(rel))
 	if w.err == nil {
-		w.err = os.WriteFile(filepath.Join(w.root, rel), []byte(content), 0o644)
+		w.err = os.WriteFile(filepath.Join(w.root, rel), []byte(content), 0o644) //nolint:gosec // G306: a host's /proc and /sys files are world-readable, and so are the checked-in fixtures
 	}
 }
 

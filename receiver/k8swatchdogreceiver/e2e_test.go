@@ -127,7 +127,7 @@ func labels(attrs pcommon.Map) string {
 
 func label(kv ...string) string {
 	var out []string
-	for i := 0; i < len(kv); i += 2 {
+	for i := 0; i+1 < len(kv); i += 2 {
 		out = append(out, kv[i]+"="+kv[i+1])
 	}
 	slices.Sort(out)

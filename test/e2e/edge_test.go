@@ -321,7 +321,7 @@ func startRemoteWriteStore(tb testing.TB) remoteWriteStore {
 	prometheus := requireTool(tb, "prometheus")
 	dir := tb.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")
-	require.NoError(tb, os.WriteFile(cfg, []byte("global: {evaluation_interval: 1s}\n"), 0o644))
+	require.NoError(tb, os.WriteFile(cfg, []byte("global: {evaluation_interval: 1s}\n"), 0o600))
 	port := stack.FreePort(tb)
 	startProcess(tb, prometheus,
 		"--config.file="+cfg,

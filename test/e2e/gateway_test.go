@@ -264,7 +264,7 @@ func shippedScrapeConfigs(tb testing.TB, pods []pod) []map[string]any {
 		file := filepath.Join(dir, fmt.Sprintf("%v.yaml", job["job_name"]))
 		out, err := yaml.Marshal(groups)
 		require.NoError(tb, err)
-		require.NoError(tb, os.WriteFile(file, out, 0o644))
+		require.NoError(tb, os.WriteFile(file, out, 0o600))
 		job["file_sd_configs"] = []map[string]any{{"files": []string{file}}}
 	}
 	return cfg.ScrapeConfigs

@@ -104,7 +104,7 @@ func startPrometheusWith(tb testing.TB, scrapeConfigs string, ruleFiles ...strin
 	}
 	cfg += "scrape_configs:\n" + scrapeConfigs
 	dir := tb.TempDir()
-	require.NoError(tb, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644))
+	require.NoError(tb, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600))
 	port := stack.FreePort(tb)
 	startProcess(tb, prometheus,
 		"--config.file="+filepath.Join(dir, "prometheus.yml"),

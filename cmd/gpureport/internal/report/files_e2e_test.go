@@ -152,7 +152,7 @@ func assertPageRenders(t *testing.T, dir string, r *Report) {
 
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "screenshot.png"), shot, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "screenshot.png"), shot, 0o600))
 	img, err := png.Decode(bytes.NewReader(shot))
 	require.NoError(t, err)
 	assert.Equal(t, 1200, img.Bounds().Dx())
