@@ -80,16 +80,16 @@ func benchmarkGateway(b *testing.B, agents int, duration time.Duration) {
 		setTimestamps(requests[i].Metrics(), pcommon.NewTimestampFromTime(time.Now()))
 		c, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		_, err := client.Export(c, requests[i])
-		return err
+		_, exportErr := client.Export(c, requests[i])
+		return exportErr
 	}
 	// Every agent once, so that the gateway holds every series before it is measured.
 	for i := range agents {
 		require.NoError(b, send(i))
 	}
 	poll.Until(b, time.Minute, "every series on the gateway's page", func() bool {
-		page, err := stack.Get(gateway.Metrics, time.Minute)
-		return err == nil && countSeries(page) >= agents*seriesPerAgent
+		page, getErr := stack.Get(gateway.Metrics, time.Minute)
+		return getErr == nil && countSeries(page) >= agents*seriesPerAgent
 	})
 
 	before := cpuSeconds(b, proc)
@@ -100,7 +100,7 @@ func benchmarkGateway(b *testing.B, agents int, duration time.Duration) {
 	for a := range agents {
 		wg.Go(func() {
 			for time.Now().Before(deadline) {
-				if err := send(a); err != nil {
+				if send(a) != nil {
 					refused.Add(seriesPerAgent)
 					continue
 				}

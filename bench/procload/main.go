@@ -104,7 +104,8 @@ func run(o options) error {
 	}
 	defer os.RemoveAll(work)
 	host := filepath.Join(work, "host")
-	if err := hostfixture.Write(host, hostfixture.Busy(2, o.containers)); err != nil {
+	err = hostfixture.Write(host, hostfixture.Busy(2, o.containers))
+	if err != nil {
 		return err
 	}
 

@@ -71,7 +71,8 @@ func run(scenario, podsFile string, command []string) (int, error) {
 	cmd.Env = append(os.Environ(), "OTELCOL_GPU_DEMO_ROOT="+node.Root)
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	if err != nil {
 		return 1, err
 	}
 	fmt.Fprintf(os.Stderr, "demonode: the demo node is at %s (pod-resources socket %s)\n", node.Root, demonode.Socket(node.Root))

@@ -153,8 +153,8 @@ func Write(root string, h Host) error {
 	init := Process{PID: 1, Comm: "systemd", Cmdline: []string{"/sbin/init"}, State: "S", RSSPages: 3000}
 	w.process(init)
 	w.file("proc/1/mountinfo", mountinfo)
-	for _, p := range h.Processes {
-		w.process(p)
+	for i := range h.Processes {
+		w.process(h.Processes[i])
 	}
 	switch h.CgroupVersion {
 	case 1:
@@ -175,16 +175,22 @@ func Write(root string, h Host) error {
 		return fmt.Errorf("cgroup version %d: want 1 or 2", h.CgroupVersion)
 	}
 	for _, c := range containers {
-		for _, p := range c.Processes {
-			w.process(p)
-			w.procCgroup(p.PID, h.CgroupVersion, c.CgroupPath)
+		for i := range c.Processes {
+			w.process(c.Processes[i])
+			w.procCgroup(c.Processes[i].PID, h.CgroupVersion, c.CgroupPath)
 		}
 		w.podLogs(c)
 	}
-	for _, p := range append([]Process{init}, h.Processes...) {
-		w.procCgroup(p.PID, h.CgroupVersion, "/")
+	w.procCgroup(init.PID, h.CgroupVersion, "/")
+	for i := range h.Processes {
+		w.procCgroup(h.Processes[i].PID, h.CgroupVersion, "/")
 	}
 	return w.err
+}
+
+type writer struct {
+	root string
+	err  error
 }
 
 // procCgroup writes /proc/<pid>/cgroup as the kernel does: one line per v1 hierarchy, or the
@@ -213,11 +219,6 @@ func (w *writer) podLogs(c Container) {
 		w.symlink("/"+filepath.Join(podDir, p.Container, "0.log"),
 			fmt.Sprintf("var/log/containers/%s_%s_%s-%s.log", p.Name, p.Namespace, p.Container, ctr.ID))
 	}
-}
-
-type writer struct {
-	root string
-	err  error
 }
 
 func (w *writer) dir(rel string) {
@@ -312,7 +313,8 @@ func pidList(c Container) string {
 	for _, pid := range c.ExitedPIDs {
 		fmt.Fprintf(&b, "%d\n", pid)
 	}
-	for _, p := range c.Processes {
+	for i := range c.Processes {
+		p := &c.Processes[i]
 		fmt.Fprintf(&b, "%d\n", p.PID)
 	}
 	return b.String()

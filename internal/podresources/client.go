@@ -200,9 +200,9 @@ func (c *Client) list(ctx context.Context) (*Snapshot, error) {
 	c.mu.RUnlock()
 	if allocatable == nil {
 		c.calls.Add(1)
-		resp, err := lister.GetAllocatableResources(ctx, &v1.AllocatableResourcesRequest{})
-		if err != nil {
-			return nil, fmt.Errorf("GetAllocatableResources: %w", err)
+		resp, allocErr := lister.GetAllocatableResources(ctx, &v1.AllocatableResourcesRequest{})
+		if allocErr != nil {
+			return nil, fmt.Errorf("GetAllocatableResources: %w", allocErr)
 		}
 		allocatable = devices(resp.GetDevices())
 		if allocatable == nil {

@@ -38,7 +38,7 @@ func busyKubelet(b *testing.B, pods []*v1.PodResources) *podresourcestest.Server
 // busyNode is hostfixture.Busy's node with 200 task pods and their sandboxes, named in the kubelet's log layout;
 // the first 32 run the bench scenario's GPU processes, four to a GPU, each holding a
 // time-slicing replica of its GPU.
-func busyNode(t testing.TB, batch pmetric.Metrics) (hostfixture.Host, []*v1.PodResources) {
+func busyNode(batch pmetric.Metrics) (hostfixture.Host, []*v1.PodResources) {
 	h := hostfixture.Busy(2, benchTasks)
 	ids := idsOf(batch)
 	var pods []*v1.PodResources
@@ -58,7 +58,7 @@ func busyNode(t testing.TB, batch pmetric.Metrics) (hostfixture.Host, []*v1.PodR
 // processes and 200 tasks (the refreshes run on their own interval, outside the batch).
 func BenchmarkBatch(b *testing.B) {
 	batch := gpuBatch(b, filepath.Join("testdata", "scenarios", "bench.yaml"))
-	host, pods := busyNode(b, batch)
+	host, pods := busyNode(batch)
 	srv := busyKubelet(b, pods)
 	e := newTestEnv(b, host, srv)
 	out := e.process(batch)
@@ -84,7 +84,7 @@ func BenchmarkBatch(b *testing.B) {
 // 6 calls a minute at the default 10 s. Run it for at least a second (-benchtime 1s, the default).
 func BenchmarkKubeletCalls(b *testing.B) {
 	batch := gpuBatch(b, filepath.Join("testdata", "scenarios", "bench.yaml"))
-	host, pods := busyNode(b, batch)
+	host, pods := busyNode(batch)
 	srv := busyKubelet(b, pods)
 	root := filepath.Join(b.TempDir(), "host")
 	require.NoError(b, hostfixture.Write(root, host))

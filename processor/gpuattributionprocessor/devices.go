@@ -57,7 +57,8 @@ type deviceIndex map[string]target
 // fill replaces ix's content with the batch's GPUs.
 func (ix deviceIndex) fill(gpus []gpuReading) {
 	clear(ix)
-	for i, g := range gpus {
+	for i := range gpus {
+		g := &gpus[i]
 		whole := target{gpu: i, mig: -1}
 		if g.uuid != "" {
 			ix[g.uuid] = whole

@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/pdata/pmetric"
-	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -134,7 +133,6 @@ type testEnv struct {
 	t         testing.TB
 	root      string
 	kubelet   *podresourcestest.Server
-	proc      processor.Metrics
 	attr      *gpuAttribution
 	logs      *observer.ObservedLogs
 	clock     *clock.Fake

@@ -99,7 +99,7 @@ func (s *gpuScraper) tryInit(first bool) bool {
 	s.nvmlHolds.Store(1)
 	s.ready.Store(true)
 	s.enumMu.Lock()
-	s.enumerate()
+	_ = s.enumerate() // a failure here is reported by the first collection, which enumerates again
 	n := len(s.gpus)
 	var set nvml.EventSet
 	if s.cfg.XID.NVMLEvents {

@@ -88,7 +88,7 @@ func benchPod(i int, node string) *corev1.Pod {
 				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue},
 				{Type: corev1.PodReady, Status: corev1.ConditionTrue},
 			},
-			ContainerStatuses: []corev1.ContainerStatus{e2eStatus(running("worker", true)), e2eStatus(running("sidecar", true))},
+			ContainerStatuses: []corev1.ContainerStatus{e2eStatus(running("worker")), e2eStatus(running("sidecar"))},
 		},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        fmt.Sprintf("job%d-worker-%d", i/8, i%8),

@@ -116,7 +116,8 @@ func podChanges(o, n *corev1.Pod) []change {
 
 func containerChanges(ns, pod, node string, olds, news []corev1.ContainerStatus) []change {
 	var out []change
-	for _, n := range news {
+	for j := range news {
+		n := &news[j]
 		container := n.Name
 		oldKind, oldReason := absent, ""
 		var o *corev1.ContainerStatus

@@ -61,7 +61,7 @@ func TestStatusChangeLogs(t *testing.T) {
 			p.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "OOMKilled", ExitCode: 137}}
 		}), 1},
 		{"crash-looping proxy runs again", updatePod("pai", "rest-server-0", func(p *corev1.Pod) {
-			p.Status.ContainerStatuses[1] = running("proxy", true)
+			p.Status.ContainerStatuses[1] = running("proxy")
 		}), 1},
 		{"queued pod is scheduled, its container is being created (not news)", updatePod("vc", "queued-0", func(p *corev1.Pod) {
 			p.Spec.NodeName = "node-a"

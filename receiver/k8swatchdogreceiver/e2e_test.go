@@ -237,7 +237,7 @@ func TestAgainstRealAPIServer(t *testing.T) {
 		Spec:       corev1.PodSpec{NodeName: "gpu-1", Containers: []corev1.Container{ctr("server", 0)}},
 		Status: corev1.PodStatus{
 			Phase: corev1.PodRunning, HostIP: "10.1.0.1", Conditions: podConds(corev1.ConditionTrue),
-			ContainerStatuses: []corev1.ContainerStatus{e2eStatus(running("server", true))},
+			ContainerStatuses: []corev1.ContainerStatus{e2eStatus(running("server"))},
 		},
 	})
 	createPod(t, admin, &corev1.Pod{
@@ -245,7 +245,7 @@ func TestAgainstRealAPIServer(t *testing.T) {
 		Spec:       corev1.PodSpec{NodeName: "gpu-1", Containers: []corev1.Container{worker, ctr("helper", 2)}},
 		Status: corev1.PodStatus{
 			Phase: corev1.PodRunning, HostIP: "10.1.0.1", Conditions: podConds(corev1.ConditionTrue),
-			ContainerStatuses: []corev1.ContainerStatus{e2eStatus(running("worker", true)), e2eStatus(running("helper", true))},
+			ContainerStatuses: []corev1.ContainerStatus{e2eStatus(running("worker")), e2eStatus(running("helper"))},
 		},
 	})
 	createPod(t, admin, &corev1.Pod{
@@ -334,7 +334,7 @@ func TestAgainstRealAPIServer(t *testing.T) {
 	}, metav1.CreateOptions{}))
 	changePod(t, admin, "default", "train-0", func(p *corev1.Pod) {
 		p.Status.Phase, p.Status.HostIP, p.Status.Conditions = corev1.PodRunning, "10.1.0.2", podConds(corev1.ConditionTrue)
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{e2eStatus(running("main", true))}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{e2eStatus(running("main"))}
 	})
 	// The job ends: its four GPUs are free again.
 	changePod(t, admin, "default", "job1-worker-0", func(p *corev1.Pod) {
@@ -412,7 +412,7 @@ func TestAgainstRealAPIServer(t *testing.T) {
 	// The informers watch again: a new change comes through, once, and nothing before it is
 	// logged a second time by the relist.
 	changePod(t, admin, "pai", "rest-server-0", func(p *corev1.Pod) {
-		p.Status.ContainerStatuses[0] = e2eStatus(running("server", true))
+		p.Status.ContainerStatuses[0] = e2eStatus(running("server"))
 		p.Status.ContainerStatuses[0].RestartCount = 1
 	})
 	uncordonAfterOutage := "k8s.node.schedulable.changed node gpu-2 uncordoned"

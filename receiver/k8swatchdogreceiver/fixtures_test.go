@@ -81,8 +81,9 @@ func ctr(name string, n int64) corev1.Container {
 	return c
 }
 
-func running(name string, ready bool) corev1.ContainerStatus {
-	return corev1.ContainerStatus{Name: name, Ready: ready, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+// running is a ready container's running status.
+func running(name string) corev1.ContainerStatus {
+	return corev1.ContainerStatus{Name: name, Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
 }
 
 func waiting(name, reason string) corev1.ContainerStatus {
@@ -118,7 +119,7 @@ func fixtureCluster() []runtime.Object {
 			ns: "pai", name: "rest-server-0", node: "node-a", hostIP: "10.0.0.1", phase: corev1.PodRunning,
 			labels:     map[string]string{"app": "rest-server"},
 			containers: []corev1.Container{ctr("server", 0), ctr("proxy", 0), ctr("logger", 0)},
-			statuses:   []corev1.ContainerStatus{running("server", true), waiting("proxy", "CrashLoopBackOff"), {Name: "logger"}},
+			statuses:   []corev1.ContainerStatus{running("server"), waiting("proxy", "CrashLoopBackOff"), {Name: "logger"}},
 			conds: map[corev1.PodConditionType]corev1.ConditionStatus{
 				corev1.PodInitialized: corev1.ConditionTrue, corev1.PodReady: corev1.ConditionFalse, corev1.PodScheduled: corev1.ConditionTrue,
 			},
@@ -128,7 +129,7 @@ func fixtureCluster() []runtime.Object {
 		pod(podSpec{
 			ns: "default", name: "job1-worker-0", node: "node-a", hostIP: "10.0.0.1", phase: corev1.PodRunning,
 			containers: []corev1.Container{withEnv, ctr("helper", 2)}, inits: []corev1.Container{ctr("fetch", 1)},
-			statuses: []corev1.ContainerStatus{running("worker", true), running("helper", true)}, conds: allTrue,
+			statuses: []corev1.ContainerStatus{running("worker"), running("helper")}, conds: allTrue,
 		}),
 		// A Kubernetes Job: sidecar (1) + main (2) = 3, but the one-shot init container after
 		// the sidecar needs 4 + 1 = 5, which is the pod's request.

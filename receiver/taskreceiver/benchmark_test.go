@@ -90,7 +90,8 @@ func readSet(tb testing.TB, root string, h hostfixture.Host) hostReadSet {
 	set.links = append(set.links, filepath.Join(proc, "1/ns/net"))
 	set.dirs = append(set.dirs, proc)
 	set.files = append(set.files, filepath.Join(proc, "1/stat"))
-	for _, p := range h.Processes {
+	for i := range h.Processes {
+		p := &h.Processes[i]
 		set.files = append(set.files, filepath.Join(proc, strconv.Itoa(p.PID), "stat"))
 	}
 
@@ -126,7 +127,8 @@ func readSet(tb testing.TB, root string, h hostfixture.Host) hostReadSet {
 		pid := strconv.Itoa(c.Processes[0].PID)
 		set.links = append(set.links, filepath.Join(proc, pid, "ns/net"))
 		set.files = append(set.files, filepath.Join(proc, pid, "net/dev"))
-		for _, p := range c.Processes {
+		for i := range c.Processes {
+			p := &c.Processes[i]
 			set.files = append(set.files, filepath.Join(proc, strconv.Itoa(p.PID), "stat"))
 		}
 	}

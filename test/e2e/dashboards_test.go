@@ -158,7 +158,7 @@ func populateCluster(t *testing.T, admin kubernetes.Interface) {
 	pending := func(scheduled corev1.ConditionStatus) corev1.PodStatus {
 		return corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: scheduled}}}
 	}
-	for _, p := range []struct {
+	pods := []struct {
 		name    string
 		service string // the app label of a platform service pod
 		job     string // PAI_JOB_NAME of a job pod, as OpenPAI v1.x sets it
@@ -172,7 +172,9 @@ func populateCluster(t *testing.T, admin kubernetes.Interface) {
 		{"llama-ft-trainer-0", "", "carol~llama-ft", "dgx-07", "4", running(corev1.ConditionTrue)},
 		{"bert-worker-0", "", "alice~bert", "dgx-07", "2", pending(corev1.ConditionTrue)},
 		{"bert-worker-1", "", "alice~bert", "", "2", pending(corev1.ConditionFalse)},
-	} {
+	}
+	for i := range pods {
+		p := &pods[i]
 		c := corev1.Container{Name: "main", Image: "registry.example/job:1"}
 		if p.gpus != "" {
 			c.Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(p.gpus)}

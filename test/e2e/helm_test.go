@@ -252,8 +252,8 @@ var chartLinks = map[string]string{
 // holds those files byte for byte, the rules' tests left out (.helmignore).
 func TestHelmChartSources(t *testing.T) {
 	root := repoRoot(t)
-	entries, err := os.ReadDir(filepath.Join(root, chart, "files"))
-	require.NoError(t, err)
+	entries, readErr := os.ReadDir(filepath.Join(root, chart, "files"))
+	require.NoError(t, readErr)
 	var names []string
 	for _, e := range entries {
 		names = append(names, e.Name())
@@ -290,7 +290,7 @@ func TestHelmChartSources(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	_, err = helm(t, "package", chart, "--destination", dir)
+	_, err := helm(t, "package", chart, "--destination", dir)
 	require.NoError(t, err)
 	packaged := chartArchive(t, filepath.Join(dir, "otelcol-gpu-0.1.0.tgz"))
 	got := map[string][]byte{}
@@ -599,7 +599,7 @@ func TestHelmMonitors(t *testing.T) {
 			for _, job := range shipped.ScrapeConfigs {
 				t.Run(job.JobName, func(t *testing.T) {
 					m := monitors[job.JobName]
-					endpoints := append(m.Endpoints, m.PodMetricsEndpoints...)
+					endpoints := slices.Concat(m.Endpoints, m.PodMetricsEndpoints)
 					require.Len(t, endpoints, 1)
 					ep := endpoints[0]
 					require.Len(t, job.SD, 1)

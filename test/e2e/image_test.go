@@ -42,7 +42,7 @@ func imageArchive(tb testing.TB) string {
 // (as ldd lists them) and the user database; the image runs as a non-root user and is labeled
 // with version, source and revision.
 func TestImage(t *testing.T) {
-	version := regexp.MustCompile(`(?m)^  version: *(\S+)`).FindSubmatch(mustRead(t, filepath.Join(repoRoot(t), "builder-config.yaml")))
+	version := regexp.MustCompile(`(?m)^ {2}version: *(\S+)`).FindSubmatch(mustRead(t, filepath.Join(repoRoot(t), "builder-config.yaml")))
 	require.NotNil(t, version, "builder-config.yaml names the version")
 	work := t.TempDir()
 	layout, bundle := filepath.Join(work, "layout"), filepath.Join(work, "bundle")

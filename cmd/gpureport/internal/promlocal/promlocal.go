@@ -49,7 +49,8 @@ func Start(ctx context.Context, dataDir string) (*Server, error) {
 		return nil, fmt.Errorf("prometheus not found (Debian package prometheus; make deps): %w", err)
 	}
 	cfg := filepath.Join(dataDir, "prometheus.yml")
-	if err := os.WriteFile(cfg, []byte("global: {}\n"), 0o600); err != nil {
+	err = os.WriteFile(cfg, []byte("global: {}\n"), 0o600)
+	if err != nil {
 		return nil, err
 	}
 	port, err := loopback.FreePort()

@@ -403,7 +403,8 @@ func (a *accumulator) report() *Report {
 	}
 	sort.SliceStable(r.GPUs, func(i, j int) bool { return gpuLess(r.GPUs[i], r.GPUs[j]) })
 	r.Summary.GPUs = len(r.GPUs)
-	for _, g := range r.GPUs {
+	for i := range r.GPUs {
+		g := &r.GPUs[i]
 		r.Summary.UnavailableHours += g.UnavailableHours
 		errs := g.ECCDouble + g.RemappedRows + g.RetiredPages
 		for _, x := range g.XIDs {

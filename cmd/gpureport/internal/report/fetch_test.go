@@ -55,7 +55,7 @@ func (f *fakeQuerier) Query(_ context.Context, query string, ts time.Time, _ ...
 	return m, f.warnings, nil, nil
 }
 
-func (f *fakeQuerier) LabelValues(context.Context, string, []string, time.Time, time.Time, ...v1.Option) (model.LabelValues, v1.Warnings, v1.Infos, error) {
+func (*fakeQuerier) LabelValues(context.Context, string, []string, time.Time, time.Time, ...v1.Option) (model.LabelValues, v1.Warnings, v1.Infos, error) {
 	return nil, nil, nil, errors.New("not used by the fetcher")
 }
 

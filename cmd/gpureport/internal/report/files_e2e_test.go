@@ -65,7 +65,8 @@ func assertFiles(t *testing.T, dir string, r *Report) {
 	gpus := readCSV(t, filepath.Join(dir, FileGPUs))
 	require.Len(t, gpus, len(r.GPUs)+1)
 	var xids [][]string
-	for i, g := range r.GPUs {
+	for i := range r.GPUs {
+		g := &r.GPUs[i]
 		rec := gpus[i+1]
 		assert.Equal(t, []string{g.Node, g.MinorNumber, g.UUID}, rec[:3])
 		var n float64
@@ -143,7 +144,8 @@ func assertPageRenders(t *testing.T, dir string, r *Report) {
 	rows, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("tr").length`))
 	require.NoError(t, err)
 	xidRows := 0
-	for _, g := range r.GPUs {
+	for i := range r.GPUs {
+		g := &r.GPUs[i]
 		xidRows += len(g.XIDs)
 	}
 	// A header per table (jobs, users, virtual clusters, GPUs, XIDs) and a row per entry; every

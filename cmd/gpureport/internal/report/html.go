@@ -48,9 +48,10 @@ func notable(g GPU) bool {
 // renderHTML writes the page: one file, charts inline, no script and no request to any server.
 func renderHTML(r *Report) ([]byte, error) {
 	d := pageData{Report: r}
-	for _, g := range r.GPUs {
-		if notable(g) {
-			d.NotableGPUs = append(d.NotableGPUs, g)
+	for i := range r.GPUs {
+		g := &r.GPUs[i]
+		if notable(*g) {
+			d.NotableGPUs = append(d.NotableGPUs, *g)
 		} else {
 			d.QuietGPUs++
 		}

@@ -146,7 +146,8 @@ func present(g fixture.GPU) func(time.Duration) bool {
 
 // deviceUtil is what gpu_utilization says: the task's utilization, 0 where no task runs.
 func deviceUtil(g fixture.GPU, d time.Duration) float64 {
-	for _, t := range tasks {
+	for i := range tasks {
+		t := &tasks[i]
 		if t.gpu == g && d >= t.from && d < t.to {
 			return t.util(d)
 		}
@@ -165,13 +166,15 @@ func writeKnownData(t *testing.T, path string) {
 	}
 
 	w.Gauge("task_gpu_percent", "Utilization of each GPU allocated to the task.")
-	for _, tg := range tasks {
+	for i := range tasks {
+		tg := &tasks[i]
 		w.Series(tg.task.Labels(tg.gpu), samples(tg.gpu, func(d time.Duration) (float64, bool) {
 			return tg.util(d), d >= tg.from && d < tg.to && present(tg.gpu)(d)
 		}))
 	}
 	w.Gauge("task_gpu_mem_percent", "Framebuffer used/total of each GPU allocated to the task.")
-	for _, tg := range tasks {
+	for i := range tasks {
+		tg := &tasks[i]
 		w.Series(tg.task.Labels(tg.gpu), samples(tg.gpu, func(d time.Duration) (float64, bool) {
 			return tg.mem(d), d >= tg.from && d < tg.to && present(tg.gpu)(d)
 		}))

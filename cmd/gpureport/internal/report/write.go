@@ -84,7 +84,8 @@ func gpuCSV(gpus []GPU) (gpuRows, xidRows [][]string) {
 		"remap_pending", "remap_failed",
 	}}
 	xidRows = [][]string{{"node_name", "minor_number", "uuid", "xid", "count", "resolution", "severity", "meaning", "action"}}
-	for _, g := range gpus {
+	for i := range gpus {
+		g := &gpus[i]
 		var xids float64
 		for _, x := range g.XIDs {
 			xids += x.Count

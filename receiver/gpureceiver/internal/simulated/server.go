@@ -234,7 +234,7 @@ func (e *eventSet) sleep(timeout clock.Timer, more bool, next time.Duration) boo
 }
 
 // Free releases nothing: the set holds no resources.
-func (e *eventSet) Free() nvml.Return {
+func (*eventSet) Free() nvml.Return {
 	return nvml.SUCCESS
 }
 
