@@ -103,7 +103,7 @@ func (e *textfileExporter) rewrite() {
 			return
 		case <-tick.C:
 			if err := e.write(context.Background()); err != nil {
-				e.logger.Warn("writing the textfile failed; node_exporter keeps serving the previous one", zap.String("path", e.path), zap.Error(err))
+				e.logger.Warn("Writing the textfile failed; node_exporter keeps serving the previous one", zap.String("path", e.path), zap.Error(err))
 			}
 		}
 	}

@@ -87,7 +87,7 @@ func (w *watchdog) emit(changes []change) {
 	}
 	// runCtx ends at shutdown, so that a blocked pipeline cannot hold the informers up.
 	if err := w.logs.ConsumeLogs(w.runCtx, out); err != nil {
-		w.logger.Warn("status-change log records were dropped", zap.Int("records", out.LogRecordCount()), zap.Error(err))
+		w.logger.Warn("Status-change log records were dropped", zap.Int("records", out.LogRecordCount()), zap.Error(err))
 	}
 }
 
