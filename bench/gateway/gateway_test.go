@@ -70,7 +70,7 @@ func benchmarkGateway(b *testing.B, agents int, duration time.Duration) {
 	require.NoError(b, err)
 	defer conn.Close()
 	client := pmetricotlp.NewGRPCClient(conn)
-	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+secrets.Token)
+	ctx := metadata.AppendToOutgoingContext(b.Context(), "authorization", "Bearer "+secrets.Token)
 	requests := make([]pmetricotlp.ExportRequest, agents)
 	for i := range requests {
 		requests[i] = pmetricotlp.NewExportRequestFromMetrics(agentMetrics(i))
@@ -80,16 +80,16 @@ func benchmarkGateway(b *testing.B, agents int, duration time.Duration) {
 		setTimestamps(requests[i].Metrics(), pcommon.NewTimestampFromTime(time.Now()))
 		c, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		_, err := client.Export(c, requests[i])
-		return err
+		_, exportErr := client.Export(c, requests[i])
+		return exportErr
 	}
 	// Every agent once, so that the gateway holds every series before it is measured.
 	for i := range agents {
 		require.NoError(b, send(i))
 	}
 	poll.Until(b, time.Minute, "every series on the gateway's page", func() bool {
-		page, err := stack.Get(gateway.Metrics, time.Minute)
-		return err == nil && countSeries(page) >= agents*seriesPerAgent
+		page, getErr := stack.Get(gateway.Metrics, time.Minute)
+		return getErr == nil && countSeries(page) >= agents*seriesPerAgent
 	})
 
 	before := cpuSeconds(b, proc)
@@ -98,24 +98,20 @@ func benchmarkGateway(b *testing.B, agents int, duration time.Duration) {
 	deadline := time.Now().Add(duration)
 	start := time.Now()
 	for a := range agents {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for time.Now().Before(deadline) {
-				if err := send(a); err != nil {
+				if send(a) != nil {
 					refused.Add(seriesPerAgent)
 					continue
 				}
 				sent.Add(seriesPerAgent)
 			}
-		}()
+		})
 	}
 	if profileDir != "" {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			saveProfile(b, fmt.Sprintf("%s/profile?seconds=%d", pprof, int(duration.Seconds()/2)), filepath.Join(profileDir, fmt.Sprintf("cpu-%d.pprof", agents*seriesPerAgent)))
-		}()
+		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start).Seconds()
@@ -168,7 +164,7 @@ func agentMetrics(agent int) pmetric.Metrics {
 func saveProfile(tb testing.TB, url, path string) {
 	body, err := stack.Get(url, 2*time.Minute)
 	if err == nil {
-		err = os.WriteFile(path, body, 0o644)
+		err = os.WriteFile(path, body, 0o600)
 	}
 	if err != nil {
 		tb.Errorf("profile %s: %v", url, err)

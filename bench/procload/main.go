@@ -104,7 +104,8 @@ func run(o options) error {
 	}
 	defer os.RemoveAll(work)
 	host := filepath.Join(work, "host")
-	if err := hostfixture.Write(host, hostfixture.Busy(2, o.containers)); err != nil {
+	err = hostfixture.Write(host, hostfixture.Busy(2, o.containers))
+	if err != nil {
 		return err
 	}
 
@@ -125,7 +126,7 @@ func run(o options) error {
 		t.cmd = exec.Command(bin, args...)
 		if t.group != nil {
 			// The shell joins the cgroup before exec, so every page the collector touches is charged.
-			t.cmd = exec.Command("/bin/sh", append([]string{"-c", `echo $$ > "$0" && exec "$@"`, t.group.procs(), bin}, args...)...)
+			t.cmd = exec.Command("/bin/sh", append([]string{"-c", `echo $$ > "$0" && exec "$@"`, t.group.procs(), bin}, args...)...) //nolint:gosec // G204: the script is a constant; it runs the collector binaries given by the flags
 		}
 		t.cmd.Env = append(os.Environ(), env...)
 		t.cmd.Stdout, t.cmd.Stderr = io.Discard, io.Discard
@@ -397,13 +398,13 @@ func newMemoryCgroup(name string, limit int64) (*memoryCgroup, error) {
 	if err := os.Mkdir(g.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("memory cgroup (needs root): %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(g.dir, limitFile), []byte(strconv.FormatInt(limit, 10)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(g.dir, limitFile), []byte(strconv.FormatInt(limit, 10)), 0o600); err != nil {
 		g.remove()
 		return nil, err
 	}
 	if !g.v2 {
 		// Without swap accounting the limit holds memory only; with it, keep swap out as well.
-		_ = os.WriteFile(filepath.Join(g.dir, "memory.memsw.limit_in_bytes"), []byte(strconv.FormatInt(limit, 10)), 0o644)
+		_ = os.WriteFile(filepath.Join(g.dir, "memory.memsw.limit_in_bytes"), []byte(strconv.FormatInt(limit, 10)), 0o600)
 	}
 	return g, nil
 }
@@ -428,7 +429,7 @@ func (g *memoryCgroup) stats() (peak int64, oomKills int, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	for line := range strings.SplitSeq(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, key+" "); ok {
 			oomKills, _ = strconv.Atoi(v)
 		}

@@ -66,12 +66,13 @@ func run(scenario, podsFile string, command []string) (int, error) {
 	}
 	defer node.Close()
 
-	cmd := exec.Command(command[0], command[1:]...)
+	cmd := exec.Command(command[0], command[1:]...) //nolint:gosec // G204: runs the command on its command line, as it is meant to
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), "OTELCOL_GPU_DEMO_ROOT="+node.Root)
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	if err != nil {
 		return 1, err
 	}
 	fmt.Fprintf(os.Stderr, "demonode: the demo node is at %s (pod-resources socket %s)\n", node.Root, demonode.Socket(node.Root))
@@ -81,8 +82,7 @@ func run(scenario, podsFile string, command []string) (int, error) {
 		}
 	}()
 	err = cmd.Wait()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
+	if exit, ok := errors.AsType[*exec.ExitError](err); ok {
 		return exit.ExitCode(), nil
 	}
 	return 0, err

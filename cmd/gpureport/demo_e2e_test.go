@@ -24,11 +24,13 @@ import (
 // The demo's faults must come out as the demo planned them.
 func TestDemoReport(t *testing.T) {
 	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	require.NoError(t, run(ctx, []string{"-demo", "-out", out}, io.Discard, time.Now()))
-	for _, f := range []string{report.FileHTML, report.FileJSON, report.FileJobs, report.FileUsers,
-		report.FileVirtualClusters, report.FileGPUs, report.FileXIDs} {
+	for _, f := range []string{
+		report.FileHTML, report.FileJSON, report.FileJobs, report.FileUsers,
+		report.FileVirtualClusters, report.FileGPUs, report.FileXIDs,
+	} {
 		assert.FileExists(t, filepath.Join(out, f))
 	}
 	js, err := os.ReadFile(filepath.Join(out, report.FileJSON))
@@ -47,8 +49,10 @@ func TestDemoReport(t *testing.T) {
 			assert.Equal(t, 3.0, g.UnavailableHours, "off the bus for 3 h")
 			assert.Equal(t, 165.0, g.AvailableHours)
 			require.Len(t, g.XIDs, 1)
-			assert.Equal(t, report.XIDCount{Code: "79", Count: 1, Resolution: "reboot", Severity: "fatal", Meaning: "GPU has fallen off the bus",
-				Action: "drain the node, reboot it, and inspect the hardware if the XID comes back"}, g.XIDs[0])
+			assert.Equal(t, report.XIDCount{
+				Code: "79", Count: 1, Resolution: "reboot", Severity: "fatal", Meaning: "GPU has fallen off the bus",
+				Action: "drain the node, reboot it, and inspect the hardware if the XID comes back",
+			}, g.XIDs[0])
 			assert.True(t, g.RemapPending)
 		case g.Node == "gpu-node-04":
 			assert.Equal(t, 2.0, g.UnknownHours, "agent down for 2 h")

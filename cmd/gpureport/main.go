@@ -31,8 +31,9 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr, time.Now()); err != nil {
+	err := run(ctx, os.Args[1:], os.Stderr, time.Now())
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "gpureport:", err)
 		os.Exit(1)
 	}
@@ -107,9 +108,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, now time.Time) er
 	defer cancel()
 	url := c.prometheus
 	if c.demo {
-		srv, cleanup, err := startDemo(ctx, c.opts.End, stderr)
-		if err != nil {
-			return err
+		srv, cleanup, demoErr := startDemo(ctx, c.opts.End, stderr)
+		if demoErr != nil {
+			return demoErr
 		}
 		defer cleanup()
 		url = srv.URL
@@ -151,11 +152,11 @@ func startDemo(ctx context.Context, end time.Time, stderr io.Writer) (*promlocal
 	if err != nil {
 		return fail(err)
 	}
-	if err := errors.Join(demo.Write(f, end), f.Close()); err != nil {
+	if err = errors.Join(demo.Write(f, end), f.Close()); err != nil {
 		return fail(fmt.Errorf("demo data: %w", err))
 	}
 	data := filepath.Join(dir, "data")
-	if err := promlocal.Backfill(ctx, om, data); err != nil {
+	if err = promlocal.Backfill(ctx, om, data); err != nil {
 		return fail(err)
 	}
 	srv, err := promlocal.Start(ctx, data)

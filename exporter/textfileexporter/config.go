@@ -19,7 +19,7 @@ import (
 )
 
 // Config says where the file goes and, in the prometheus exporter's own keys, how metrics are
-// named and labelled.
+// named and labeled.
 type Config struct {
 	// Directory is node_exporter's --collector.textfile.directory; it must exist.
 	Directory string `mapstructure:"directory"`

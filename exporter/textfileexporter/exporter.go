@@ -88,7 +88,7 @@ func (e *textfileExporter) start(ctx context.Context, host component.Host) error
 		return fmt.Errorf("serving the page to write on %s: %w", e.socket, err)
 	}
 	e.finished.Add(1)
-	go e.rewrite()
+	go e.rewrite() //nolint:gosec // G118: the loop outlives Start, whose context ends when Start returns; shutdown stops it (e.stop)
 	return nil
 }
 
@@ -103,7 +103,7 @@ func (e *textfileExporter) rewrite() {
 			return
 		case <-tick.C:
 			if err := e.write(context.Background()); err != nil {
-				e.logger.Warn("writing the textfile failed; node_exporter keeps serving the previous one", zap.String("path", e.path), zap.Error(err))
+				e.logger.Warn("Writing the textfile failed; node_exporter keeps serving the previous one", zap.String("path", e.path), zap.Error(err))
 			}
 		}
 	}

@@ -51,10 +51,10 @@ func contractConfig(t *testing.T) *Config {
 func start(t *testing.T, cfg *Config) exporter.Metrics {
 	t.Helper()
 	require.NoError(t, confmap.Validate(cfg))
-	exp, err := NewFactory().CreateMetrics(context.Background(), exportertest.NewNopSettings(metadata.Type), cfg)
+	exp, err := NewFactory().CreateMetrics(t.Context(), exportertest.NewNopSettings(metadata.Type), cfg)
 	require.NoError(t, err)
-	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, exp.Shutdown(context.Background())) })
+	require.NoError(t, exp.Start(t.Context(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, exp.Shutdown(context.WithoutCancel(t.Context()))) })
 	return exp
 }
 
@@ -108,12 +108,12 @@ func node(value float64) pmetric.Metrics {
 	return md
 }
 
-func readFile(t testing.TB, path string) map[string]*dto.MetricFamily {
-	t.Helper()
+func readFile(tb testing.TB, path string) map[string]*dto.MetricFamily {
+	tb.Helper()
 	data, err := os.ReadFile(path)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	families, err := parse(bytes.NewReader(data))
-	require.NoError(t, err, "%s", data)
+	require.NoError(tb, err, "%s", data)
 	return families
 }
 
@@ -124,7 +124,7 @@ func readFile(t testing.TB, path string) map[string]*dto.MetricFamily {
 func TestWritesThePrometheusExportersPage(t *testing.T) {
 	cfg := contractConfig(t)
 	exp := start(t, cfg)
-	require.NoError(t, exp.ConsumeMetrics(context.Background(), node(0.5)))
+	require.NoError(t, exp.ConsumeMetrics(t.Context(), node(0.5)))
 	path := filepath.Join(cfg.Directory, cfg.Filename)
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -150,11 +150,11 @@ func prometheusExporterPage(t *testing.T, cfg *Config, md pmetric.Metrics) map[s
 	require.NoError(t, err)
 	pcfg.ServerConfig.NetAddr.Transport = "tcp"
 	factory := prometheusexporter.NewFactory()
-	exp, err := factory.CreateMetrics(context.Background(), exportertest.NewNopSettings(factory.Type()), pcfg)
+	exp, err := factory.CreateMetrics(t.Context(), exportertest.NewNopSettings(factory.Type()), pcfg)
 	require.NoError(t, err)
-	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
-	defer func() { require.NoError(t, exp.Shutdown(context.Background())) }()
-	require.NoError(t, exp.ConsumeMetrics(context.Background(), md))
+	require.NoError(t, exp.Start(t.Context(), componenttest.NewNopHost()))
+	defer func() { require.NoError(t, exp.Shutdown(t.Context())) }()
+	require.NoError(t, exp.ConsumeMetrics(t.Context(), md))
 	resp, err := http.Get("http://" + addr + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -170,7 +170,7 @@ func TestStaleSeriesLeave(t *testing.T) {
 	t.Run("ended", func(t *testing.T) {
 		cfg := contractConfig(t)
 		exp := start(t, cfg)
-		require.NoError(t, exp.ConsumeMetrics(context.Background(), node(1)))
+		require.NoError(t, exp.ConsumeMetrics(t.Context(), node(1)))
 		require.Contains(t, readFile(t, filepath.Join(cfg.Directory, cfg.Filename)), "gpu_utilization")
 		ended := node(1)
 		ms := ended.ResourceMetrics().At(1).ScopeMetrics().At(0).Metrics()
@@ -179,7 +179,7 @@ func TestStaleSeriesLeave(t *testing.T) {
 		dp.SetTimestamp(dp.Timestamp() + 1e9)
 		ms.RemoveIf(func(m pmetric.Metric) bool { return m.Name() != "gpu_utilization" })
 		ended.ResourceMetrics().RemoveIf(func(rm pmetric.ResourceMetrics) bool { _, ok := rm.Resource().Attributes().Get("job_name"); return !ok })
-		require.NoError(t, exp.ConsumeMetrics(context.Background(), ended))
+		require.NoError(t, exp.ConsumeMetrics(t.Context(), ended))
 		families := readFile(t, filepath.Join(cfg.Directory, cfg.Filename))
 		assert.NotContains(t, families, "gpu_utilization")
 		assert.Contains(t, families, "task_cpu_seconds_total")
@@ -189,7 +189,7 @@ func TestStaleSeriesLeave(t *testing.T) {
 		cfg.MetricExpiration = 50 * time.Millisecond
 		cfg.WriteInterval = 10 * time.Millisecond
 		exp := start(t, cfg)
-		require.NoError(t, exp.ConsumeMetrics(context.Background(), node(1)))
+		require.NoError(t, exp.ConsumeMetrics(t.Context(), node(1)))
 		require.Contains(t, readFile(t, filepath.Join(cfg.Directory, cfg.Filename)), "gpu_utilization")
 		poll.Until(t, 30*time.Second, "the series to leave the file after a 50 ms metric_expiration", func() bool {
 			return len(readFile(t, filepath.Join(cfg.Directory, cfg.Filename))) == 0
@@ -218,7 +218,7 @@ func TestReaderNeverSeesATornFile(t *testing.T) {
 		}
 		return md
 	}
-	require.NoError(t, exp.ConsumeMetrics(context.Background(), batch(0)))
+	require.NoError(t, exp.ConsumeMetrics(t.Context(), batch(0)))
 
 	done := make(chan struct{})
 	failed := make(chan error, 1)
@@ -240,7 +240,7 @@ func TestReaderNeverSeesATornFile(t *testing.T) {
 	})
 	var failure error
 	for gen := 1; gen <= generations && failure == nil; gen++ {
-		require.NoError(t, exp.ConsumeMetrics(context.Background(), batch(gen)))
+		require.NoError(t, exp.ConsumeMetrics(t.Context(), batch(gen)))
 		select {
 		case failure = <-failed:
 		default:
@@ -265,12 +265,12 @@ func TestReaderNeverSeesATornFile(t *testing.T) {
 // TestShutdownRemovesTheFile: node_exporter must not serve data that is no longer current.
 func TestShutdownRemovesTheFile(t *testing.T) {
 	cfg := contractConfig(t)
-	exp, err := NewFactory().CreateMetrics(context.Background(), exportertest.NewNopSettings(metadata.Type), cfg)
+	exp, err := NewFactory().CreateMetrics(t.Context(), exportertest.NewNopSettings(metadata.Type), cfg)
 	require.NoError(t, err)
-	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
-	require.NoError(t, exp.ConsumeMetrics(context.Background(), node(1)))
+	require.NoError(t, exp.Start(t.Context(), componenttest.NewNopHost()))
+	require.NoError(t, exp.ConsumeMetrics(t.Context(), node(1)))
 	require.FileExists(t, filepath.Join(cfg.Directory, cfg.Filename))
-	require.NoError(t, exp.Shutdown(context.Background()))
+	require.NoError(t, exp.Shutdown(t.Context()))
 	entries, err := os.ReadDir(cfg.Directory)
 	require.NoError(t, err)
 	assert.Empty(t, entries, "file, socket and temporary files are gone")
@@ -279,7 +279,7 @@ func TestShutdownRemovesTheFile(t *testing.T) {
 func TestSocketPathTooLong(t *testing.T) {
 	cfg := contractConfig(t)
 	cfg.Directory = "/" + string(bytes.Repeat([]byte("d"), 120))
-	_, err := NewFactory().CreateMetrics(context.Background(), exportertest.NewNopSettings(metadata.Type), cfg)
+	_, err := NewFactory().CreateMetrics(t.Context(), exportertest.NewNopSettings(metadata.Type), cfg)
 	assert.ErrorContains(t, err, "too long for the unix socket")
 }
 
@@ -317,10 +317,10 @@ func BenchmarkWrite(b *testing.B) {
 	cfg := createDefaultConfig().(*Config)
 	cfg.Directory = b.TempDir()
 	cfg.WriteInterval = time.Hour
-	exp, err := NewFactory().CreateMetrics(context.Background(), exportertest.NewNopSettings(metadata.Type), cfg)
+	exp, err := NewFactory().CreateMetrics(b.Context(), exportertest.NewNopSettings(metadata.Type), cfg)
 	require.NoError(b, err)
-	require.NoError(b, exp.Start(context.Background(), componenttest.NewNopHost()))
-	defer func() { require.NoError(b, exp.Shutdown(context.Background())) }()
+	require.NoError(b, exp.Start(b.Context(), componenttest.NewNopHost()))
+	defer func() { require.NoError(b, exp.Shutdown(b.Context())) }()
 	md := pmetric.NewMetrics()
 	ms := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics()
 	for f := range 100 {
@@ -334,9 +334,9 @@ func BenchmarkWrite(b *testing.B) {
 			dp.SetDoubleValue(float64(i))
 		}
 	}
-	require.NoError(b, exp.ConsumeMetrics(context.Background(), md))
+	require.NoError(b, exp.ConsumeMetrics(b.Context(), md))
 	b.ResetTimer()
 	for b.Loop() {
-		require.NoError(b, exp.ConsumeMetrics(context.Background(), md))
+		require.NoError(b, exp.ConsumeMetrics(b.Context(), md))
 	}
 }

@@ -58,7 +58,7 @@ func (c *checker) Start(context.Context, component.Host) error {
 		}
 		aside := path + asideSuffix + time.Now().UTC().Format("20060102T150405.000Z")
 		if err := os.Rename(path, aside); err != nil {
-			return fmt.Errorf("file_storage_check: %s is corrupt (%v) and cannot be moved aside: %w", path, checkErr, err)
+			return fmt.Errorf("file_storage_check: %s is corrupt (%w) and cannot be moved aside: %w", path, checkErr, err)
 		}
 		c.logger.Error("A persistent queue file was corrupt and is moved aside: its queue starts empty, and what it held is not delivered",
 			zap.String("file", path), zap.String("moved_to", aside), zap.Error(checkErr))

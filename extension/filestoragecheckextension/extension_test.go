@@ -4,7 +4,6 @@
 package filestoragecheckextension
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -53,10 +52,10 @@ func start(t *testing.T, dir string) (*observer.ObservedLogs, error) {
 	set := extensiontest.NewNopSettings(metadata.Type)
 	set.Logger = zap.New(core)
 	cfg := &Config{Directory: dir, Timeout: 200 * time.Millisecond}
-	ext, err := NewFactory().Create(context.Background(), set, cfg)
+	ext, err := NewFactory().Create(t.Context(), set, cfg)
 	require.NoError(t, err)
-	err = ext.Start(context.Background(), componenttest.NewNopHost())
-	require.NoError(t, ext.Shutdown(context.Background()))
+	err = ext.Start(t.Context(), componenttest.NewNopHost())
+	require.NoError(t, ext.Shutdown(t.Context()))
 	return logs, err
 }
 

@@ -5,7 +5,7 @@
 // names them from their cgroup path: runtime, container id and pod UID, whatever the pod's
 // Kubernetes QoS class (Guaranteed pods sit directly under kubepods, the others in a sub-tree).
 // Both the task receiver (which walks the tree) and GPU attribution (which maps a process's
-// /proc/<pid>/cgroup to a container) use it, so a layout is recognised in one place only.
+// /proc/<pid>/cgroup to a container) use it, so a layout is recognized in one place only.
 package cgroupfs // import "github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs"
 
 import (
@@ -37,7 +37,7 @@ var scopePrefixes = []struct{ prefix, runtime string }{
 	{"docker-", "docker"},
 }
 
-// ParseContainer recognises a container's cgroup from its path, relative to the hierarchy root
+// ParseContainer recognizes a container's cgroup from its path, relative to the hierarchy root
 // (as in /proc/<pid>/cgroup). The last path element must be the container; a path inside a
 // container (a nested cgroup) is not one.
 func ParseContainer(cgroupPath string) (Container, bool) {

@@ -24,9 +24,9 @@ const (
 	sandboxPath   = podPath + sandboxID
 )
 
-func host(t testing.TB, version int) (mount string) {
-	root := filepath.Join(t.TempDir(), "host")
-	require.NoError(t, hostfixture.Write(root, hostfixture.Host{CgroupVersion: version, Pods: []hostfixture.Pod{{
+func host(tb testing.TB, version int) (mount string) {
+	root := filepath.Join(tb.TempDir(), "host")
+	require.NoError(tb, hostfixture.Write(root, hostfixture.Host{CgroupVersion: version, Pods: []hostfixture.Pod{{
 		Sandbox: &hostfixture.Sandbox{ID: sandboxID, PID: 98},
 		Containers: []hostfixture.Container{{
 			CgroupPath: containerPath,
@@ -73,7 +73,7 @@ func TestStatKeepsReadableControllers(t *testing.T) {
 	}{{1, "memory" + containerPath + "/memory.stat"}, {2, containerPath[1:] + "/memory.stat"}} {
 		t.Run("v"+strconv.Itoa(tt.version), func(t *testing.T) {
 			mount := host(t, tt.version)
-			require.NoError(t, os.WriteFile(filepath.Join(mount, tt.file), []byte("anon 1\n"), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(mount, tt.file), []byte("anon 1\n"), 0o600))
 			h, err := cgroupfs.NewHierarchy(mount)
 			require.NoError(t, err)
 			st, err := h.Stat(containerPath)
@@ -95,12 +95,12 @@ func TestV1BlkioFallsBackToThrottle(t *testing.T) {
 	h, err := cgroupfs.NewHierarchy(mount)
 	require.NoError(t, err)
 
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "blkio.io_service_bytes_recursive"), []byte("Total 0\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "blkio.io_service_bytes_recursive"), []byte("Total 0\n"), 0o600))
 	st, err := h.Stat(containerPath)
 	require.NoError(t, err)
 	assert.Equal(t, [2]uint64{4096, 8192}, [2]uint64{st.ReadBytes, st.WriteBytes}, "the throttle file's")
 
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "blkio.io_service_bytes_recursive"), []byte("8:0 Read 1\n8:0 Write 2\n8:16 Read 10\n8:16 Write 20\nTotal 33\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "blkio.io_service_bytes_recursive"), []byte("8:0 Read 1\n8:0 Write 2\n8:16 Read 10\n8:16 Write 20\nTotal 33\n"), 0o600))
 	st, err = h.Stat(containerPath)
 	require.NoError(t, err)
 	assert.Equal(t, [2]uint64{11, 22}, [2]uint64{st.ReadBytes, st.WriteBytes}, "the scheduler's, summed over devices")

@@ -25,7 +25,7 @@ func TestKeyedCallHangs(t *testing.T) {
 	k := Keyed{Guard: Guard{Timeout: time.Hour, Clock: clk, Observe: func(time.Duration) { observed.Add(1) }}}
 	release, entered := make(chan struct{}), make(chan struct{}, 2)
 	var calls atomic.Int32
-	stuck := func() (int, error) { calls.Add(1); entered <- struct{}{}; <-release; return 1, nil }
+	stuck := func() (int, error) { calls.Add(1); entered <- struct{}{}; <-release; return 1, nil } //nolint:unparam // CallKeyed's signature
 
 	first := make(chan error, 1)
 	go func() {

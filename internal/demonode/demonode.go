@@ -135,8 +135,10 @@ func Start(root string, pods *Pods, gpus map[int]GPU) (*Node, error) {
 			}
 			env := environ(c.Env)
 			for _, pid := range c.PIDs {
-				hc.Processes = append(hc.Processes, hostfixture.Process{PID: pid, Comm: "python3", Cmdline: []string{"python3", "train.py"}, Env: env, State: "S", RSSPages: 250_000,
-					NetNS: netns, RxBytes: 40 << 30, TxBytes: 12 << 30})
+				hc.Processes = append(hc.Processes, hostfixture.Process{
+					PID: pid, Comm: "python3", Cmdline: []string{"python3", "train.py"}, Env: env, State: "S", RSSPages: 250_000,
+					NetNS: netns, RxBytes: 40 << 30, TxBytes: 12 << 30,
+				})
 			}
 			hp.Containers = append(hp.Containers, hc)
 			ctr := &v1.ContainerResources{Name: c.Name}

@@ -34,6 +34,14 @@ func demoGPUs() map[int]GPU {
 	return gpus
 }
 
+// readTrimmed is the content of a file of the node's tree, without surrounding space.
+func readTrimmed(t *testing.T, elem ...string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(elem...))
+	require.NoError(t, err)
+	return strings.TrimSpace(string(b))
+}
+
 // TestStart: the node's tree names each container's pod, and its kubelet lists the running pods
 // with their devices resolved to the GPUs' UUIDs.
 func TestStart(t *testing.T) {
@@ -41,7 +49,8 @@ func TestStart(t *testing.T) {
 	require.NoError(t, err)
 	gpus := demoGPUs()
 
-	dir, err := os.MkdirTemp("", "demonode")
+	// Short: the node's pod-resources socket lives below it (unix socket paths are limited to 108 bytes).
+	dir, err := os.MkdirTemp("", "demonode") //nolint:usetesting // short, as said above
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	node, err := Start(filepath.Join(dir, "n"), pods, gpus)
@@ -63,13 +72,9 @@ func TestStart(t *testing.T) {
 	require.NoError(t, err)
 	named := 0
 	for _, f := range found {
-		procs, err := os.ReadFile(filepath.Join(node.Root, "sys/fs/cgroup", f.Path, "cgroup.procs"))
-		require.NoError(t, err)
-		pid := strings.TrimSpace(string(procs))
+		pid := readTrimmed(t, node.Root, "sys/fs/cgroup", f.Path, "cgroup.procs")
 		if sandboxes[f.ID] {
-			comm, err := os.ReadFile(filepath.Join(node.Root, "proc", pid, "comm"))
-			require.NoError(t, err)
-			assert.True(t, f.IsPodSandbox(strings.TrimSpace(string(comm))), "sandbox %s runs pause", f.Path)
+			assert.True(t, f.IsPodSandbox(readTrimmed(t, node.Root, "proc", pid, "comm")), "sandbox %s runs pause", f.Path)
 			continue
 		}
 		if p, ok := ix.PodByUID(f.PodUID); ok {

@@ -20,9 +20,9 @@ import (
 func TestReadFile(t *testing.T) {
 	dir := t.TempDir()
 	big := strings.Repeat("0123456789", 1000) // larger than any first buffer
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "big"), []byte(big), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "small"), []byte("42\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "empty"), nil, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "big"), []byte(big), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "small"), []byte("42\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "empty"), nil, 0o600))
 
 	var r Reader
 	b, err := r.ReadFile(dir, "big")
@@ -64,7 +64,7 @@ func TestReadlink(t *testing.T) {
 func TestReadsDoNotAllocate(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), strings.Repeat("d", 200))
 	require.NoError(t, os.Mkdir(dir, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "memory.stat"), []byte("anon 1\nfile 2\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "memory.stat"), []byte("anon 1\nfile 2\n"), 0o600))
 	require.NoError(t, os.Symlink("net:[1]", filepath.Join(dir, "net")))
 	var r Reader
 	allocs := testing.AllocsPerRun(100, func() {
@@ -82,7 +82,7 @@ func TestSubdirs(t *testing.T) {
 		name := fmt.Sprintf("dir%03d", i)
 		want = append(want, name)
 		require.NoError(t, os.Mkdir(filepath.Join(dir, name), 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("file%03d", i)), nil, 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("file%03d", i)), nil, 0o600))
 	}
 	require.NoError(t, os.Symlink("dir000", filepath.Join(dir, "link")))
 

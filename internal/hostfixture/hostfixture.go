@@ -153,8 +153,8 @@ func Write(root string, h Host) error {
 	init := Process{PID: 1, Comm: "systemd", Cmdline: []string{"/sbin/init"}, State: "S", RSSPages: 3000}
 	w.process(init)
 	w.file("proc/1/mountinfo", mountinfo)
-	for _, p := range h.Processes {
-		w.process(p)
+	for i := range h.Processes {
+		w.process(h.Processes[i])
 	}
 	switch h.CgroupVersion {
 	case 1:
@@ -175,16 +175,22 @@ func Write(root string, h Host) error {
 		return fmt.Errorf("cgroup version %d: want 1 or 2", h.CgroupVersion)
 	}
 	for _, c := range containers {
-		for _, p := range c.Processes {
-			w.process(p)
-			w.procCgroup(p.PID, h.CgroupVersion, c.CgroupPath)
+		for i := range c.Processes {
+			w.process(c.Processes[i])
+			w.procCgroup(c.Processes[i].PID, h.CgroupVersion, c.CgroupPath)
 		}
 		w.podLogs(c)
 	}
-	for _, p := range append([]Process{init}, h.Processes...) {
-		w.procCgroup(p.PID, h.CgroupVersion, "/")
+	w.procCgroup(init.PID, h.CgroupVersion, "/")
+	for i := range h.Processes {
+		w.procCgroup(h.Processes[i].PID, h.CgroupVersion, "/")
 	}
 	return w.err
+}
+
+type writer struct {
+	root string
+	err  error
 }
 
 // procCgroup writes /proc/<pid>/cgroup as the kernel does: one line per v1 hierarchy, or the
@@ -215,11 +221,6 @@ func (w *writer) podLogs(c Container) {
 	}
 }
 
-type writer struct {
-	root string
-	err  error
-}
-
 func (w *writer) dir(rel string) {
 	if w.err == nil {
 		w.err = os.MkdirAll(filepath.Join(w.root, rel), 0o755)
@@ -229,7 +230,7 @@ func (w *writer) dir(rel string) {
 func (w *writer) file(rel, content string) {
 	w.dir(filepath.Dir(rel))
 	if w.err == nil {
-		w.err = os.WriteFile(filepath.Join(w.root, rel), []byte(content), 0o644)
+		w.err = os.WriteFile(filepath.Join(w.root, rel), []byte(content), 0o644) //nolint:gosec // G306: a host's /proc and /sys files are world-readable, and so are the checked-in fixtures
 	}
 }
 
@@ -245,7 +246,8 @@ func (w *writer) process(p Process) {
 	// Fields 3.. of /proc/<pid>/stat as the kernel writes them; rss is field 24.
 	w.file(filepath.Join(dir, "stat"), fmt.Sprintf(
 		"%d (%s) %s 1 %d %d 0 -1 4194560 1000 0 0 0 150 40 0 0 20 0 1 0 100 %d %d 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
-		p.PID, p.Comm, p.State, p.PID, p.PID, p.RSSPages*4096*4, p.RSSPages))
+		p.PID, p.Comm, p.State, p.PID, p.PID, p.RSSPages*4096*4, p.RSSPages,
+	))
 	w.file(filepath.Join(dir, "comm"), p.Comm+"\n")
 	w.file(filepath.Join(dir, "cmdline"), nulJoined(p.Cmdline))
 	w.file(filepath.Join(dir, "environ"), nulJoined(p.Env))
@@ -274,7 +276,8 @@ func (w *writer) containerV1(c Container) {
 	w.file(filepath.Join(mem, "memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n")
 	w.file(filepath.Join(mem, "memory.stat"), fmt.Sprintf(
 		"cache %d\nrss %d\nmapped_file 0\ninactive_file %d\nactive_file 0\nhierarchical_memory_limit %d\ntotal_cache %d\ntotal_rss %d\ntotal_inactive_file %d\ntotal_active_file 0\n",
-		c.InactiveFile, c.MemUsage-c.InactiveFile, c.InactiveFile, limit, c.InactiveFile, c.MemUsage-c.InactiveFile, c.InactiveFile))
+		c.InactiveFile, c.MemUsage-c.InactiveFile, c.InactiveFile, limit, c.InactiveFile, c.MemUsage-c.InactiveFile, c.InactiveFile,
+	))
 	cpu := filepath.Join("sys/fs/cgroup/cpu,cpuacct", c.CgroupPath)
 	w.file(filepath.Join(cpu, "cgroup.procs"), pidList(c))
 	w.file(filepath.Join(cpu, "cpuacct.usage"), u64(c.CPUUsec*1000))
@@ -284,7 +287,8 @@ func (w *writer) containerV1(c Container) {
 	w.file(filepath.Join(blk, "cgroup.procs"), pidList(c))
 	w.file(filepath.Join(blk, "blkio.throttle.io_service_bytes"), fmt.Sprintf(
 		"254:0 Read %d\n254:0 Write %d\n254:0 Sync 0\n254:0 Async 0\n254:0 Discard 0\n254:0 Total %d\nTotal %d\n",
-		c.ReadBytes, c.WriteBytes, c.ReadBytes+c.WriteBytes, c.ReadBytes+c.WriteBytes))
+		c.ReadBytes, c.WriteBytes, c.ReadBytes+c.WriteBytes, c.ReadBytes+c.WriteBytes,
+	))
 	w.file(filepath.Join(blk, "blkio.throttle.io_serviced"), "254:0 Read 10\n254:0 Write 20\n254:0 Total 30\nTotal 30\n")
 }
 
@@ -309,7 +313,8 @@ func pidList(c Container) string {
 	for _, pid := range c.ExitedPIDs {
 		fmt.Fprintf(&b, "%d\n", pid)
 	}
-	for _, p := range c.Processes {
+	for i := range c.Processes {
+		p := &c.Processes[i]
 		fmt.Fprintf(&b, "%d\n", p.PID)
 	}
 	return b.String()
@@ -336,7 +341,7 @@ func netDev(rx, tx uint64) string {
 // pod's sandbox id sorts before its app container's, as random ids on a real node do.
 func Busy(cgroupVersion, n int) Host {
 	h := Host{CgroupVersion: cgroupVersion}
-	for i := 0; i < n; i++ {
+	for i := range n {
 		uid := fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i)
 		id := fmt.Sprintf("1%063x", i)
 		env := []string{"PAI_USER_NAME=user", fmt.Sprintf("PAI_JOB_NAME=user~job%d", i), "PAI_CURRENT_TASK_ROLE_NAME=worker", "PAI_TASK_INDEX=0"}

@@ -95,7 +95,7 @@ func Read(root string) (*Index, error) {
 			continue
 		}
 		ix.pods[p.UID] = p
-		if ctrs, err := os.ReadDir(filepath.Join(podsDir, e.Name())); err == nil {
+		if ctrs, readErr := os.ReadDir(filepath.Join(podsDir, e.Name())); readErr == nil {
 			var dirs []string
 			for _, c := range ctrs {
 				if c.IsDir() {

@@ -159,7 +159,7 @@ func (c *Client) Refresh() {
 	c.snapshot = snap
 }
 
-// connect opens one connection for one refresh. The socket is dialled here, not by gRPC: a
+// connect opens one connection for one refresh. The socket is dialed here, not by gRPC: a
 // gRPC channel left open on a missing or dead socket reconnects in the background and logs a
 // warning at every attempt, forever (a workstation has no kubelet), where the client's own
 // failure path logs once. The connection is closed after the refresh, so nothing runs between
@@ -200,9 +200,9 @@ func (c *Client) list(ctx context.Context) (*Snapshot, error) {
 	c.mu.RUnlock()
 	if allocatable == nil {
 		c.calls.Add(1)
-		resp, err := lister.GetAllocatableResources(ctx, &v1.AllocatableResourcesRequest{})
-		if err != nil {
-			return nil, fmt.Errorf("GetAllocatableResources: %w", err)
+		resp, allocErr := lister.GetAllocatableResources(ctx, &v1.AllocatableResourcesRequest{})
+		if allocErr != nil {
+			return nil, fmt.Errorf("GetAllocatableResources: %w", allocErr)
 		}
 		allocatable = devices(resp.GetDevices())
 		if allocatable == nil {

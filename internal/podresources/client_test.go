@@ -58,7 +58,7 @@ func (b *lockedBuffer) String() string {
 
 // socketPath is short: unix socket paths are limited to 108 bytes and t.TempDir() can be long.
 func socketPath(t *testing.T) string {
-	dir, err := os.MkdirTemp("", "podres")
+	dir, err := os.MkdirTemp("", "podres") //nolint:usetesting // short, as said above
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return filepath.Join(dir, "kubelet.sock")
@@ -166,9 +166,9 @@ func TestSharedRefreshesOnItsOwnClock(t *testing.T) {
 	assert.Same(t, a, b)
 
 	waitCalls(t, srv, 1) // the refresh at start
-	for i := 0; i < 5; i++ {
+	for i := range 5 {
 		clk.Advance(set.RefreshInterval)
-		for j := 0; j < 100; j++ {
+		for range 100 {
 			a.Snapshot()
 			b.Snapshot()
 		}

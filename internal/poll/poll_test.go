@@ -19,7 +19,7 @@ type recorder struct {
 	failure string
 }
 
-func (r *recorder) Helper() {}
+func (*recorder) Helper() {}
 
 func (r *recorder) Fatalf(format string, args ...any) { r.failure = fmt.Sprintf(format, args...) }
 

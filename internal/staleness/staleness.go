@@ -14,7 +14,6 @@ import (
 	"strings"
 
 	"github.com/cespare/xxhash/v2"
-
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 

@@ -9,6 +9,7 @@ package xid // import "github.com/otelcol-gpu/otelcol-gpu/internal/xid"
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/enum"
@@ -170,9 +171,7 @@ func ParseCode(key string) (uint64, error) {
 // that ParseCode refuses are left out (the configuration's check reports them).
 func New(overrides map[string]Info) Table {
 	t := make(Table, len(shipped)+len(overrides))
-	for code, info := range shipped {
-		t[code] = info
-	}
+	maps.Copy(t, shipped)
 	for key, o := range overrides {
 		code, err := ParseCode(key)
 		if err != nil {

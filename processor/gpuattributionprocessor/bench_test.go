@@ -38,7 +38,7 @@ func busyKubelet(b *testing.B, pods []*v1.PodResources) *podresourcestest.Server
 // busyNode is hostfixture.Busy's node with 200 task pods and their sandboxes, named in the kubelet's log layout;
 // the first 32 run the bench scenario's GPU processes, four to a GPU, each holding a
 // time-slicing replica of its GPU.
-func busyNode(t testing.TB, batch pmetric.Metrics) (hostfixture.Host, []*v1.PodResources) {
+func busyNode(batch pmetric.Metrics) (hostfixture.Host, []*v1.PodResources) {
 	h := hostfixture.Busy(2, benchTasks)
 	ids := idsOf(batch)
 	var pods []*v1.PodResources
@@ -58,7 +58,7 @@ func busyNode(t testing.TB, batch pmetric.Metrics) (hostfixture.Host, []*v1.PodR
 // processes and 200 tasks (the refreshes run on their own interval, outside the batch).
 func BenchmarkBatch(b *testing.B) {
 	batch := gpuBatch(b, filepath.Join("testdata", "scenarios", "bench.yaml"))
-	host, pods := busyNode(b, batch)
+	host, pods := busyNode(batch)
 	srv := busyKubelet(b, pods)
 	e := newTestEnv(b, host, srv)
 	out := e.process(batch)
@@ -72,7 +72,7 @@ func BenchmarkBatch(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := e.attr.processMetrics(context.Background(), in[i]); err != nil {
+		if _, err := e.attr.processMetrics(b.Context(), in[i]); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -84,7 +84,7 @@ func BenchmarkBatch(b *testing.B) {
 // 6 calls a minute at the default 10 s. Run it for at least a second (-benchtime 1s, the default).
 func BenchmarkKubeletCalls(b *testing.B) {
 	batch := gpuBatch(b, filepath.Join("testdata", "scenarios", "bench.yaml"))
-	host, pods := busyNode(b, batch)
+	host, pods := busyNode(batch)
 	srv := busyKubelet(b, pods)
 	root := filepath.Join(b.TempDir(), "host")
 	require.NoError(b, hostfixture.Write(root, host))
@@ -103,7 +103,7 @@ func BenchmarkKubeletCalls(b *testing.B) {
 		for j, p := range procs {
 			in[j] = pmetric.NewMetrics()
 			batch.CopyTo(in[j])
-			if err := p.ConsumeMetrics(context.Background(), in[j]); err != nil {
+			if err := p.ConsumeMetrics(b.Context(), in[j]); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -116,15 +116,15 @@ func BenchmarkKubeletCalls(b *testing.B) {
 	b.ReportMetric(calls/intervals*6, "calls/min@10s")
 }
 
-func startPipelines(t testing.TB, cfg *Config, n int) []processor.Metrics {
+func startPipelines(tb testing.TB, cfg *Config, n int) []processor.Metrics {
 	f := NewFactory()
 	var procs []processor.Metrics
-	for i := 0; i < n; i++ {
+	for range n {
 		set := processortest.NewNopSettings(metadata.Type)
-		p, err := f.CreateMetrics(context.Background(), set, cfg, &consumertest.MetricsSink{})
-		require.NoError(t, err)
-		require.NoError(t, p.Start(context.Background(), nil))
-		t.Cleanup(func() { require.NoError(t, p.Shutdown(context.Background())) })
+		p, err := f.CreateMetrics(tb.Context(), set, cfg, &consumertest.MetricsSink{})
+		require.NoError(tb, err)
+		require.NoError(tb, p.Start(tb.Context(), nil))
+		tb.Cleanup(func() { require.NoError(tb, p.Shutdown(context.WithoutCancel(tb.Context()))) })
 		procs = append(procs, p)
 	}
 	return procs
@@ -143,11 +143,11 @@ func TestPipelinesShareOneKubeletClient(t *testing.T) {
 	assert.Equal(t, 1, nodes.Len(), "one node inventory for the collector")
 
 	poll.Until(t, 10*time.Second, "the kubelet's first List call", func() bool { return srv.Calls("List") >= 1 })
-	for i := 0; i < 50; i++ {
+	for range 50 {
 		for _, p := range procs {
 			md := pmetric.NewMetrics()
 			batch.CopyTo(md)
-			require.NoError(t, p.ConsumeMetrics(context.Background(), md))
+			require.NoError(t, p.ConsumeMetrics(t.Context(), md))
 		}
 	}
 	assert.Equal(t, 1, srv.Calls("List"), "one call at start, none per batch or per pipeline")

@@ -21,7 +21,7 @@ func parseVisibleDevices(env map[string]string) (devices visibleDevices, malform
 	case "", "all", "none", "void":
 		return nil, 0
 	}
-	for _, item := range strings.Split(v, ",") {
+	for item := range strings.SplitSeq(v, ",") {
 		item = strings.TrimSpace(item)
 		if isIndex(item) || isUUID(item) {
 			devices = append(devices, item)
@@ -57,7 +57,8 @@ type deviceIndex map[string]target
 // fill replaces ix's content with the batch's GPUs.
 func (ix deviceIndex) fill(gpus []gpuReading) {
 	clear(ix)
-	for i, g := range gpus {
+	for i := range gpus {
+		g := &gpus[i]
 		whole := target{gpu: i, mig: -1}
 		if g.uuid != "" {
 			ix[g.uuid] = whole

@@ -26,7 +26,7 @@ func NewFactory() processor.Factory {
 
 func createDefaultConfig() component.Config {
 	return &Config{
-		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
+		MetricsBuilderConfig: metadata.NewDefaultMetricsBuilderConfig(),
 		RootPath:             "/",
 		AllocationSources:    []Source{SourcePodResources, SourceNvidiaVisibleDevices, SourceProcess},
 		RefreshInterval:      10 * time.Second,

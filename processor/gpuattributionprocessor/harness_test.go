@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/pdata/pmetric"
-	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -32,10 +31,10 @@ import (
 )
 
 // gpuBatch is one collection of the real gpu receiver on its simulated backend.
-func gpuBatch(t testing.TB, scenario string) pmetric.Metrics {
-	t.Helper()
+func gpuBatch(tb testing.TB, scenario string) pmetric.Metrics {
+	tb.Helper()
 	md, err := gpureceivertest.SimulatedBatch(scenario)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	return md
 }
 
@@ -134,7 +133,6 @@ type testEnv struct {
 	t         testing.TB
 	root      string
 	kubelet   *podresourcestest.Server
-	proc      processor.Metrics
 	attr      *gpuAttribution
 	logs      *observer.ObservedLogs
 	clock     *clock.Fake
@@ -144,30 +142,32 @@ type testEnv struct {
 type envOption func(*Config)
 
 // socketDir is short: unix socket paths are limited to 108 bytes.
-func socketDir(t testing.TB) string {
-	dir, err := os.MkdirTemp("", "gpuattr")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
+func socketDir(tb testing.TB) string {
+	dir, err := os.MkdirTemp("", "gpuattr") //nolint:usetesting // short, as said above
+	require.NoError(tb, err)
+	tb.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }
 
-func newTestEnv(t testing.TB, host hostfixture.Host, kubelet *podresourcestest.Server, opts ...envOption) *testEnv {
-	t.Helper()
-	root := filepath.Join(t.TempDir(), "host")
-	require.NoError(t, hostfixture.Write(root, host))
-	e := &testEnv{t: t, root: root, kubelet: kubelet, clock: clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)),
-		refreshed: make(chan struct{}, 1)}
+func newTestEnv(tb testing.TB, host hostfixture.Host, kubelet *podresourcestest.Server, opts ...envOption) *testEnv {
+	tb.Helper()
+	root := filepath.Join(tb.TempDir(), "host")
+	require.NoError(tb, hostfixture.Write(root, host))
+	e := &testEnv{
+		t: tb, root: root, kubelet: kubelet, clock: clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)),
+		refreshed: make(chan struct{}, 1),
+	}
 	cfg := createDefaultConfig().(*Config)
 	cfg.RootPath = root
 	cfg.RefreshInterval = time.Hour // refreshes come from e.refresh
-	cfg.PodResources.Socket = filepath.Join(socketDir(t), "absent.sock")
+	cfg.PodResources.Socket = filepath.Join(socketDir(tb), "absent.sock")
 	if kubelet != nil {
 		cfg.PodResources.Socket = kubelet.Socket
 	}
 	for _, o := range opts {
 		o(cfg)
 	}
-	require.NoError(t, confmap.Validate(cfg))
+	require.NoError(tb, confmap.Validate(cfg))
 	core, logs := observer.New(zapcore.InfoLevel)
 	e.logs = logs
 	set := processortest.NewNopSettings(metadata.Type)
@@ -177,17 +177,17 @@ func newTestEnv(t testing.TB, host hostfixture.Host, kubelet *podresourcestest.S
 		s.clock = e.clock
 		s.refreshed = e.refreshed
 	}
-	require.NoError(t, e.attr.start(context.Background(), nil))
-	t.Cleanup(func() { require.NoError(t, e.attr.shutdown(context.Background())) })
+	require.NoError(tb, e.attr.start(tb.Context(), nil))
+	tb.Cleanup(func() { require.NoError(tb, e.attr.shutdown(context.WithoutCancel(tb.Context()))) })
 	// The loop's refresh at start; the test's own come after it, on the test's goroutine.
 	select {
 	case <-e.refreshed:
 	case <-time.After(10 * time.Second):
-		t.Fatal("no refresh of the node within 10s of its start")
+		tb.Fatal("no refresh of the node within 10s of its start")
 	}
 	if cfg.usesPodResources() {
 		// The kubelet client's first refresh runs at start, beside the node's.
-		poll.Until(t, 10*time.Second, "the first pod-resources refresh", func() bool {
+		poll.Until(tb, 10*time.Second, "the first pod-resources refresh", func() bool {
 			k := e.attr.node.kubelet
 			return k.Snapshot() != nil || k.Failures() > 0
 		})

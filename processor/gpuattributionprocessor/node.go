@@ -82,7 +82,7 @@ type nodeSettings struct {
 	kubelet *podresources.Settings
 	logger  *zap.Logger
 	// clock paces the refreshes (the kubelet's too) and dates what they see; a seam for tests,
-	// as is refreshed, signalled after each refresh.
+	// as is refreshed, signaled after each refresh.
 	clock     clock.Clock
 	refreshed chan<- struct{}
 }

@@ -74,7 +74,7 @@ type gpuAttribution struct {
 	// adjustNode is a seam for tests (the clock, the refresh signal); nil in production.
 	adjustNode func(*nodeSettings)
 
-	// mu serialises batches of the gpu receiver; the state below is theirs.
+	// mu serializes batches of the gpu receiver; the state below is theirs.
 	mu    sync.Mutex
 	mb    *metadata.MetricsBuilder
 	stale *staleness.Tracker
@@ -341,7 +341,8 @@ func (p *gpuAttribution) attribute(gpus []gpuReading) pmetric.Metrics {
 	}
 
 	// Processes outside any pod, and zombies, per GPU.
-	for _, g := range gpus {
+	for i := range gpus {
+		g := &gpus[i]
 		zombieSeen := map[string]bool{}
 		for _, pr := range g.procs {
 			switch {
@@ -421,7 +422,8 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 	// A container with a process on a GPU runs, by NVML's word; any other holder is checked, so
 	// that one which stopped leaves at this batch, not at the next refresh.
 	alive := p.scratch.alive
-	for _, g := range gpus {
+	for i := range gpus {
+		g := &gpus[i]
 		for _, pr := range g.procs {
 			if pr.owner != nil {
 				alive[pr.owner] = true
@@ -489,7 +491,8 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 				}
 			}
 		case SourceProcess:
-			for i, g := range gpus {
+			for i := range gpus {
+				g := &gpus[i]
 				for _, pr := range g.procs {
 					if pr.owner != nil {
 						claim(target{gpu: i, mig: -1}, pr.owner)

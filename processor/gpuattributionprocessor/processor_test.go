@@ -88,8 +88,9 @@ type deviceValue struct{ util, mem float64 }
 
 func deviceValues(md pmetric.Metrics) map[string]deviceValue {
 	out := map[string]deviceValue{}
-	for _, g := range readGPUs(md) {
-		out[g.minor] = deviceValue{util: g.util, mem: g.memUtil}
+	gpus := readGPUs(md)
+	for i := range gpus {
+		out[gpus[i].minor] = deviceValue{util: gpus[i].util, mem: gpus[i].memUtil}
 	}
 	return out
 }

@@ -38,14 +38,22 @@ func sandboxNode(sandboxFirst bool) (hostfixture.Host, []sandboxPod) {
 		return "/kubepods.slice/kubepods-" + qos + ".slice/kubepods-" + qos + "-pod" + uid + ".slice/"
 	}
 	pods := []sandboxPod{
-		{n: 11, namespace: "team-a", name: "resnet-0", ctr: "trainer", pid: 1101, cgroupDir: slice("burstable", 11), leafPrefix: "cri-containerd-",
-			resource: gpuResource, devices: func(ids gpuIDs) []string { return []string{ids[0].UUID} }},
-		{n: 12, namespace: "team-b", name: "notebook-bob", ctr: "notebook", pid: 2101, cgroupDir: slice("burstable", 12), leafPrefix: "cri-containerd-",
-			resource: gpuResource, devices: func(ids gpuIDs) []string { return []string{ids[2].UUID + "::0"} }},
-		{n: 13, namespace: "team-c", name: "notebook-carol", ctr: "notebook", pid: 2201, cgroupDir: slice("besteffort", 13), leafPrefix: "crio-",
-			resource: gpuResource, devices: func(ids gpuIDs) []string { return []string{ids[2].UUID + "::1"} }},
-		{n: 14, namespace: "serving", name: "bert-0", ctr: "server", pid: 3101, cgroupDir: slice("", 14), leafPrefix: "cri-containerd-",
-			resource: migResource, devices: func(ids gpuIDs) []string { return []string{ids[3].MIG[0]} }},
+		{
+			n: 11, namespace: "team-a", name: "resnet-0", ctr: "trainer", pid: 1101, cgroupDir: slice("burstable", 11), leafPrefix: "cri-containerd-",
+			resource: gpuResource, devices: func(ids gpuIDs) []string { return []string{ids[0].UUID} },
+		},
+		{
+			n: 12, namespace: "team-b", name: "notebook-bob", ctr: "notebook", pid: 2101, cgroupDir: slice("burstable", 12), leafPrefix: "cri-containerd-",
+			resource: gpuResource, devices: func(ids gpuIDs) []string { return []string{ids[2].UUID + "::0"} },
+		},
+		{
+			n: 13, namespace: "team-c", name: "notebook-carol", ctr: "notebook", pid: 2201, cgroupDir: slice("besteffort", 13), leafPrefix: "crio-",
+			resource: gpuResource, devices: func(ids gpuIDs) []string { return []string{ids[2].UUID + "::1"} },
+		},
+		{
+			n: 14, namespace: "serving", name: "bert-0", ctr: "server", pid: 3101, cgroupDir: slice("", 14), leafPrefix: "cri-containerd-",
+			resource: migResource, devices: func(ids gpuIDs) []string { return []string{ids[3].MIG[0]} },
+		},
 	}
 	host := hostfixture.Host{CgroupVersion: 2}
 	for _, p := range pods {
@@ -58,8 +66,10 @@ func sandboxNode(sandboxFirst bool) (hostfixture.Host, []sandboxPod) {
 			Containers: []hostfixture.Container{{
 				CgroupPath: p.cgroupDir + p.leafPrefix + ctrID(p.n) + ".scope",
 				Pod:        &hostfixture.PodLogs{Namespace: p.namespace, Name: p.name, Container: p.ctr},
-				Processes: []hostfixture.Process{{PID: p.pid, Comm: "python3", Cmdline: []string{"python3"},
-					Env: paiEnv(p.name, "job"), State: "S", RSSPages: 100, NetNS: uint32(4026540000 + p.n)}},
+				Processes: []hostfixture.Process{{
+					PID: p.pid, Comm: "python3", Cmdline: []string{"python3"},
+					Env: paiEnv(p.name, "job"), State: "S", RSSPages: 100, NetNS: uint32(4026540000 + p.n),
+				}},
 			}},
 		})
 	}

@@ -4,7 +4,6 @@
 package nameprofileprocessor
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -24,7 +23,7 @@ func BenchmarkProfiles(b *testing.B) {
 			f := NewFactory()
 			cfg := f.CreateDefaultConfig().(*Config)
 			cfg.Profile = profile
-			p, err := f.CreateMetrics(context.Background(), processortest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
+			p, err := f.CreateMetrics(b.Context(), processortest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
 			require.NoError(b, err)
 			batches := make([]pmetric.Metrics, b.N)
 			for i := range batches {
@@ -34,7 +33,7 @@ func BenchmarkProfiles(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if err := p.ConsumeMetrics(context.Background(), batches[i]); err != nil {
+				if err := p.ConsumeMetrics(b.Context(), batches[i]); err != nil {
 					b.Fatal(err)
 				}
 			}

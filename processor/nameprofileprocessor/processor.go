@@ -261,9 +261,10 @@ func (p *nameProfile) renameMetrics(ms pmetric.MetricSlice, id gpuIdentity, isGP
 	created := map[string]pmetric.Metric{}
 	renamed := map[string]bool{}
 	n := ms.Len()
-	for i := 0; i < n; i++ {
+	for i := range n {
 		src := ms.At(i)
-		for _, r := range p.profile.metrics {
+		for j := range p.profile.metrics {
+			r := &p.profile.metrics[j]
 			if r.from != src.Name() {
 				continue
 			}
@@ -294,7 +295,7 @@ func (p *nameProfile) renameMetrics(ms pmetric.MetricSlice, id gpuIdentity, isGP
 	ms.RemoveIf(func(m pmetric.Metric) bool { return renamed[m.Name()] })
 }
 
-func copyPoints(src, dst pmetric.Metric, r rename, extra []attribute) {
+func copyPoints(src, dst pmetric.Metric, r *rename, extra []attribute) {
 	from, ok := metricpoints.Numbers(src)
 	if !ok {
 		return

@@ -5,7 +5,6 @@ package nameprofileprocessor
 
 import (
 	"cmp"
-	"context"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -29,10 +28,10 @@ var demoScenario = filepath.Join("..", "..", "distro", "scenarios", "dgx-a100-de
 
 // demoBatch is one collection of the gpu receiver on the demo's GPUs, with the task_gpu_percent
 // series gpu_attribution adds: GPU 0 held by one trainer, GPU 1 shared by two pods.
-func demoBatch(t testing.TB) pmetric.Metrics {
-	t.Helper()
+func demoBatch(tb testing.TB) pmetric.Metrics {
+	tb.Helper()
 	md, err := gpureceivertest.SimulatedBatch(demoScenario)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	gpus := gpureceivertest.GPUs(md)
 	addHolder(md, 0, gpus[0].UUID, "alice~train", "jobs", "train-0", "trainer")
 	addHolder(md, 1, gpus[1].UUID, "bob~share", "jobs", "share-a", "worker")
@@ -65,12 +64,12 @@ func runProfile(t *testing.T, profile Profile, batches ...pmetric.Metrics) []pme
 	cfg := f.CreateDefaultConfig().(*Config)
 	cfg.Profile = profile
 	sink := &consumertest.MetricsSink{}
-	p, err := f.CreateMetrics(context.Background(), processortest.NewNopSettings(metadata.Type), cfg, sink)
+	p, err := f.CreateMetrics(t.Context(), processortest.NewNopSettings(metadata.Type), cfg, sink)
 	require.NoError(t, err)
-	require.NoError(t, p.Start(context.Background(), nil))
-	defer func() { require.NoError(t, p.Shutdown(context.Background())) }()
+	require.NoError(t, p.Start(t.Context(), nil))
+	defer func() { require.NoError(t, p.Shutdown(t.Context())) }()
 	for _, md := range batches {
-		require.NoError(t, p.ConsumeMetrics(context.Background(), md))
+		require.NoError(t, p.ConsumeMetrics(t.Context(), md))
 	}
 	return sink.AllMetrics()
 }

@@ -6,7 +6,7 @@ package gpureceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpure
 import (
 	"encoding/binary"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -180,7 +180,7 @@ func readProcesses(r *gpuRead) {
 	for pid := range memory {
 		r.processes = append(r.processes, pid)
 	}
-	sort.Slice(r.processes, func(i, j int) bool { return r.processes[i] < r.processes[j] })
+	slices.Sort(r.processes)
 	for _, pid := range r.processes {
 		r.mb.RecordGpuProcessMemoryUsedBytesDataPoint(r.now, int64(memory[pid]), strconv.FormatUint(uint64(pid), 10))
 	}
@@ -560,7 +560,8 @@ func readVGPULicense(r *gpuRead) {
 		return
 	}
 	n := min(int(f.LicensableFeaturesCount), len(f.GridLicensableFeatures))
-	for _, feature := range f.GridLicensableFeatures[:n] {
+	for i := range n {
+		feature := &f.GridLicensableFeatures[i]
 		if feature.FeatureCode == uint32(nvml.GRID_LICENSE_FEATURE_CODE_VGPU) {
 			r.mb.RecordGpuVgpuLicensedDataPoint(r.now, boolLevel(feature.FeatureState > 0, 1))
 			return
@@ -568,7 +569,8 @@ func readVGPULicense(r *gpuRead) {
 	}
 }
 
-func boolLevel(b bool, level int64) int64 {
+// boolLevel is level when b holds, else 0: a gauge's 1 or healthWarning, equal today.
+func boolLevel(b bool, level int64) int64 { //nolint:unparam // level names which of the two it is
 	if b {
 		return level
 	}

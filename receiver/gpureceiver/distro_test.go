@@ -22,7 +22,7 @@ func TestDistroScenarios(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	for _, f := range files {
-		_, err := simulated.LoadScenario(f)
+		_, err = simulated.LoadScenario(f)
 		require.NoError(t, err, f)
 	}
 

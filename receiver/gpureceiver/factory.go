@@ -34,7 +34,7 @@ func createDefaultConfig() component.Config {
 	cc.CollectionInterval = 10 * time.Second
 	return &Config{
 		ControllerConfig:     cc,
-		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
+		MetricsBuilderConfig: metadata.NewDefaultMetricsBuilderConfig(),
 		Events:               metadata.DefaultEventsConfig(),
 		Backend:              BackendNVML,
 		RootPath:             "/",

@@ -220,7 +220,7 @@ func (oldDriver) Extensions() nvml.ExtendedInterface { return noSymbols{} }
 func TestMissingSymbols(t *testing.T) {
 	clock := newFakeClock()
 	srv := simServer(t, "dgxa100.yaml", clock)
-	for _, d := range srv.Server.Devices {
+	for _, d := range srv.Devices {
 		// The sim answers only the new call; the old one comes from go-nvml's mock.
 		d.(*simulated.Device).GetCurrentClocksThrottleReasonsFunc = func() (uint64, nvml.Return) {
 			return nvml.ClocksThrottleReasonHwSlowdown, nvml.SUCCESS
@@ -249,7 +249,7 @@ type otherGPUs struct {
 
 func withGPUs(srv *simulated.Server, wrap func(*simulated.Device) nvml.Device) *otherGPUs {
 	lib := &otherGPUs{Server: srv}
-	for _, d := range srv.Server.Devices {
+	for _, d := range srv.Devices {
 		lib.devices = append(lib.devices, wrap(d.(*simulated.Device)))
 	}
 	return lib

@@ -35,12 +35,12 @@ func testConfig() *Config {
 	return cfg
 }
 
-func simServer(t testing.TB, scenario string, clock *clock.Fake) *simulated.Server {
-	t.Helper()
+func simServer(tb testing.TB, scenario string, clock *clock.Fake) *simulated.Server {
+	tb.Helper()
 	sc, err := simulated.LoadScenario(filepath.Join("testdata", "scenarios", scenario))
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	srv := simulated.New(sc, clock)
-	t.Cleanup(srv.Close)
+	tb.Cleanup(srv.Close)
 	return srv
 }
 
@@ -50,24 +50,24 @@ func settingsFor(cfg *Config, clock *clock.Fake, emit func(plog.Logs)) scraperSe
 }
 
 // startScraper starts a scraper on lib as the receiver does and stops it at the end of the test.
-func startScraper(t testing.TB, cfg *Config, lib nvml.Interface, clock *clock.Fake, emit func(plog.Logs)) *gpuScraper {
-	t.Helper()
-	return startWith(t, settingsFor(cfg, clock, emit), lib)
+func startScraper(tb testing.TB, cfg *Config, lib nvml.Interface, clock *clock.Fake, emit func(plog.Logs)) *gpuScraper {
+	tb.Helper()
+	return startWith(tb, settingsFor(cfg, clock, emit), lib)
 }
 
 // startWith is startScraper with the settings given.
-func startWith(t testing.TB, ss scraperSettings, lib nvml.Interface) *gpuScraper {
-	t.Helper()
+func startWith(tb testing.TB, ss scraperSettings, lib nvml.Interface) *gpuScraper {
+	tb.Helper()
 	release := func() {}
 	if c, ok := lib.(interface{ Close() }); ok {
 		release = c.Close
 	}
 	s := newScraper(ss, lib, release)
 	s.start()
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		s.shutdown()
 		// The simulation wakes the event watcher when it closes; a test waits for it.
-		waitOrFail(t, s.watcher.Wait, "the XID event watcher did not stop after shutdown")
+		waitOrFail(tb, s.watcher.Wait, "the XID event watcher did not stop after shutdown")
 	})
 	return s
 }
@@ -75,10 +75,10 @@ func startWith(t testing.TB, ss scraperSettings, lib nvml.Interface) *gpuScraper
 // nextWait waits until one timer of clock is due within d, and no other, moves the clock to it
 // and returns how far that was: it ends the one wait a test expects (a retry's pause, the
 // deadline of a call known to hang), never a call's deadline that is merely under way.
-func nextWait(t testing.TB, clock *clock.Fake, within time.Duration) time.Duration {
-	t.Helper()
+func nextWait(tb testing.TB, clock *clock.Fake, within time.Duration) time.Duration {
+	tb.Helper()
 	var moved time.Duration
-	poll.Until(t, 10*time.Second, fmt.Sprintf("one wait, and only one, due within %s", within), func() bool {
+	poll.Until(tb, 10*time.Second, fmt.Sprintf("one wait, and only one, due within %s", within), func() bool {
 		var ok bool
 		moved, ok = clock.AdvanceToOnly(within)
 		return ok
@@ -87,8 +87,8 @@ func nextWait(t testing.TB, clock *clock.Fake, within time.Duration) time.Durati
 }
 
 // waitOrFail runs wait and fails the test if it has not returned within 10 s.
-func waitOrFail(t testing.TB, wait func(), msg string) {
-	t.Helper()
+func waitOrFail(tb testing.TB, wait func(), msg string) {
+	tb.Helper()
 	done := make(chan struct{})
 	go func() {
 		wait()
@@ -97,7 +97,7 @@ func waitOrFail(t testing.TB, wait func(), msg string) {
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		t.Fatal(msg)
+		tb.Fatal(msg)
 	}
 }
 

@@ -40,11 +40,10 @@ const xidMarker = "NVRM: Xid ("
 //
 // whatever comes before the marker (a /dev/kmsg header, a syslog or dmesg prefix).
 func parseXIDLine(line string) (kmsgXID, bool) {
-	i := strings.Index(line, xidMarker)
-	if i < 0 {
+	_, rest, found := strings.Cut(line, xidMarker)
+	if !found {
 		return kmsgXID{}, false
 	}
-	rest := line[i+len(xidMarker):]
 	end := strings.IndexByte(rest, ')')
 	if end < 0 {
 		return kmsgXID{}, false

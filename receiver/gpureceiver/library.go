@@ -61,9 +61,7 @@ func (s *gpuScraper) start() {
 	if s.tryInit(true) {
 		return
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	s.wg.Go(func() {
 		wait := s.cfg.InitRetry.InitialInterval
 		for {
 			if !clock.Sleep(s.clock, wait, s.stop) {
@@ -74,7 +72,7 @@ func (s *gpuScraper) start() {
 			}
 			wait = min(2*wait, s.cfg.InitRetry.MaxInterval)
 		}
-	}()
+	})
 }
 
 func (s *gpuScraper) tryInit(first bool) bool {
@@ -101,7 +99,7 @@ func (s *gpuScraper) tryInit(first bool) bool {
 	s.nvmlHolds.Store(1)
 	s.ready.Store(true)
 	s.enumMu.Lock()
-	s.enumerate()
+	_ = s.enumerate() // a failure here is reported by the first collection, which enumerates again
 	n := len(s.gpus)
 	var set nvml.EventSet
 	if s.cfg.XID.NVMLEvents {
@@ -111,15 +109,13 @@ func (s *gpuScraper) tryInit(first bool) bool {
 	s.logger.Info("NVML initialized", zap.String("driver_version", s.driver), zap.Int("gpus", n), zap.Strings("calls_missing_in_driver", missing))
 	if set != nil {
 		s.nvmlHolds.Add(1)
-		s.watcher.Add(1)
-		go func() {
-			defer s.watcher.Done()
+		s.watcher.Go(func() {
 			s.watchEvents(set)
 			if ret := set.Free(); ret != nvml.SUCCESS {
 				s.logger.Debug("NVML event set free failed", zap.String("error", ret.Error()))
 			}
 			s.letGoOfNVML()
-		}()
+		})
 	}
 	return true
 }

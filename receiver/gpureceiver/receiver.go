@@ -103,11 +103,9 @@ func (r *gpuReceiver) startKmsg() {
 	s := r.scraper
 	s.kmsg = f
 	k := &kmsgReader{file: f, clock: s.clock, poll: time.Second, logger: r.set.Logger, onLine: s.onKmsgLine}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	s.wg.Go(func() {
 		k.run(s.stop)
-	}()
+	})
 }
 
 func (r *gpuReceiver) scrape(context.Context) (pmetric.Metrics, error) {

@@ -4,7 +4,6 @@
 package gpureceiver
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -42,18 +41,18 @@ func TestReceiverSimulatedXID79(t *testing.T) {
 
 	metrics, logs := new(consumertest.MetricsSink), new(consumertest.LogsSink)
 	set := receivertest.NewNopSettings(metadata.Type)
-	mr, err := f.CreateMetrics(context.Background(), set, cfg, metrics)
+	mr, err := f.CreateMetrics(t.Context(), set, cfg, metrics)
 	require.NoError(t, err)
-	lr, err := f.CreateLogs(context.Background(), set, cfg, logs)
+	lr, err := f.CreateLogs(t.Context(), set, cfg, logs)
 	require.NoError(t, err)
 	assert.Same(t, mr, lr, "the pipelines share one receiver")
 
 	host := componenttest.NewNopHost()
-	require.NoError(t, mr.Start(context.Background(), host))
-	require.NoError(t, lr.Start(context.Background(), host))
+	require.NoError(t, mr.Start(t.Context(), host))
+	require.NoError(t, lr.Start(t.Context(), host))
 	defer func() {
-		require.NoError(t, mr.Shutdown(context.Background()))
-		require.NoError(t, lr.Shutdown(context.Background()))
+		require.NoError(t, mr.Shutdown(t.Context()))
+		require.NoError(t, lr.Shutdown(t.Context()))
 	}()
 
 	poll.Until(t, 20*time.Second, "a collection with XID 79 on GPU 3 and all 8 GPUs", func() bool {
@@ -97,11 +96,11 @@ func TestReceiverWithoutDriver(t *testing.T) {
 	cfg.LibraryPath = "/nonexistent/libnvidia-ml.so.1"
 	cfg.XID.Kmsg = false
 	metrics := new(consumertest.MetricsSink)
-	r, err := f.CreateMetrics(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, metrics)
+	r, err := f.CreateMetrics(t.Context(), receivertest.NewNopSettings(metadata.Type), cfg, metrics)
 	require.NoError(t, err)
-	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, r.Start(t.Context(), componenttest.NewNopHost()))
 	poll.Until(t, 20*time.Second, "two collections without a driver", func() bool { return len(metrics.AllMetrics()) >= 2 })
-	require.NoError(t, r.Shutdown(context.Background()))
+	require.NoError(t, r.Shutdown(t.Context()))
 
 	md, _ := lastScrape(metrics)
 	require.Equal(t, 1, md.ResourceMetrics().Len())

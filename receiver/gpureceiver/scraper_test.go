@@ -72,19 +72,21 @@ func TestLatencyHistogram(t *testing.T) {
 		md := src.scrape()
 		ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
 		for i := range ms.Len() {
-			if m := ms.At(i); m.Name() == "cmd_nvml_latency_seconds" {
-				require.Equal(t, pmetric.AggregationTemporalityCumulative, m.Histogram().AggregationTemporality())
-				dp := m.Histogram().DataPoints().At(0)
-				bounds := dp.ExplicitBounds().AsRaw()
-				assert.GreaterOrEqual(t, bounds[len(bounds)-1], 60.0)
-				assert.Equal(t, len(bounds)+1, dp.BucketCounts().Len())
-				var sum uint64
-				for _, c := range dp.BucketCounts().AsRaw() {
-					sum += c
-				}
-				assert.Equal(t, dp.Count(), sum)
-				return dp.Count()
+			m := ms.At(i)
+			if m.Name() != "cmd_nvml_latency_seconds" {
+				continue
 			}
+			require.Equal(t, pmetric.AggregationTemporalityCumulative, m.Histogram().AggregationTemporality())
+			dp := m.Histogram().DataPoints().At(0)
+			bounds := dp.ExplicitBounds().AsRaw()
+			assert.GreaterOrEqual(t, bounds[len(bounds)-1], 60.0)
+			assert.Equal(t, len(bounds)+1, dp.BucketCounts().Len())
+			var sum uint64
+			for _, c := range dp.BucketCounts().AsRaw() {
+				sum += c
+			}
+			assert.Equal(t, dp.Count(), sum)
+			return dp.Count()
 		}
 		require.FailNow(t, "cmd_nvml_latency_seconds missing")
 		return 0

@@ -24,7 +24,7 @@ func TestProcessLeavingGPUEnds(t *testing.T) {
 processes:
   - {pid: 4242, gpu: 0, memory_mib: 1024, sm: 50, until: 30s}
   - {pid: 4343, gpu: 0, memory_mib: 2048, sm: 20}
-`), 0o644))
+`), 0o600))
 	sc, err := simulated.LoadScenario(scenario)
 	require.NoError(t, err)
 	clock := newFakeClock()

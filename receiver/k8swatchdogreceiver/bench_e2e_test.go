@@ -47,11 +47,11 @@ func BenchmarkLargeCluster(b *testing.B) {
 	heapBefore := heapInUse()
 	w := newWatchdog(cfg, receivertest.NewNopSettings(metadata.Type))
 	began := time.Now()
-	if err := w.start(context.Background(), componenttest.NewNopHost()); err != nil {
+	if err := w.start(b.Context(), componenttest.NewNopHost()); err != nil {
 		b.Fatal(err)
 	}
 	sync := time.Since(began)
-	b.Cleanup(func() { _ = w.shutdown(context.Background()) })
+	b.Cleanup(func() { _ = w.shutdown(context.WithoutCancel(b.Context())) })
 	if !w.synced.Load() {
 		b.Fatal("caches did not sync within sync_timeout")
 	}
@@ -61,7 +61,7 @@ func BenchmarkLargeCluster(b *testing.B) {
 	heap := heapInUse() - heapBefore
 	rss := rssBytes(b)
 
-	ctx := context.Background()
+	ctx := b.Context()
 	for b.Loop() {
 		md, err := w.scrape(ctx)
 		if err != nil {
@@ -81,15 +81,13 @@ func BenchmarkLargeCluster(b *testing.B) {
 
 func populate(b *testing.B, admin kubernetes.Interface) {
 	b.Helper()
-	ctx := context.Background()
+	ctx := b.Context()
 	work := make(chan func() error)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var firstErr error
 	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for f := range work {
 				if err := f(); err != nil {
 					mu.Lock()
@@ -99,7 +97,7 @@ func populate(b *testing.B, admin kubernetes.Interface) {
 					mu.Unlock()
 				}
 			}
-		}()
+		})
 	}
 	for i := range benchNodes {
 		work <- func() error {
@@ -146,7 +144,7 @@ func rssBytes(b *testing.B) uint64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, line := range strings.Split(string(data), "\n") {
+	for line := range strings.SplitSeq(string(data), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
 			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			if err != nil {

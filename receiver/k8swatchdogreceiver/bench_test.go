@@ -4,7 +4,6 @@
 package k8swatchdogreceiver
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -35,7 +34,7 @@ func BenchmarkCollectFake(b *testing.B) {
 		objs = append(objs, benchPod(i, fmt.Sprintf("node-%03d", i/benchPodsPerNode)))
 	}
 	h := newHarnessOn(b, testConfig(), fake.NewClientset(objs...))
-	ctx := context.Background()
+	ctx := b.Context()
 	for b.Loop() {
 		if _, err := h.w.scrape(ctx); err != nil {
 			b.Fatal(err)
@@ -46,8 +45,10 @@ func BenchmarkCollectFake(b *testing.B) {
 func benchNode(i int) *corev1.Node {
 	name := fmt.Sprintf("node-%03d", i)
 	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name,
-			Labels: map[string]string{"kubernetes.io/hostname": name, "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   name,
+			Labels: map[string]string{"kubernetes.io/hostname": name, "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+		},
 		Status: corev1.NodeStatus{
 			Capacity:    corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8"), "cpu": resource.MustParse("128"), "memory": resource.MustParse("2Ti")},
 			Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8"), "cpu": resource.MustParse("126"), "memory": resource.MustParse("2000Gi")},
@@ -82,16 +83,24 @@ func benchPod(i int, node string) *corev1.Pod {
 		Status: corev1.PodStatus{
 			Phase: corev1.PodRunning, HostIP: "10.2.0.1", PodIP: "10.244.0.1",
 			Conditions: []corev1.PodCondition{
-				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodInitialized, Status: corev1.ConditionTrue},
-				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionTrue},
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
+				{Type: corev1.PodInitialized, Status: corev1.ConditionTrue},
+				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue},
+				{Type: corev1.PodReady, Status: corev1.ConditionTrue},
 			},
-			ContainerStatuses: []corev1.ContainerStatus{e2eStatus(running("worker", true)), e2eStatus(running("sidecar", true))},
+			ContainerStatuses: []corev1.ContainerStatus{e2eStatus(running("worker")), e2eStatus(running("sidecar"))},
 		},
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("job%d-worker-%d", i/8, i%8),
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        fmt.Sprintf("job%d-worker-%d", i/8, i%8),
 			Labels:      map[string]string{"userName": fmt.Sprintf("user%d", i%50), "virtualCluster": "default", "type": "kube-launcher-task"},
-			Annotations: map[string]string{"rest-server/port-scheduling-spec": strings.Repeat("{}", 50)}},
-		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{worker, sidecar},
-			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/mnt/data"}}},
-				{Name: "shm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}}},
+			Annotations: map[string]string{"rest-server/port-scheduling-spec": strings.Repeat("{}", 50)},
+		},
+		Spec: corev1.PodSpec{
+			NodeName: node, Containers: []corev1.Container{worker, sidecar},
+			Volumes: []corev1.Volume{
+				{Name: "data", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/mnt/data"}}},
+				{Name: "shm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+			},
+		},
 	}
 }

@@ -87,7 +87,7 @@ func (w *watchdog) emit(changes []change) {
 	}
 	// runCtx ends at shutdown, so that a blocked pipeline cannot hold the informers up.
 	if err := w.logs.ConsumeLogs(w.runCtx, out); err != nil {
-		w.logger.Warn("status-change log records were dropped", zap.Int("records", out.LogRecordCount()), zap.Error(err))
+		w.logger.Warn("Status-change log records were dropped", zap.Int("records", out.LogRecordCount()), zap.Error(err))
 	}
 }
 
@@ -116,7 +116,8 @@ func podChanges(o, n *corev1.Pod) []change {
 
 func containerChanges(ns, pod, node string, olds, news []corev1.ContainerStatus) []change {
 	var out []change
-	for _, n := range news {
+	for j := range news {
+		n := &news[j]
 		container := n.Name
 		oldKind, oldReason := absent, ""
 		var o *corev1.ContainerStatus

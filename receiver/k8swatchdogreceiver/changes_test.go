@@ -4,7 +4,6 @@
 package k8swatchdogreceiver
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -25,20 +24,20 @@ type step struct {
 
 func updatePod(ns, name string, change func(*corev1.Pod)) func(*testing.T, *harness) {
 	return func(t *testing.T, h *harness) {
-		p, err := h.kube.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		p, err := h.kube.CoreV1().Pods(ns).Get(t.Context(), name, metav1.GetOptions{})
 		require.NoError(t, err)
 		change(p)
-		_, err = h.kube.CoreV1().Pods(ns).UpdateStatus(context.Background(), p, metav1.UpdateOptions{})
+		_, err = h.kube.CoreV1().Pods(ns).UpdateStatus(t.Context(), p, metav1.UpdateOptions{})
 		require.NoError(t, err)
 	}
 }
 
 func updateNode(name string, change func(*corev1.Node)) func(*testing.T, *harness) {
 	return func(t *testing.T, h *harness) {
-		n, err := h.kube.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		n, err := h.kube.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
 		require.NoError(t, err)
 		change(n)
-		_, err = h.kube.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
+		_, err = h.kube.CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{})
 		require.NoError(t, err)
 	}
 }
@@ -62,7 +61,7 @@ func TestStatusChangeLogs(t *testing.T) {
 			p.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "OOMKilled", ExitCode: 137}}
 		}), 1},
 		{"crash-looping proxy runs again", updatePod("pai", "rest-server-0", func(p *corev1.Pod) {
-			p.Status.ContainerStatuses[1] = running("proxy", true)
+			p.Status.ContainerStatuses[1] = running("proxy")
 		}), 1},
 		{"queued pod is scheduled, its container is being created (not news)", updatePod("vc", "queued-0", func(p *corev1.Pod) {
 			p.Spec.NodeName = "node-a"
@@ -90,7 +89,7 @@ func TestStatusChangeLogs(t *testing.T) {
 			n.Status.Conditions = n.Status.Conditions[:4]
 		}), 3},
 		{"a new pod (not a change)", func(t *testing.T, h *harness) {
-			_, err := h.kube.CoreV1().Pods("default").Create(context.Background(),
+			_, err := h.kube.CoreV1().Pods("default").Create(t.Context(),
 				pod(podSpec{ns: "default", name: "new-0", phase: corev1.PodPending}), metav1.CreateOptions{})
 			require.NoError(t, err)
 		}, 0},

@@ -6,7 +6,6 @@
 package k8swatchdogreceiver
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -38,48 +37,48 @@ const eventually = 60 * time.Second
 // createNode creates a node and writes its status, as a kubelet would.
 func createNode(t *testing.T, admin kubernetes.Interface, n *corev1.Node) {
 	t.Helper()
-	created, err := admin.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{})
+	created, err := admin.CoreV1().Nodes().Create(t.Context(), n, metav1.CreateOptions{})
 	require.NoError(t, err)
 	created.Status = n.Status
-	_, err = admin.CoreV1().Nodes().UpdateStatus(context.Background(), created, metav1.UpdateOptions{})
+	_, err = admin.CoreV1().Nodes().UpdateStatus(t.Context(), created, metav1.UpdateOptions{})
 	require.NoError(t, err)
 }
 
 func createPod(t *testing.T, admin kubernetes.Interface, p *corev1.Pod) {
 	t.Helper()
 	status := p.Status
-	created, err := admin.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{})
+	created, err := admin.CoreV1().Pods(p.Namespace).Create(t.Context(), p, metav1.CreateOptions{})
 	require.NoError(t, err)
 	created.Status = status
-	_, err = admin.CoreV1().Pods(p.Namespace).UpdateStatus(context.Background(), created, metav1.UpdateOptions{})
+	_, err = admin.CoreV1().Pods(p.Namespace).UpdateStatus(t.Context(), created, metav1.UpdateOptions{})
 	require.NoError(t, err)
 }
 
 // changePod reads a pod, changes its status and writes it back, as a kubelet would.
 func changePod(t *testing.T, admin kubernetes.Interface, ns, name string, change func(*corev1.Pod)) {
 	t.Helper()
-	p, err := admin.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	p, err := admin.CoreV1().Pods(ns).Get(t.Context(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	change(p)
-	_, err = admin.CoreV1().Pods(ns).UpdateStatus(context.Background(), p, metav1.UpdateOptions{})
+	_, err = admin.CoreV1().Pods(ns).UpdateStatus(t.Context(), p, metav1.UpdateOptions{})
 	require.NoError(t, err)
 }
 
 func changeNodeStatus(t *testing.T, admin kubernetes.Interface, name string, change func(*corev1.Node)) {
 	t.Helper()
-	n, err := admin.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	n, err := admin.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	change(n)
-	_, err = admin.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{})
+	_, err = admin.CoreV1().Nodes().UpdateStatus(t.Context(), n, metav1.UpdateOptions{})
 	require.NoError(t, err)
 }
 
 func cordon(t *testing.T, admin kubernetes.Interface, name string, unschedulable bool) {
 	t.Helper()
-	n, err := admin.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	n, err := admin.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	n.Spec.Unschedulable = unschedulable
-	_, err = admin.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
+	_, err = admin.CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{})
 	require.NoError(t, err)
 }
 
@@ -128,7 +127,7 @@ func labels(attrs pcommon.Map) string {
 
 func label(kv ...string) string {
 	var out []string
-	for i := 0; i < len(kv); i += 2 {
+	for i := 0; i+1 < len(kv); i += 2 {
 		out = append(out, kv[i]+"="+kv[i+1])
 	}
 	slices.Sort(out)
@@ -199,7 +198,7 @@ func logKeys(sink *consumertest.LogsSink) []string {
 func TestAgainstRealAPIServer(t *testing.T) {
 	c := kube.Start(t, "watchdog")
 	admin := c.Admin
-	ctx := context.Background()
+	ctx := t.Context()
 	c.GrantWatchdog("watchdog")
 
 	ready := []corev1.NodeCondition{
@@ -236,20 +235,25 @@ func TestAgainstRealAPIServer(t *testing.T) {
 	createPod(t, admin, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "pai", Name: "rest-server-0", Labels: map[string]string{"app": "rest-server"}},
 		Spec:       corev1.PodSpec{NodeName: "gpu-1", Containers: []corev1.Container{ctr("server", 0)}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, HostIP: "10.1.0.1", Conditions: podConds(corev1.ConditionTrue),
-			ContainerStatuses: []corev1.ContainerStatus{e2eStatus(running("server", true))}},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning, HostIP: "10.1.0.1", Conditions: podConds(corev1.ConditionTrue),
+			ContainerStatuses: []corev1.ContainerStatus{e2eStatus(running("server"))},
+		},
 	})
 	createPod(t, admin, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "job1-worker-0"},
 		Spec:       corev1.PodSpec{NodeName: "gpu-1", Containers: []corev1.Container{worker, ctr("helper", 2)}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, HostIP: "10.1.0.1", Conditions: podConds(corev1.ConditionTrue),
-			ContainerStatuses: []corev1.ContainerStatus{e2eStatus(running("worker", true)), e2eStatus(running("helper", true))}},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning, HostIP: "10.1.0.1", Conditions: podConds(corev1.ConditionTrue),
+			ContainerStatuses: []corev1.ContainerStatus{e2eStatus(running("worker")), e2eStatus(running("helper"))},
+		},
 	})
 	createPod(t, admin, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "train-0", Labels: map[string]string{"batch.kubernetes.io/job-name": "train"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{ctr("main", 3)}},
 		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
-			{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable"}}},
+			{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable"},
+		}},
 	})
 
 	// The receiver, as the collector builds it: one factory, a metrics and a logs receiver on
@@ -316,7 +320,8 @@ func TestAgainstRealAPIServer(t *testing.T) {
 	changePod(t, admin, "default", "job1-worker-0", func(p *corev1.Pod) {
 		p.Status.ContainerStatuses[0].RestartCount = 1
 		p.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			Reason: "OOMKilled", ExitCode: 137, StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}
+			Reason: "OOMKilled", ExitCode: 137, StartedAt: metav1.Now(), FinishedAt: metav1.Now(),
+		}}
 	})
 	changePod(t, admin, "pai", "rest-server-0", func(p *corev1.Pod) {
 		p.Status.ContainerStatuses[0] = e2eStatus(waiting("server", "CrashLoopBackOff"))
@@ -329,14 +334,15 @@ func TestAgainstRealAPIServer(t *testing.T) {
 	}, metav1.CreateOptions{}))
 	changePod(t, admin, "default", "train-0", func(p *corev1.Pod) {
 		p.Status.Phase, p.Status.HostIP, p.Status.Conditions = corev1.PodRunning, "10.1.0.2", podConds(corev1.ConditionTrue)
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{e2eStatus(running("main", true))}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{e2eStatus(running("main"))}
 	})
 	// The job ends: its four GPUs are free again.
 	changePod(t, admin, "default", "job1-worker-0", func(p *corev1.Pod) {
 		p.Status.Phase = corev1.PodSucceeded
 		for i := range p.Status.ContainerStatuses {
 			p.Status.ContainerStatuses[i].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				Reason: "Completed", StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}
+				Reason: "Completed", StartedAt: metav1.Now(), FinishedAt: metav1.Now(),
+			}}
 			p.Status.ContainerStatuses[i].Ready = false
 		}
 	})
@@ -406,7 +412,7 @@ func TestAgainstRealAPIServer(t *testing.T) {
 	// The informers watch again: a new change comes through, once, and nothing before it is
 	// logged a second time by the relist.
 	changePod(t, admin, "pai", "rest-server-0", func(p *corev1.Pod) {
-		p.Status.ContainerStatuses[0] = e2eStatus(running("server", true))
+		p.Status.ContainerStatuses[0] = e2eStatus(running("server"))
 		p.Status.ContainerStatuses[0].RestartCount = 1
 	})
 	uncordonAfterOutage := "k8s.node.schedulable.changed node gpu-2 uncordoned"

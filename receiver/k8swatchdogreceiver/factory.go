@@ -34,7 +34,7 @@ func createDefaultConfig() component.Config {
 	cc.CollectionInterval = 30 * time.Second
 	return &Config{
 		ControllerConfig:     cc,
-		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
+		MetricsBuilderConfig: metadata.NewDefaultMetricsBuilderConfig(),
 		LogsBuilderConfig:    metadata.DefaultLogsBuilderConfig(),
 		AuthType:             AuthTypeServiceAccount,
 		// 5,000 pods sync in under a second; the bound is what a gateway start waits when the API

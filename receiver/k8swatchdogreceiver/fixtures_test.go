@@ -81,8 +81,9 @@ func ctr(name string, n int64) corev1.Container {
 	return c
 }
 
-func running(name string, ready bool) corev1.ContainerStatus {
-	return corev1.ContainerStatus{Name: name, Ready: ready, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+// running is a ready container's running status.
+func running(name string) corev1.ContainerStatus {
+	return corev1.ContainerStatus{Name: name, Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
 }
 
 func waiting(name, reason string) corev1.ContainerStatus {
@@ -114,38 +115,52 @@ func fixtureCluster() []runtime.Object {
 		node("node-c", "10.0.0.3", nil, gpus(2), false),
 
 		// A service pod: one container crash-looping, one with no state reported yet.
-		pod(podSpec{ns: "pai", name: "rest-server-0", node: "node-a", hostIP: "10.0.0.1", phase: corev1.PodRunning,
+		pod(podSpec{
+			ns: "pai", name: "rest-server-0", node: "node-a", hostIP: "10.0.0.1", phase: corev1.PodRunning,
 			labels:     map[string]string{"app": "rest-server"},
 			containers: []corev1.Container{ctr("server", 0), ctr("proxy", 0), ctr("logger", 0)},
-			statuses:   []corev1.ContainerStatus{running("server", true), waiting("proxy", "CrashLoopBackOff"), {Name: "logger"}},
+			statuses:   []corev1.ContainerStatus{running("server"), waiting("proxy", "CrashLoopBackOff"), {Name: "logger"}},
 			conds: map[corev1.PodConditionType]corev1.ConditionStatus{
 				corev1.PodInitialized: corev1.ConditionTrue, corev1.PodReady: corev1.ConditionFalse, corev1.PodScheduled: corev1.ConditionTrue,
-			}}),
+			},
+		}),
 		// OpenPAI v1 job: the job name only in the environment. 2+2 GPUs, and a one-shot init
 		// container with 1 GPU that does not add to them.
-		pod(podSpec{ns: "default", name: "job1-worker-0", node: "node-a", hostIP: "10.0.0.1", phase: corev1.PodRunning,
+		pod(podSpec{
+			ns: "default", name: "job1-worker-0", node: "node-a", hostIP: "10.0.0.1", phase: corev1.PodRunning,
 			containers: []corev1.Container{withEnv, ctr("helper", 2)}, inits: []corev1.Container{ctr("fetch", 1)},
-			statuses: []corev1.ContainerStatus{running("worker", true), running("helper", true)}, conds: allTrue}),
+			statuses: []corev1.ContainerStatus{running("worker"), running("helper")}, conds: allTrue,
+		}),
 		// A Kubernetes Job: sidecar (1) + main (2) = 3, but the one-shot init container after
 		// the sidecar needs 4 + 1 = 5, which is the pod's request.
-		pod(podSpec{ns: "default", name: "train-0", node: "node-a", hostIP: "10.0.0.1", phase: corev1.PodRunning,
+		pod(podSpec{
+			ns: "default", name: "train-0", node: "node-a", hostIP: "10.0.0.1", phase: corev1.PodRunning,
 			labels:     map[string]string{"batch.kubernetes.io/job-name": "train"},
 			containers: []corev1.Container{ctr("main", 2)}, inits: []corev1.Container{sidecar, ctr("warmup", 4)},
-			conds: allTrue}),
+			conds: allTrue,
+		}),
 		// Finished: listed, but its 8 GPUs are free again.
-		pod(podSpec{ns: "default", name: "old-0", node: "node-a", hostIP: "10.0.0.1", phase: corev1.PodSucceeded,
+		pod(podSpec{
+			ns: "default", name: "old-0", node: "node-a", hostIP: "10.0.0.1", phase: corev1.PodSucceeded,
 			labels: map[string]string{"jobName": "old-job"}, containers: []corev1.Container{ctr("main", 8)},
-			conds: map[corev1.PodConditionType]corev1.ConditionStatus{corev1.PodInitialized: corev1.ConditionTrue, corev1.PodReady: corev1.ConditionFalse, corev1.PodScheduled: corev1.ConditionTrue}}),
+			conds: map[corev1.PodConditionType]corev1.ConditionStatus{corev1.PodInitialized: corev1.ConditionTrue, corev1.PodReady: corev1.ConditionFalse, corev1.PodScheduled: corev1.ConditionTrue},
+		}),
 		// Not scheduled yet, with a readiness gate of its own (an unknown condition for OpenPAI).
-		pod(podSpec{ns: "vc", name: "queued-0", phase: corev1.PodPending,
+		pod(podSpec{
+			ns: "vc", name: "queued-0", phase: corev1.PodPending,
 			labels: map[string]string{"volcano.sh/job-name": "queued"}, containers: []corev1.Container{ctr("main", 2)},
-			conds: map[corev1.PodConditionType]corev1.ConditionStatus{corev1.PodScheduled: corev1.ConditionFalse, "example.com/gate": corev1.ConditionFalse}}),
+			conds: map[corev1.PodConditionType]corev1.ConditionStatus{corev1.PodScheduled: corev1.ConditionFalse, "example.com/gate": corev1.ConditionFalse},
+		}),
 		// On the cordoned node: 1 of its 4 GPUs used, 3 reserved.
-		pod(podSpec{ns: "default", name: "job5-0", node: "node-b", hostIP: "", phase: corev1.PodRunning,
-			labels: map[string]string{"jobName": "job5"}, containers: []corev1.Container{ctr("main", 1)}, conds: allTrue}),
+		pod(podSpec{
+			ns: "default", name: "job5-0", node: "node-b", hostIP: "", phase: corev1.PodRunning,
+			labels: map[string]string{"jobName": "job5"}, containers: []corev1.Container{ctr("main", 1)}, conds: allTrue,
+		}),
 		// Neither service nor job: not listed, but its GPU counts.
-		pod(podSpec{ns: "default", name: "plain-0", node: "node-c", hostIP: "10.0.0.3", phase: corev1.PodRunning,
-			containers: []corev1.Container{ctr("main", 1)}, conds: allTrue}),
+		pod(podSpec{
+			ns: "default", name: "plain-0", node: "node-c", hostIP: "10.0.0.3", phase: corev1.PodRunning,
+			containers: []corev1.Container{ctr("main", 1)}, conds: allTrue,
+		}),
 	}
 }
 

@@ -60,7 +60,7 @@ func httpFailure(code int, body string) string {
 		return "forbidden"
 	}
 	var failed []string
-	for _, line := range strings.Split(body, "\n") {
+	for line := range strings.SplitSeq(body, "\n") {
 		if name, ok := strings.CutPrefix(line, "[-]"); ok {
 			name, _, _ = strings.Cut(name, " ")
 			failed = append(failed, name)

@@ -39,9 +39,11 @@ func TestProbeHealthz(t *testing.T) {
 		{"ok", answer(http.StatusOK, "ok"), "ok"},
 		{"ok with newline", answer(http.StatusOK, "ok\n"), "ok"},
 		{"200 but not ok", answer(http.StatusOK, "starting"), "unexpected answer"},
-		{"failed checks", answer(http.StatusInternalServerError,
-			"[+]ping ok\n[-]poststarthook/rbac/bootstrap-roles failed: reason withheld\n[-]etcd failed: reason withheld\nhealthz check failed"),
-			"http 500: etcd,poststarthook/rbac/bootstrap-roles failed"},
+		{
+			"failed checks", answer(http.StatusInternalServerError,
+				"[+]ping ok\n[-]poststarthook/rbac/bootstrap-roles failed: reason withheld\n[-]etcd failed: reason withheld\nhealthz check failed"),
+			"http 500: etcd,poststarthook/rbac/bootstrap-roles failed",
+		},
 		{"503 without body", answer(http.StatusServiceUnavailable, ""), "http 503"},
 		{"unauthorized", answer(http.StatusUnauthorized, "Unauthorized"), "unauthorized"},
 		{"forbidden", answer(http.StatusForbidden, "forbidden"), "forbidden"},
@@ -51,7 +53,7 @@ func TestProbeHealthz(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := httptest.NewServer(tt.handler)
 			defer srv.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 			defer cancel()
 			assert.Equal(t, tt.want, probeHealthz(ctx, restFor(t, &rest.Config{Host: srv.URL})))
 		})
@@ -63,12 +65,12 @@ func TestProbeHealthzTransportFailures(t *testing.T) {
 		srv := httptest.NewServer(http.NotFoundHandler())
 		url := srv.URL
 		srv.Close()
-		assert.Equal(t, "connection refused", probeHealthz(context.Background(), restFor(t, &rest.Config{Host: url})))
+		assert.Equal(t, "connection refused", probeHealthz(t.Context(), restFor(t, &rest.Config{Host: url})))
 	})
 	t.Run("untrusted certificate", func(t *testing.T) {
 		srv := httptest.NewTLSServer(http.NotFoundHandler())
 		defer srv.Close()
-		assert.Equal(t, "tls certificate", probeHealthz(context.Background(), restFor(t, &rest.Config{Host: srv.URL})))
+		assert.Equal(t, "tls certificate", probeHealthz(t.Context(), restFor(t, &rest.Config{Host: srv.URL})))
 	})
 }
 

@@ -97,7 +97,8 @@ func (w *watchdog) recordPod(now pcommon.Timestamp, p *corev1.Pod) {
 	if service, ok := p.Labels[w.cfg.ServiceLabel]; ok {
 		w.mb.RecordPaiPodCountDataPoint(now, 1, service, p.Name, p.Namespace, phase, hostIP, p.Spec.NodeName,
 			podCondition(p, corev1.PodInitialized), podCondition(p, corev1.PodScheduled), podCondition(p, corev1.PodReady))
-		for _, cs := range p.Status.ContainerStatuses {
+		for i := range p.Status.ContainerStatuses {
+			cs := &p.Status.ContainerStatuses[i]
 			state, _ := containerState(cs.State)
 			if state == unknown {
 				w.countError(metadata.AttributeTypeUnexpectedContainerState)

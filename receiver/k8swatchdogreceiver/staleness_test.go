@@ -4,7 +4,6 @@
 package k8swatchdogreceiver
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -66,7 +65,7 @@ func readableSeries(name string, attrs pcommon.Map) string {
 // change or a deletion replaced.
 func TestGoneSeriesAreEnded(t *testing.T) {
 	h := newHarness(t, testConfig(), fixtureCluster()...)
-	ctx := context.Background()
+	ctx := t.Context()
 	md, err := h.w.scrape(ctx)
 	require.NoError(t, err)
 	require.Empty(t, endedSeries(t, md), "the first collection ends nothing")

@@ -112,7 +112,8 @@ func jobName(p *corev1.Pod, sources []JobNameSource) string {
 				return v
 			}
 		default:
-			for _, c := range p.Spec.Containers {
+			for i := range p.Spec.Containers {
+				c := &p.Spec.Containers[i]
 				for _, e := range c.Env {
 					if e.Name == src.Env && e.Value != "" {
 						return e.Value

@@ -92,7 +92,8 @@ func (s *stripper) containers(cs []corev1.Container) []corev1.Container {
 		return nil
 	}
 	out := make([]corev1.Container, len(cs))
-	for i, c := range cs {
+	for i := range cs {
+		c := &cs[i]
 		out[i] = corev1.Container{
 			Name:          c.Name,
 			RestartPolicy: c.RestartPolicy,
@@ -126,7 +127,8 @@ func containerStatuses(cs []corev1.ContainerStatus) []corev1.ContainerStatus {
 		return nil
 	}
 	out := make([]corev1.ContainerStatus, len(cs))
-	for i, c := range cs {
+	for i := range cs {
+		c := &cs[i]
 		out[i] = corev1.ContainerStatus{
 			Name:                 c.Name,
 			Ready:                c.Ready,

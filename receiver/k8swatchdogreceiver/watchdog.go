@@ -208,11 +208,9 @@ func (w *watchdog) doStart(ctx context.Context) error {
 	// The informers outlive Start's context, which ends when Start returns.
 	w.runCtx, w.cancel = context.WithCancel(context.Background())
 	for _, inf := range []cache.SharedIndexInformer{w.pods, w.nodes} {
-		w.running.Add(1)
-		go func() {
-			defer w.running.Done()
+		w.running.Go(func() {
 			inf.RunWithContext(w.runCtx)
-		}()
+		})
 	}
 
 	syncCtx, cancelSync := context.WithTimeout(ctx, w.cfg.SyncTimeout)
@@ -221,7 +219,7 @@ func (w *watchdog) doStart(ctx context.Context) error {
 		w.synced.Store(true)
 		return nil
 	}
-	w.logger.Warn("pods and nodes are not listed yet: starting without them, the informers keep trying and pai_* and k8s_node_gpu_* metrics appear once they have synced",
+	w.logger.Warn("Pods and nodes are not listed yet: starting without them, the informers keep trying and pai_* and k8s_node_gpu_* metrics appear once they have synced",
 		zap.Duration("sync_timeout", w.cfg.SyncTimeout))
 	return nil
 }
@@ -252,7 +250,7 @@ func (w *watchdog) newInformer(obj runtime.Object, hist *latency.Histogram,
 		if errors.Is(err, context.Canceled) {
 			return
 		}
-		w.logger.Warn("watching the API server failed, retrying", zap.String("type", r.TypeDescription()), zap.Error(err))
+		w.logger.Warn("Watching the API server failed, retrying", zap.String("type", r.TypeDescription()), zap.Error(err))
 	})
 	return inf
 }

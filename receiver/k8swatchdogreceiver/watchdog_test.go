@@ -51,8 +51,8 @@ func newHarness(t *testing.T, cfg *Config, objs ...runtime.Object) *harness {
 	return newHarnessOn(t, cfg, fake.NewClientset(objs...))
 }
 
-func newHarnessOn(t testing.TB, cfg *Config, kube *fake.Clientset) *harness {
-	t.Helper()
+func newHarnessOn(tb testing.TB, cfg *Config, kube *fake.Clientset) *harness {
+	tb.Helper()
 	h := &harness{kube: kube, logs: new(consumertest.LogsSink), healthzCode: http.StatusOK, healthzBody: "ok"}
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/healthz" {
@@ -64,7 +64,7 @@ func newHarnessOn(t testing.TB, cfg *Config, kube *fake.Clientset) *harness {
 		rw.WriteHeader(h.healthzCode)
 		_, _ = rw.Write([]byte(h.healthzBody))
 	}))
-	t.Cleanup(srv.Close)
+	tb.Cleanup(srv.Close)
 
 	h.w = newWatchdog(cfg, receivertest.NewNopSettings(metadata.Type))
 	h.w.logs = h.logs
@@ -73,9 +73,9 @@ func newHarnessOn(t testing.TB, cfg *Config, kube *fake.Clientset) *harness {
 		probe, err := probeClient(rc)
 		return clients{kube: h.kube, rest: probe, host: apiServerHost(rc)}, err
 	}
-	require.NoError(t, h.w.start(context.Background(), componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, h.w.shutdown(context.Background())) })
-	require.True(t, h.w.synced.Load(), "the fake clientset's caches must sync within sync_timeout")
+	require.NoError(tb, h.w.start(tb.Context(), componenttest.NewNopHost()))
+	tb.Cleanup(func() { require.NoError(tb, h.w.shutdown(context.WithoutCancel(tb.Context()))) })
+	require.True(tb, h.w.synced.Load(), "the fake clientset's caches must sync within sync_timeout")
 	return h
 }
 
@@ -128,7 +128,7 @@ func histogramCounts(t *testing.T, md pmetric.Metrics) map[string]uint64 {
 
 func TestScrapeFixtureCluster(t *testing.T) {
 	h := newHarness(t, testConfig(), fixtureCluster()...)
-	md, err := h.w.scrape(context.Background())
+	md, err := h.w.scrape(t.Context())
 	require.NoError(t, err)
 	compareGolden(t, "cluster", md)
 	assert.Equal(t, map[string]uint64{healthzLatencyName: 1, listPodsLatencyName: 1, listNodesLatencyName: 1}, histogramCounts(t, md))
@@ -148,7 +148,7 @@ func TestScrapeConfigured(t *testing.T) {
 	p := objs[len(objs)-1].(*corev1.Pod)
 	p.Annotations = map[string]string{"example.com/job": "from-annotation"}
 	h := newHarness(t, cfg, objs...)
-	md, err := h.w.scrape(context.Background())
+	md, err := h.w.scrape(t.Context())
 	require.NoError(t, err)
 	compareGolden(t, "configured", md)
 }
@@ -156,7 +156,7 @@ func TestScrapeConfigured(t *testing.T) {
 func TestScrapeHealthzFailure(t *testing.T) {
 	h := newHarness(t, testConfig(), fixtureCluster()[:1]...)
 	h.setHealthz(http.StatusInternalServerError, "[+]ping ok\n[-]etcd failed: reason withheld\nhealthz check failed")
-	md, err := h.w.scrape(context.Background())
+	md, err := h.w.scrape(t.Context())
 	require.NoError(t, err, "an unhealthy API server is reported, not a scrape error")
 	compareGolden(t, "healthz-failure", md)
 	assert.Equal(t, uint64(1), histogramCounts(t, md)[healthzLatencyName])
@@ -168,7 +168,7 @@ func TestScrapeEverythingDisabled(t *testing.T) {
 	cfg := testConfig()
 	cfg.MetricsBuilderConfig = metadata.MetricsBuilderConfig{}
 	h := newHarness(t, cfg)
-	md, err := h.w.scrape(context.Background())
+	md, err := h.w.scrape(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 1, md.ResourceMetrics().Len())
 	sm := md.ResourceMetrics().At(0).ScopeMetrics().At(0)
@@ -190,7 +190,7 @@ func TestFailedListIsCounted(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no RBAC rule"))
 	})
 	h := newHarnessOn(t, testConfig(), kube)
-	md, err := h.w.scrape(context.Background())
+	md, err := h.w.scrape(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, map[string]uint64{healthzLatencyName: 1, listPodsLatencyName: 2, listNodesLatencyName: 1}, histogramCounts(t, md))
 	assert.Equal(t, map[string]int64{

@@ -81,14 +81,17 @@ type hostReadSet struct{ files, links, dirs []string }
 func readSet(tb testing.TB, root string, h hostfixture.Host) hostReadSet {
 	proc := filepath.Join(root, "proc")
 	var set hostReadSet
-	for _, f := range []string{"stat", "meminfo", "net/dev", "diskstats", "loadavg", "1/mountinfo",
-		"sys/kernel/ostype", "sys/kernel/osrelease", "sys/kernel/version", "sys/kernel/hostname", "sys/kernel/domainname", "sys/kernel/arch"} {
+	for _, f := range []string{
+		"stat", "meminfo", "net/dev", "diskstats", "loadavg", "1/mountinfo",
+		"sys/kernel/ostype", "sys/kernel/osrelease", "sys/kernel/version", "sys/kernel/hostname", "sys/kernel/domainname", "sys/kernel/arch",
+	} {
 		set.files = append(set.files, filepath.Join(proc, f))
 	}
 	set.links = append(set.links, filepath.Join(proc, "1/ns/net"))
 	set.dirs = append(set.dirs, proc)
 	set.files = append(set.files, filepath.Join(proc, "1/stat"))
-	for _, p := range h.Processes {
+	for i := range h.Processes {
+		p := &h.Processes[i]
 		set.files = append(set.files, filepath.Join(proc, strconv.Itoa(p.PID), "stat"))
 	}
 
@@ -124,7 +127,8 @@ func readSet(tb testing.TB, root string, h hostfixture.Host) hostReadSet {
 		pid := strconv.Itoa(c.Processes[0].PID)
 		set.links = append(set.links, filepath.Join(proc, pid, "ns/net"))
 		set.files = append(set.files, filepath.Join(proc, pid, "net/dev"))
-		for _, p := range c.Processes {
+		for i := range c.Processes {
+			p := &c.Processes[i]
 			set.files = append(set.files, filepath.Join(proc, strconv.Itoa(p.PID), "stat"))
 		}
 	}

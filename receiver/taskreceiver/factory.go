@@ -37,7 +37,7 @@ func createDefaultConfig() component.Config {
 	cc.CollectionInterval = 30 * time.Second
 	return &Config{
 		ControllerConfig:     cc,
-		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
+		MetricsBuilderConfig: metadata.NewDefaultMetricsBuilderConfig(),
 		RootPath:             "/",
 		ProcessMemThreshold:  500 << 20,
 		Filesystem: FilesystemConfig{

@@ -38,7 +38,8 @@ func (s *taskScraper) scrapeFilesystems(now pcommon.Timestamp, errs *scrapererro
 		path := filepath.Join(s.cfg.RootPath, m.MountPoint)
 		buf, err := deadline.CallKeyed(s.statfsCalls, path, func() (unix.Statfs_t, error) {
 			var buf unix.Statfs_t
-			return buf, unix.Statfs(path, &buf)
+			err := unix.Statfs(path, &buf)
+			return buf, err
 		})
 		if err != nil {
 			// A vanished or inaccessible mount is common (autofs, revoked NFS): count it, go on.

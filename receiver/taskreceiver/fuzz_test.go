@@ -67,8 +67,8 @@ func FuzzHostFiles(f *testing.F) {
 		path := filepath.Join(roots[h.host], h.file)
 		orig, err := os.ReadFile(path)
 		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(path, content, 0o644))
-		defer func() { require.NoError(t, os.WriteFile(path, orig, 0o644)) }()
+		require.NoError(t, os.WriteFile(path, content, 0o600))
+		defer func() { require.NoError(t, os.WriteFile(path, orig, 0o600)) }()
 
 		s := newStartedScraper(t, testConfig(roots[h.host]))
 		points := pointsByName(scrapeOnce(t, s))

@@ -140,7 +140,7 @@ func (s *taskScraper) scrapeNetDev(now pcommon.Timestamp, errs *scrapererror.Scr
 		s.nodeReadFailed(errs, metadata.AttributeSourceNetDev, err)
 		return
 	}
-	for name, line := range netDev {
+	for name, line := range netDev { //nolint:gocritic // rangeValCopy: a map's values are copied however they are read
 		s.mb.RecordNodeNetworkReceiveBytesTotalDataPoint(now, float64(line.RxBytes), name)
 		s.mb.RecordNodeNetworkTransmitBytesTotalDataPoint(now, float64(line.TxBytes), name)
 	}
@@ -155,7 +155,8 @@ func (s *taskScraper) scrapeDiskstats(now pcommon.Timestamp, errs *scrapererror.
 		s.nodeReadFailed(errs, metadata.AttributeSourceDiskstats, err)
 		return
 	}
-	for _, d := range disks {
+	for i := range disks {
+		d := &disks[i]
 		if s.diskExclude.MatchString(d.DeviceName) {
 			continue
 		}

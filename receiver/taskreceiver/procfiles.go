@@ -50,7 +50,8 @@ func netTotals(b []byte) (netCounters, error) {
 	var c netCounters
 	var lines int
 	for line := range bytes.Lines(b) {
-		if lines++; lines <= 2 { // the two header lines
+		lines++
+		if lines <= 2 { // the two header lines
 			continue
 		}
 		name, counters, ok := bytes.Cut(line, []byte{':'})

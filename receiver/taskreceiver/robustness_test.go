@@ -24,10 +24,10 @@ import (
 )
 
 // copyHost gives a test its own copy of a fixture host to damage.
-func copyHost(t testing.TB, name string) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), name)
-	require.NoError(t, os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "hosts", name))))
+func copyHost(tb testing.TB, name string) string {
+	tb.Helper()
+	dir := filepath.Join(tb.TempDir(), name)
+	require.NoError(tb, os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "hosts", name))))
 	return dir
 }
 
@@ -144,7 +144,7 @@ func TestDamagedHost(t *testing.T) {
 			if err := os.RemoveAll(filepath.Join(root, "var/log/pods")); err != nil {
 				return err
 			}
-			return os.WriteFile(filepath.Join(root, "var/log/pods"), nil, 0o644)
+			return os.WriteFile(filepath.Join(root, "var/log/pods"), nil, 0o600)
 		}, "pod_logs", "", true},
 		// One unreadable controller costs its metrics only: the task stays, with its CPU.
 		{"malformed memory.stat", write(cgroupDir+"/memory.stat", "cache x\n"), "cgroup", "", true},
@@ -179,16 +179,11 @@ func remove(rel string) func(string) error {
 }
 
 func write(rel, content string) func(string) error {
-	return func(root string) error { return os.WriteFile(filepath.Join(root, rel), []byte(content), 0o644) }
+	return func(root string) error { return os.WriteFile(filepath.Join(root, rel), []byte(content), 0o600) }
 }
 
 func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(list, s)
 }
 
 // TestRates checks the per-interval rates against counters moved by known amounts.
@@ -203,12 +198,12 @@ func TestRates(t *testing.T) {
 	// 10 s later the container used 15 CPU-seconds and moved 1 MB in, 2 MB out.
 	cgroup := filepath.Join(root, "sys/fs/cgroup/kubepods.slice/kubepods-pod00000015_0000_4000_8000_000000000015.slice/crio-"+
 		"1515151515151515151515151515151515151515151515151515151515151515.scope")
-	require.NoError(t, os.WriteFile(filepath.Join(cgroup, "cpu.stat"), []byte("usage_usec 75000000\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(cgroup, "cpu.stat"), []byte("usage_usec 75000000\n"), 0o600))
 	netDev := "Inter-|   Receive                                                |  Transmit\n" +
 		" face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n" +
 		"    lo:    9000      10    0    0    0     0          0         0     9000      10    0    0    0     0       0          0\n" +
 		"  eth0: 1123456     100    0    0    0     0          0         0 2654321     200    0    0    0     0       0          0\n"
-	require.NoError(t, os.WriteFile(filepath.Join(root, "proc/3001/net/dev"), []byte(netDev), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "proc/3001/net/dev"), []byte(netDev), 0o600))
 	advance(s, 10*time.Second)
 
 	second := pointsByName(scrapeOnce(t, s))
@@ -303,7 +298,7 @@ func TestSkipLoggedOnceWhileFailing(t *testing.T) {
 		return logs.FilterMessageSnippet("Skipped what could not be read").FilterField(zap.String("source", "cgroup")).All()
 	}
 
-	require.NoError(t, os.WriteFile(memoryStat, []byte("anon 1\n"), 0o644))
+	require.NoError(t, os.WriteFile(memoryStat, []byte("anon 1\n"), 0o600))
 	var last pmetric.Metrics
 	for range 3 {
 		last = scrapeOnce(t, s)
@@ -314,9 +309,9 @@ func TestSkipLoggedOnceWhileFailing(t *testing.T) {
 	assert.Equal(t, "1515151515151515151515151515151515151515151515151515151515151515", lines[0].ContextMap()["item"])
 	assert.Contains(t, lines[0].ContextMap()["error"], "memory.stat: no inactive_file")
 
-	require.NoError(t, os.WriteFile(memoryStat, healthy, 0o644))
+	require.NoError(t, os.WriteFile(memoryStat, healthy, 0o600))
 	scrapeOnce(t, s)
-	require.NoError(t, os.WriteFile(memoryStat, []byte("anon 1\n"), 0o644))
+	require.NoError(t, os.WriteFile(memoryStat, []byte("anon 1\n"), 0o600))
 	scrapeOnce(t, s)
 	assert.Len(t, skipLines(), 2, "failing again after a recovery is logged again")
 }

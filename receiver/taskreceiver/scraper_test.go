@@ -4,7 +4,6 @@
 package taskreceiver
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
 	"time"
@@ -41,30 +40,30 @@ func testConfig(root string) *Config {
 	return cfg
 }
 
-func newStartedScraper(t testing.TB, cfg *Config) *taskScraper {
-	t.Helper()
-	return startScraper(t, cfg, receivertest.NewNopSettings(metadata.Type))
+func newStartedScraper(tb testing.TB, cfg *Config) *taskScraper {
+	tb.Helper()
+	return startScraper(tb, cfg, receivertest.NewNopSettings(metadata.Type))
 }
 
 // startScraper starts a scraper on a clock of the test's, so its deadlines (statfs, a command
 // line) never pass by themselves: on a loaded machine a slow call must not change what a test
 // sees. The clock starts now, after the metrics builders' start time, as a collection does.
-func startScraper(t testing.TB, cfg *Config, set receiver.Settings) *taskScraper {
-	t.Helper()
+func startScraper(tb testing.TB, cfg *Config, set receiver.Settings) *taskScraper {
+	tb.Helper()
 	s := newTaskScraper(cfg, set)
 	s.clock = clock.NewFake(time.Now())
-	require.NoError(t, s.start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(tb, s.start(tb.Context(), componenttest.NewNopHost()))
 	return s
 }
 
 // advance moves a test scraper's clock: the time between collections, which rates divide by.
 func advance(s *taskScraper, d time.Duration) { s.clock.(*clock.Fake).Advance(d) }
 
-func scrapeOnce(t testing.TB, s *taskScraper) pmetric.Metrics {
-	t.Helper()
-	md, err := s.scrape(context.Background())
+func scrapeOnce(tb testing.TB, s *taskScraper) pmetric.Metrics {
+	tb.Helper()
+	md, err := s.scrape(tb.Context())
 	if err != nil {
-		require.True(t, scrapererror.IsPartialScrapeError(err), "a scrape error must be partial, never total: %v", err)
+		require.True(tb, scrapererror.IsPartialScrapeError(err), "a scrape error must be partial, never total: %v", err)
 	}
 	return md
 }

@@ -37,7 +37,7 @@ func TestDesignPipelines(t *testing.T) {
 		require.NoError(t, yaml.Unmarshal(data, &shipped), config)
 		require.NotEmpty(t, shipped.Service.Pipelines, config)
 		for name, p := range shipped.Service.Pipelines {
-			want = append(want, fmt.Sprintf("| `%s` | `%s` | %s | %s | %s |", config, name, codeList(p.Receivers), codeList(p.Processors), codeList(p.Exporters)))
+			want = append(want, fmt.Sprintf("| %#q | %#q | %s | %s | %s |", config, name, codeList(p.Receivers), codeList(p.Processors), codeList(p.Exporters)))
 		}
 		for line := range strings.Lines(string(design)) {
 			if strings.HasPrefix(line, "| `"+config+"` |") {

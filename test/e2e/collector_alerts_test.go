@@ -7,9 +7,10 @@ package e2e
 
 import (
 	"fmt"
-	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 	"path/filepath"
 	"testing"
+
+	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
 // TestEdgeQueueAlerts runs make demo's collector as an edge agent whose gateway cannot be

@@ -6,9 +6,9 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -120,7 +120,7 @@ func startMonitoredCluster(t *testing.T) monitoredCluster {
 // job pods bound and unschedulable.
 func populateCluster(t *testing.T, admin kubernetes.Interface) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	gpus := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
 	for _, n := range []struct {
 		name, ip      string
@@ -148,14 +148,17 @@ func populateCluster(t *testing.T, admin kubernetes.Interface) {
 	}
 
 	running := func(ready corev1.ConditionStatus) corev1.PodStatus {
-		return corev1.PodStatus{Phase: corev1.PodRunning, HostIP: "10.0.0.7", Conditions: []corev1.PodCondition{
-			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodInitialized, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: ready}},
-			ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: ready == corev1.ConditionTrue, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+		return corev1.PodStatus{
+			Phase: corev1.PodRunning, HostIP: "10.0.0.7", Conditions: []corev1.PodCondition{
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodInitialized, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: ready},
+			},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: ready == corev1.ConditionTrue, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}},
+		}
 	}
 	pending := func(scheduled corev1.ConditionStatus) corev1.PodStatus {
 		return corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: scheduled}}}
 	}
-	for _, p := range []struct {
+	pods := []struct {
 		name    string
 		service string // the app label of a platform service pod
 		job     string // PAI_JOB_NAME of a job pod, as OpenPAI v1.x sets it
@@ -169,7 +172,9 @@ func populateCluster(t *testing.T, admin kubernetes.Interface) {
 		{"llama-ft-trainer-0", "", "carol~llama-ft", "dgx-07", "4", running(corev1.ConditionTrue)},
 		{"bert-worker-0", "", "alice~bert", "dgx-07", "2", pending(corev1.ConditionTrue)},
 		{"bert-worker-1", "", "alice~bert", "", "2", pending(corev1.ConditionFalse)},
-	} {
+	}
+	for i := range pods {
+		p := &pods[i]
 		c := corev1.Container{Name: "main", Image: "registry.example/job:1"}
 		if p.gpus != "" {
 			c.Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(p.gpus)}
@@ -181,8 +186,10 @@ func populateCluster(t *testing.T, admin kubernetes.Interface) {
 		if p.job != "" {
 			c.Env = []corev1.EnvVar{{Name: "PAI_JOB_NAME", Value: p.job}}
 		}
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: "default", Labels: labels},
-			Spec: corev1.PodSpec{NodeName: p.node, Containers: []corev1.Container{c}}}
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: "default", Labels: labels},
+			Spec:       corev1.PodSpec{NodeName: p.node, Containers: []corev1.Container{c}},
+		}
 		created, err := admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
 		require.NoError(t, err)
 		created.Status = p.status
@@ -272,9 +279,7 @@ func (mc monitoredCluster) variableValues(t *testing.T, d dashboard) []map[strin
 		for _, f := range fills {
 			for _, val := range values {
 				g := map[string]string{v.Name: val}
-				for k, x := range f {
-					g[k] = x
-				}
+				maps.Copy(g, f)
 				next = append(next, g)
 			}
 		}

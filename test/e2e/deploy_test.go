@@ -35,15 +35,15 @@ import (
 
 // kubectlBinary is KUBECTL_BIN (set by `make e2e`: kubectl of the API server's version, built by
 // test/kube/build-apiserver.sh kubectl), else the kubectl on PATH.
-func kubectlBinary(t testing.TB) string { return pinnedTool(t, "KUBECTL_BIN", "kubectl") }
+func kubectlBinary(tb testing.TB) string { return pinnedTool(tb, "KUBECTL_BIN", "kubectl") }
 
 // pinnedTool is the binary $env names (`make e2e` sets it to the version the tests pin, built
 // from the Go module proxy by a script under test/), else name on PATH.
-func pinnedTool(t testing.TB, env, name string) string {
+func pinnedTool(tb testing.TB, env, name string) string {
 	if bin := os.Getenv(env); bin != "" {
 		return bin
 	}
-	return requireTool(t, name)
+	return requireTool(tb, name)
 }
 
 // overlays are what `make deploy OVERLAY=...` renders, and the base with every optional
@@ -52,26 +52,25 @@ var overlays = map[string]string{"base": "deploy/base", "edge": "deploy/overlays
 
 // render is `make render`: kubectl's own kustomize, allowed to read distro/ (the configurations
 // are those files, not copies).
-func render(t testing.TB, dir string) []byte {
-	t.Helper()
-	cmd := exec.Command(kubectlBinary(t), "kustomize", "--load-restrictor", "LoadRestrictionsNone", dir)
-	cmd.Dir = repoRoot(t)
+func render(tb testing.TB, dir string) []byte {
+	tb.Helper()
+	cmd := exec.Command(kubectlBinary(tb), "kustomize", "--load-restrictor", "LoadRestrictionsNone", dir)
+	cmd.Dir = repoRoot(tb)
 	out, err := cmd.Output()
-	require.NoError(t, err, "kubectl kustomize %s: %s", dir, stderrOf(err))
+	require.NoError(tb, err, "kubectl kustomize %s: %s", dir, stderrOf(err))
 	return out
 }
 
 func stderrOf(err error) string {
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
+	if exit, ok := errors.AsType[*exec.ExitError](err); ok {
 		return string(exit.Stderr)
 	}
 	return ""
 }
 
 // objects splits rendered manifests into objects.
-func objects(t testing.TB, manifests []byte) []*unstructured.Unstructured {
-	t.Helper()
+func objects(tb testing.TB, manifests []byte) []*unstructured.Unstructured {
+	tb.Helper()
 	var objs []*unstructured.Unstructured
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifests), 4096)
 	for {
@@ -80,17 +79,17 @@ func objects(t testing.TB, manifests []byte) []*unstructured.Unstructured {
 		if errors.Is(err, io.EOF) {
 			return objs
 		}
-		require.NoError(t, err)
+		require.NoError(tb, err)
 		if obj != nil {
 			objs = append(objs, &unstructured.Unstructured{Object: obj})
 		}
 	}
 }
 
-func convert[T any](t testing.TB, obj *unstructured.Unstructured) *T {
-	t.Helper()
+func convert[T any](tb testing.TB, obj *unstructured.Unstructured) *T {
+	tb.Helper()
 	out := new(T)
-	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, out), "%s %s", obj.GetKind(), obj.GetName())
+	require.NoError(tb, runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, out), "%s %s", obj.GetKind(), obj.GetName())
 	return out
 }
 
@@ -105,9 +104,9 @@ func ofKind(objs []*unstructured.Unstructured, kind string) []*unstructured.Unst
 }
 
 // kubectl runs kubectl against the test's API server.
-func kubectl(t testing.TB, kubeconfig string, stdin []byte, args ...string) (string, error) {
-	t.Helper()
-	cmd := exec.Command(kubectlBinary(t), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+func kubectl(tb testing.TB, kubeconfig string, stdin []byte, args ...string) (string, error) {
+	tb.Helper()
+	cmd := exec.Command(kubectlBinary(tb), append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -152,12 +151,12 @@ func TestDeployManifests(t *testing.T) {
 }
 
 // deploySecrets runs deploy/secrets.sh into a temporary directory.
-func deploySecrets(t testing.TB) []byte {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(repoRoot(t), "deploy", "secrets.sh"))
-	cmd.Env = append(os.Environ(), "SECRETS_DIR="+t.TempDir())
+func deploySecrets(tb testing.TB) []byte {
+	tb.Helper()
+	cmd := exec.Command(filepath.Join(repoRoot(tb), "deploy", "secrets.sh"))
+	cmd.Env = append(os.Environ(), "SECRETS_DIR="+tb.TempDir())
 	out, err := cmd.Output()
-	require.NoError(t, err, "deploy/secrets.sh: %s", stderrOf(err))
+	require.NoError(tb, err, "deploy/secrets.sh: %s", stderrOf(err))
 	return out
 }
 
@@ -285,10 +284,10 @@ func TestDeployedConfigsValidate(t *testing.T) {
 }
 
 // collectorConfigs maps each ConfigMap's name to its config.yaml.
-func collectorConfigs(t testing.TB, objs []*unstructured.Unstructured) map[string]string {
+func collectorConfigs(tb testing.TB, objs []*unstructured.Unstructured) map[string]string {
 	configs := map[string]string{}
 	for _, o := range ofKind(objs, "ConfigMap") {
-		cm := convert[corev1.ConfigMap](t, o)
+		cm := convert[corev1.ConfigMap](tb, o)
 		configs[cm.Name] = cm.Data["config.yaml"]
 	}
 	return configs
@@ -296,25 +295,25 @@ func collectorConfigs(t testing.TB, objs []*unstructured.Unstructured) map[strin
 
 // distributionOf is the built binary that container runs: its command in the image
 // (/otelcol-gpu-agent), else the image's entrypoint /otelcol-gpu.
-func distributionOf(t testing.TB, container corev1.Container) string {
+func distributionOf(tb testing.TB, container corev1.Container) string {
 	cmd := "/otelcol-gpu"
 	if len(container.Command) > 0 {
 		cmd = container.Command[0]
 	}
 	switch cmd {
 	case "/otelcol-gpu":
-		return stack.Binary(t)
+		return stack.Binary(tb)
 	case "/otelcol-gpu-agent":
-		return stack.AgentBinary(t)
+		return stack.AgentBinary(tb)
 	default:
-		t.Fatalf("%s runs %s, which the image does not hold", container.Name, cmd)
+		tb.Fatalf("%s runs %s, which the image does not hold", container.Name, cmd)
 		return ""
 	}
 }
 
-func configMapOf(t testing.TB, pod corev1.PodSpec) string {
+func configMapOf(tb testing.TB, pod corev1.PodSpec) string {
 	i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == "config" })
-	require.GreaterOrEqual(t, i, 0, "a volume named config")
+	require.GreaterOrEqual(tb, i, 0, "a volume named config")
 	return pod.Volumes[i].ConfigMap.Name
 }
 

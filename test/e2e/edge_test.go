@@ -96,27 +96,27 @@ func runEdgeOutage(t *testing.T, agentSets ...string) []string {
 
 // startEdgeStore starts a Prometheus that takes remote write and distro/gateway.yaml writing
 // into it (its prometheusremotewrite/store exporter, in the pipeline the README shows).
-func startEdgeStore(t testing.TB) (*stack.Secrets, remoteWriteStore, *stack.Gateway) {
-	t.Helper()
-	secrets := stack.NewSecrets(t)
-	store := startRemoteWriteStore(t)
-	gateway := stack.StartGateway(t, secrets,
+func startEdgeStore(tb testing.TB) (*stack.Secrets, remoteWriteStore, *stack.Gateway) {
+	tb.Helper()
+	secrets := stack.NewSecrets(tb)
+	store := startRemoteWriteStore(tb)
+	gateway := stack.StartGateway(tb, secrets,
 		"exporters::prometheusremotewrite/store::endpoint="+store.writeURL,
 		"service::pipelines::metrics/remote_write::receivers=[otlp]",
 		"service::pipelines::metrics/remote_write::processors=[memory_limiter]",
 		"service::pipelines::metrics/remote_write::exporters=[prometheusremotewrite/store]",
 	)
-	waitHealthy(t, "the gateway", gateway.Health)
+	waitHealthy(tb, "the gateway", gateway.Health)
 	return secrets, store, gateway
 }
 
 // edgeAgentOptions play the edge node with simulated GPUs on a fixture host, collecting every
 // second and retrying within a second: only what is about time is shortened.
-func edgeAgentOptions(t testing.TB, gateway *stack.Gateway, sets ...string) stack.AgentOptions {
-	options := agentOptions(t, gateway, edgeNode, "10.0.0.1")
+func edgeAgentOptions(tb testing.TB, gateway *stack.Gateway, sets ...string) stack.AgentOptions {
+	options := agentOptions(tb, gateway, edgeNode, "10.0.0.1")
 	options.Sets = append(options.Sets,
 		"receivers::gpu::backend=simulated",
-		"receivers::gpu::scenario="+filepath.Join(repoRoot(t), "distro", "scenarios", "dgx-a100-demo.yaml"),
+		"receivers::gpu::scenario="+filepath.Join(repoRoot(tb), "distro", "scenarios", "dgx-a100-demo.yaml"),
 		"exporters::otlp_grpc/gateway::retry_on_failure::initial_interval=100ms",
 		"exporters::otlp_grpc/gateway::retry_on_failure::max_interval=500ms",
 	)
@@ -176,10 +176,10 @@ func TestEdgeQueueFull(t *testing.T) {
 
 // collections reads, from the agent's own page, how often each receiver has collected in this
 // run.
-func collections(t testing.TB, agent *stack.Agent) map[string]int {
-	t.Helper()
+func collections(tb testing.TB, agent *stack.Agent) map[string]int {
+	tb.Helper()
 	n := map[string]int{}
-	eventually(t, "the agent's collection counters", func() bool {
+	eventually(tb, "the agent's collection counters", func() bool {
 		families, _, err := scrape(agent.Metrics)
 		if err != nil || families["collector_iteration_count_total"] == nil {
 			return false
@@ -198,11 +198,11 @@ func collections(t testing.TB, agent *stack.Agent) map[string]int {
 
 // waitCollectedMore waits until every receiver of the agent's current run has collected more
 // times than n, and returns how often each has.
-func waitCollectedMore(t testing.TB, agent *stack.Agent, n int) map[string]int {
-	t.Helper()
+func waitCollectedMore(tb testing.TB, agent *stack.Agent, n int) map[string]int {
+	tb.Helper()
 	var c map[string]int
-	eventually(t, fmt.Sprintf("more than %d collections of each receiver", n), func() bool {
-		c = collections(t, agent)
+	eventually(tb, fmt.Sprintf("more than %d collections of each receiver", n), func() bool {
+		c = collections(tb, agent)
 		return c["task"] > n && c["gpu"] > n
 	})
 	return c
@@ -210,9 +210,9 @@ func waitCollectedMore(t testing.TB, agent *stack.Agent, n int) map[string]int {
 
 // waitDrained is eventually with a deadline that also covers gRPC's reconnection backoff (it
 // grows during the outage) and the drain of the backlog.
-func waitDrained(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	poll.Until(t, 3*time.Minute, what, cond)
+func waitDrained(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	poll.Until(tb, 3*time.Minute, what, cond)
 }
 
 // sample series: a series' labels and its samples' timestamps (ms) and values.
@@ -244,8 +244,8 @@ func (s sampleSeries) String() string {
 // (out of order, or a duplicate timestamp with another value) is a missing one.
 //
 // collected says, for each run, how many collections of each receiver it made at least.
-func missingCollections(t testing.TB, all []sampleSeries, collected []map[string]int) []string {
-	t.Helper()
+func missingCollections(tb testing.TB, all []sampleSeries, collected []map[string]int) []string {
+	tb.Helper()
 	var lost []string
 	runs := map[string][][]int64{} // receiver -> runs -> collection timestamps
 	for _, s := range all {
@@ -266,7 +266,7 @@ func missingCollections(t testing.TB, all []sampleSeries, collected []map[string
 			run, previous = append(run, s.timestamps[i]), v
 		}
 		runs[receiver] = append(runs[receiver], run)
-		t.Logf("%s collections in Prometheus: %v", receiver, s.values)
+		tb.Logf("%s collections in Prometheus: %v", receiver, s.values)
 	}
 	for _, r := range edgeReceivers {
 		// The first run before the outage, then one after SIGTERM and one after SIGKILL.
@@ -288,7 +288,7 @@ func missingCollections(t testing.TB, all []sampleSeries, collected []map[string
 			// The attribution's series are made from each gpu batch, and travel with it.
 			receiver = slices.Index(edgeReceivers, "gpu")
 		}
-		require.GreaterOrEqual(t, receiver, 0, "%s: from neither receiver", s)
+		require.GreaterOrEqual(tb, receiver, 0, "%s: from neither receiver", s)
 		for i, run := range runs[edgeReceivers[receiver]] {
 			// A run's samples lie between its first collection and the next run's (a
 			// measurement may be stamped a little before the collection's counter).
@@ -316,14 +316,14 @@ type remoteWriteStore struct {
 	writeURL, api string
 }
 
-func startRemoteWriteStore(t testing.TB) remoteWriteStore {
-	t.Helper()
-	prometheus := requireTool(t, "prometheus")
-	dir := t.TempDir()
+func startRemoteWriteStore(tb testing.TB) remoteWriteStore {
+	tb.Helper()
+	prometheus := requireTool(tb, "prometheus")
+	dir := tb.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")
-	require.NoError(t, os.WriteFile(cfg, []byte("global: {evaluation_interval: 1s}\n"), 0o644))
-	port := stack.FreePort(t)
-	startProcess(t, prometheus,
+	require.NoError(tb, os.WriteFile(cfg, []byte("global: {evaluation_interval: 1s}\n"), 0o600))
+	port := stack.FreePort(tb)
+	startProcess(tb, prometheus,
 		"--config.file="+cfg,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
@@ -333,7 +333,7 @@ func startRemoteWriteStore(t testing.TB) remoteWriteStore {
 		writeURL: fmt.Sprintf("http://127.0.0.1:%d/api/v1/write", port),
 		api:      fmt.Sprintf("http://127.0.0.1:%d/api/v1/query?query=", port),
 	}
-	eventually(t, "Prometheus to answer", func() bool {
+	eventually(tb, "Prometheus to answer", func() bool {
 		_, err := httpGet(fmt.Sprintf("http://127.0.0.1:%d/-/ready", port))
 		return err == nil
 	})
@@ -341,13 +341,13 @@ func startRemoteWriteStore(t testing.TB) remoteWriteStore {
 }
 
 // count is how many series an instant query returns (0 while Prometheus does not answer).
-func (s remoteWriteStore) count(t testing.TB, q string) int { return series(t, s.api, q) }
+func (s remoteWriteStore) count(tb testing.TB, q string) int { return series(tb, s.api, q) }
 
 // samples runs a range-vector query and returns each series' raw samples.
-func (s remoteWriteStore) samples(t testing.TB, q string) []sampleSeries {
-	t.Helper()
+func (s remoteWriteStore) samples(tb testing.TB, q string) []sampleSeries {
+	tb.Helper()
 	body, err := httpGet(s.api + url.QueryEscape(q))
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	var resp struct {
 		Data struct {
 			ResultType string `json:"resultType"`
@@ -357,16 +357,16 @@ func (s remoteWriteStore) samples(t testing.TB, q string) []sampleSeries {
 			} `json:"result"`
 		} `json:"data"`
 	}
-	require.NoError(t, json.Unmarshal(body, &resp))
-	require.Equal(t, "matrix", resp.Data.ResultType, q)
+	require.NoError(tb, json.Unmarshal(body, &resp))
+	require.Equal(tb, "matrix", resp.Data.ResultType, q)
 	out := make([]sampleSeries, len(resp.Data.Result))
 	for i, r := range resp.Data.Result {
 		out[i].labels = r.Metric
 		for _, v := range r.Values {
 			ts, ok := v[0].(float64)
-			require.True(t, ok, "timestamp %v", v[0])
+			require.True(tb, ok, "timestamp %v", v[0])
 			value, err := strconv.ParseFloat(fmt.Sprint(v[1]), 64)
-			require.NoError(t, err)
+			require.NoError(tb, err)
 			out[i].timestamps = append(out[i].timestamps, int64(ts*1000+0.5))
 			out[i].values = append(out[i].values, value)
 		}

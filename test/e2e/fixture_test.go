@@ -67,7 +67,7 @@ func lint(t *testing.T, page []byte) {
 	cmd := exec.Command(requireTool(t, "promtool"), "check", "metrics")
 	cmd.Stdin = bytes.NewReader(page)
 	out, _ := cmd.CombinedOutput() // exit status 3 means "lint problems": judged below
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
 		if line != "" && !contractLintExceptions[line] {
 			t.Errorf("promtool: %s", line)
 		}

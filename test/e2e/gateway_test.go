@@ -35,14 +35,14 @@ import (
 )
 
 // fixtureHost is a node with jobs, services and processes, for agents that play a node.
-func fixtureHost(t testing.TB) string {
-	return filepath.Join(repoRoot(t), "receiver", "taskreceiver", "testdata", "hosts", "v1-systemd-containerd")
+func fixtureHost(tb testing.TB) string {
+	return filepath.Join(repoRoot(tb), "receiver", "taskreceiver", "testdata", "hosts", "v1-systemd-containerd")
 }
 
 // agentOptions plays node name at ip on the fixture host, collecting every second.
-func agentOptions(t testing.TB, gateway *stack.Gateway, name, ip string) stack.AgentOptions {
+func agentOptions(tb testing.TB, gateway *stack.Gateway, name, ip string) stack.AgentOptions {
 	return stack.AgentOptions{
-		NodeName: name, NodeIP: ip, RootPath: fixtureHost(t), Gateway: gateway.OTLP,
+		NodeName: name, NodeIP: ip, RootPath: fixtureHost(tb), Gateway: gateway.OTLP,
 		Sets: []string{
 			"receivers::task::collection_interval=1s",
 			"receivers::gpu::collection_interval=1s",
@@ -51,9 +51,9 @@ func agentOptions(t testing.TB, gateway *stack.Gateway, name, ip string) stack.A
 	}
 }
 
-func waitHealthy(t testing.TB, what, healthURL string) {
-	t.Helper()
-	eventually(t, what+" to be healthy", func() bool {
+func waitHealthy(tb testing.TB, what, healthURL string) {
+	tb.Helper()
+	eventually(tb, what+" to be healthy", func() bool {
 		_, err := httpGet(healthURL)
 		return err == nil
 	})
@@ -97,9 +97,9 @@ func TestGatewayRejectsUnauthenticated(t *testing.T) {
 }
 
 // exportProbe sends one gauge, probe{client=client}, over gRPC.
-func exportProbe(t testing.TB, addr string, creds credentials.TransportCredentials, token, client string) error {
+func exportProbe(tb testing.TB, addr string, creds credentials.TransportCredentials, token, client string) error {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	defer conn.Close()
 	md := pmetric.NewMetrics()
 	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
@@ -109,7 +109,7 @@ func exportProbe(t testing.TB, addr string, creds credentials.TransportCredentia
 	dp.SetTimestamp(pcommon.NewTimestampFromTime(time.Now()))
 	dp.Attributes().PutStr("client", client)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(tb.Context(), 10*time.Second)
 	defer cancel()
 	if token != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
@@ -227,19 +227,19 @@ type pod struct {
 // file_sd_configs that list what the pod role would find: each pod of the job's selected
 // component, a target per container port, with the same __meta_kubernetes_pod_* labels. The
 // shipped relabel rules then run unchanged.
-func shippedScrapeConfigs(t testing.TB, pods []pod) []map[string]any {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "prometheus", "scrape-configs.yaml"))
-	require.NoError(t, err)
+func shippedScrapeConfigs(tb testing.TB, pods []pod) []map[string]any {
+	tb.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot(tb), "deploy", "prometheus", "scrape-configs.yaml"))
+	require.NoError(tb, err)
 	var cfg struct {
 		ScrapeConfigs []map[string]any `yaml:"scrape_configs"`
 	}
-	require.NoError(t, yaml.Unmarshal(raw, &cfg))
-	require.NotEmpty(t, cfg.ScrapeConfigs)
-	dir := t.TempDir()
+	require.NoError(tb, yaml.Unmarshal(raw, &cfg))
+	require.NotEmpty(tb, cfg.ScrapeConfigs)
+	dir := tb.TempDir()
 	for _, job := range cfg.ScrapeConfigs {
 		sds, ok := job["kubernetes_sd_configs"].([]any)
-		require.True(t, ok, "job %v discovers pods", job["job_name"])
+		require.True(tb, ok, "job %v discovers pods", job["job_name"])
 		delete(job, "kubernetes_sd_configs")
 		var groups []map[string]any
 		for _, sd := range sds {
@@ -260,11 +260,11 @@ func shippedScrapeConfigs(t testing.TB, pods []pod) []map[string]any {
 				}
 			}
 		}
-		require.NotEmpty(t, groups, "job %v selects no pod", job["job_name"])
+		require.NotEmpty(tb, groups, "job %v selects no pod", job["job_name"])
 		file := filepath.Join(dir, fmt.Sprintf("%v.yaml", job["job_name"]))
 		out, err := yaml.Marshal(groups)
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(file, out, 0o644))
+		require.NoError(tb, err)
+		require.NoError(tb, os.WriteFile(file, out, 0o600))
 		job["file_sd_configs"] = []map[string]any{{"files": []string{file}}}
 	}
 	return cfg.ScrapeConfigs
@@ -272,10 +272,10 @@ func shippedScrapeConfigs(t testing.TB, pods []pod) []map[string]any {
 
 // scrapeConfigsYAML writes jobs as list items under scrape_configs:, the form
 // startPrometheusWith takes.
-func scrapeConfigsYAML(t testing.TB, jobs []map[string]any) string {
-	t.Helper()
+func scrapeConfigsYAML(tb testing.TB, jobs []map[string]any) string {
+	tb.Helper()
 	out, err := yaml.Marshal(jobs)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	return "  " + strings.ReplaceAll(strings.TrimRight(string(out), "\n"), "\n", "\n  ") + "\n"
 }
 

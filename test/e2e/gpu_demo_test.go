@@ -72,7 +72,7 @@ func startDemoWith(t *testing.T, config, scenario, podsFile string, sets ...stri
 	batch, err := gpureceivertest.SimulatedBatch(scenario)
 	require.NoError(t, err)
 	// Short: the pod-resources socket lives below it (unix socket paths are limited to 108 bytes).
-	dir, err := os.MkdirTemp("", "demo")
+	dir, err := os.MkdirTemp("", "demo") //nolint:usetesting // short, as said above
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	node, err := demonode.Start(filepath.Join(dir, "node"), pods, gpureceivertest.GPUs(batch))

@@ -28,45 +28,46 @@ import (
 func repoRoot(testing.TB) string { return stack.RepoRoot() }
 
 // requireTool finds a real peer's binary; its absence fails the test, it is not a skip.
-func requireTool(t testing.TB, name string) string {
+func requireTool(tb testing.TB, name string) string {
 	path, err := exec.LookPath(name)
-	require.NoError(t, err, "%s is needed by this test: run `make deps` (Debian packages prometheus, prometheus-node-exporter)", name)
+	require.NoError(tb, err, "%s is needed by this test: run `make deps` (Debian packages prometheus, prometheus-node-exporter)", name)
 	return path
 }
 
 // startProcess runs a peer; it is killed by PID when the test ends, and its output is shown
 // if the test failed.
-func startProcess(t testing.TB, bin string, args ...string) *stack.Process {
-	t.Helper()
-	return stack.Start(t, bin, args, nil)
+func startProcess(tb testing.TB, bin string, args ...string) *stack.Process {
+	tb.Helper()
+	return stack.Start(tb, bin, args, nil)
 }
 
 // startCollector runs the collector on config (with the distribution that runs it, see
 // stack.BinaryFor) with --set overrides, and returns its metrics URL.
-func startCollector(t testing.TB, config string, sets ...string) string {
-	url, _ := startCollectorWithOutput(t, config, sets...)
+func startCollector(tb testing.TB, config string, sets ...string) string {
+	url, _ := startCollectorWithOutput(tb, config, sets...)
 	return url
 }
 
 // startCollectorWithOutput also returns the collector's console output.
-func startCollectorWithOutput(t testing.TB, config string, sets ...string) (string, *stack.Process) {
-	t.Helper()
-	port := stack.FreePort(t)
-	args := []string{"--config", config,
+func startCollectorWithOutput(tb testing.TB, config string, sets ...string) (string, *stack.Process) {
+	tb.Helper()
+	port := stack.FreePort(tb)
+	args := []string{
+		"--config", config,
 		"--set", fmt.Sprintf("exporters::prometheus::endpoint=127.0.0.1:%d", port),
-		"--set", fmt.Sprintf("extensions::health_check::endpoint=127.0.0.1:%d", stack.FreePort(t)),
+		"--set", fmt.Sprintf("extensions::health_check::endpoint=127.0.0.1:%d", stack.FreePort(tb)),
 	}
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
-	out := startProcess(t, stack.BinaryFor(t, config), args...)
+	out := startProcess(tb, stack.BinaryFor(tb, config), args...)
 	return fmt.Sprintf("http://127.0.0.1:%d/metrics", port), out
 }
 
 // eventually polls cond until it holds or a minute passes.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	poll.Until(t, time.Minute, what, cond)
+func eventually(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	poll.Until(tb, time.Minute, what, cond)
 }
 
 func httpGet(url string) ([]byte, error) { return stack.Get(url, 10*time.Second) }
@@ -99,10 +100,10 @@ func iterations(families map[string]*dto.MetricFamily) float64 {
 }
 
 // waitForCollections scrapes url until the task receiver has collected n times.
-func waitForCollections(t testing.TB, url string, n float64) map[string]*dto.MetricFamily {
-	t.Helper()
+func waitForCollections(tb testing.TB, url string, n float64) map[string]*dto.MetricFamily {
+	tb.Helper()
 	var families map[string]*dto.MetricFamily
-	eventually(t, fmt.Sprintf("%d collections at %s", int(n), url), func() bool {
+	eventually(tb, fmt.Sprintf("%d collections at %s", int(n), url), func() bool {
 		f, _, err := scrape(url)
 		families = f
 		return err == nil && iterations(f) >= n

@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -54,12 +55,12 @@ var monitoring = map[string][]string{
 // helm runs helm (HELM_BIN: v3.22.0, built by test/helm/build-helm.sh) in the repository's root
 // and returns its standard output; its standard error, where Helm notes each symbolic link it
 // follows in the chart, is in the error.
-func helm(t testing.TB, args ...string) ([]byte, error) {
-	t.Helper()
-	cmd := exec.Command(pinnedTool(t, "HELM_BIN", "helm"), args...)
-	cmd.Dir = repoRoot(t)
+func helm(tb testing.TB, args ...string) ([]byte, error) {
+	tb.Helper()
+	cmd := exec.Command(pinnedTool(tb, "HELM_BIN", "helm"), args...)
+	cmd.Dir = repoRoot(tb)
 	// Helm's own configuration, caches and repositories: none of the user's.
-	home := t.TempDir()
+	home := tb.TempDir()
 	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)
 	out, err := cmd.Output()
 	if err != nil {
@@ -70,10 +71,10 @@ func helm(t testing.TB, args ...string) ([]byte, error) {
 
 // helmTemplate renders the chart as release otelcol-gpu in namespace otelcol-gpu (deploy/'s),
 // with --set values.
-func helmTemplate(t testing.TB, values ...string) []byte {
-	t.Helper()
-	out, err := helm(t, append([]string{"template", "otelcol-gpu", chart, "--namespace", "otelcol-gpu"}, setFlags(values)...)...)
-	require.NoError(t, err)
+func helmTemplate(tb testing.TB, values ...string) []byte {
+	tb.Helper()
+	out, err := helm(tb, append([]string{"template", "otelcol-gpu", chart, "--namespace", "otelcol-gpu"}, setFlags(values)...)...)
+	require.NoError(tb, err)
 	return out
 }
 
@@ -160,21 +161,21 @@ func objectID(o *unstructured.Unstructured) string {
 }
 
 // forEachPod calls f with the pod template of a workload.
-func forEachPod(t testing.TB, o *unstructured.Unstructured, f func(pod map[string]any)) {
-	t.Helper()
+func forEachPod(tb testing.TB, o *unstructured.Unstructured, f func(pod map[string]any)) {
+	tb.Helper()
 	if o.GetKind() != "DaemonSet" && o.GetKind() != "Deployment" {
 		return
 	}
 	pod, found, err := unstructured.NestedFieldNoCopy(o.Object, "spec", "template")
-	require.NoError(t, err)
-	require.True(t, found, "%s has a pod template", objectID(o))
+	require.NoError(tb, err)
+	require.True(tb, found, "%s has a pod template", objectID(o))
 	f(pod.(map[string]any))
 }
 
 // sortByName sorts a pod template's volumes and its containers' env by name, after checking
 // that no variable refers to another, which would make their order matter.
-func sortByName(t testing.TB, pod map[string]any) {
-	t.Helper()
+func sortByName(tb testing.TB, pod map[string]any) {
+	tb.Helper()
 	byName := func(a, b any) int {
 		return strings.Compare(a.(map[string]any)["name"].(string), b.(map[string]any)["name"].(string))
 	}
@@ -184,22 +185,22 @@ func sortByName(t testing.TB, pod map[string]any) {
 		env := c.(map[string]any)["env"].([]any)
 		for _, e := range env {
 			value, _ := e.(map[string]any)["value"].(string)
-			require.NotContains(t, value, "$(", "a variable that refers to another")
+			require.NotContains(tb, value, "$(", "a variable that refers to another")
 		}
 		slices.SortFunc(env, byName)
 	}
 }
 
 // yamlOf is an object as YAML with sorted keys, so that a difference reads as a diff.
-func yamlOf(t testing.TB, v any) string {
-	t.Helper()
+func yamlOf(tb testing.TB, v any) string {
+	tb.Helper()
 	out, err := yaml.Marshal(v)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	return string(out)
 }
 
 // TestHelmLint runs `helm lint --strict` (the values' schema, the templates, and what they render)
-// with each layout's values and the monitoring switches, and shows that a misspelt key, a value
+// with each layout's values and the monitoring switches, and shows that a misspelled key, a value
 // of the wrong type or out of its set, a value the layout needs left empty and both monitor kinds
 // at once fail lint and install both, naming the key. The schema says so, not the templates:
 // lint reports a template's `required` or `fail` as information and passes.
@@ -251,8 +252,8 @@ var chartLinks = map[string]string{
 // holds those files byte for byte, the rules' tests left out (.helmignore).
 func TestHelmChartSources(t *testing.T) {
 	root := repoRoot(t)
-	entries, err := os.ReadDir(filepath.Join(root, chart, "files"))
-	require.NoError(t, err)
+	entries, readErr := os.ReadDir(filepath.Join(root, chart, "files"))
+	require.NoError(t, readErr)
 	var names []string
 	for _, e := range entries {
 		names = append(names, e.Name())
@@ -289,7 +290,7 @@ func TestHelmChartSources(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	_, err = helm(t, "package", chart, "--destination", dir)
+	_, err := helm(t, "package", chart, "--destination", dir)
 	require.NoError(t, err)
 	packaged := chartArchive(t, filepath.Join(dir, "otelcol-gpu-0.1.0.tgz"))
 	got := map[string][]byte{}
@@ -306,24 +307,24 @@ func TestHelmChartSources(t *testing.T) {
 
 // chartArchive reads a packaged chart: each regular file's path under the chart's directory, and
 // its contents. Anything else in it (a link) fails.
-func chartArchive(t testing.TB, path string) map[string][]byte {
-	t.Helper()
+func chartArchive(tb testing.TB, path string) map[string][]byte {
+	tb.Helper()
 	f, err := os.Open(path)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	defer f.Close()
 	gz, err := gzip.NewReader(f)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	files := map[string][]byte{}
 	tr := tar.NewReader(gz)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return files
 		}
-		require.NoError(t, err)
-		require.Equal(t, byte(tar.TypeReg), h.Typeflag, "%s is a file", h.Name)
+		require.NoError(tb, err)
+		require.Equal(tb, byte(tar.TypeReg), h.Typeflag, "%s is a file", h.Name)
 		content, err := io.ReadAll(tr)
-		require.NoError(t, err)
+		require.NoError(tb, err)
 		files[strings.TrimPrefix(h.Name, "otelcol-gpu/")] = content
 	}
 }
@@ -331,7 +332,7 @@ func chartArchive(t testing.TB, path string) map[string][]byte {
 // TestHelmManifests applies the chart's objects in every layout, with the monitoring switches,
 // with `kubectl apply --dry-run=server` to a real kube-apiserver with prometheus-operator's CRDs
 // (helmCluster): schema (strict field validation, the CRDs' schemas for the ServiceMonitors,
-// PodMonitors and PrometheusRule), admission and RBAC errors fail it. A misspelt field is refused.
+// PodMonitors and PrometheusRule), admission and RBAC errors fail it. A misspelled field is refused.
 func TestHelmManifests(t *testing.T) {
 	admin := helmCluster(t)
 	for name, values := range chartValues {
@@ -367,21 +368,21 @@ func TestHelmManifests(t *testing.T) {
 // PodMonitors and PrometheusRules (PROMETHEUS_OPERATOR_CRDS: v0.85.0's, read from the Go module
 // cache, found by test/helm/build-helm.sh crds) and the namespace made from
 // deploy/base/namespace.yaml, as the install does, and returns the admin's kubeconfig.
-func helmCluster(t testing.TB) string {
-	t.Helper()
+func helmCluster(tb testing.TB) string {
+	tb.Helper()
 	crds := os.Getenv("PROMETHEUS_OPERATOR_CRDS")
-	require.NotEmpty(t, crds, "set PROMETHEUS_OPERATOR_CRDS=$(test/helm/build-helm.sh crds)")
-	admin := kube.Start(t).Kubeconfig("admin")
+	require.NotEmpty(tb, crds, "set PROMETHEUS_OPERATOR_CRDS=$(test/helm/build-helm.sh crds)")
+	admin := kube.Start(tb).Kubeconfig("admin")
 	var established []string
 	for _, kind := range []string{"servicemonitors", "podmonitors", "prometheusrules"} {
-		out, err := kubectl(t, admin, nil, "create", "-f", filepath.Join(crds, "monitoring.coreos.com_"+kind+".yaml"))
-		require.NoError(t, err, out)
+		out, err := kubectl(tb, admin, nil, "create", "-f", filepath.Join(crds, "monitoring.coreos.com_"+kind+".yaml"))
+		require.NoError(tb, err, out)
 		established = append(established, "crd/"+kind+".monitoring.coreos.com")
 	}
-	out, err := kubectl(t, admin, nil, append([]string{"wait", "--for=condition=Established", "--timeout=60s"}, established...)...)
-	require.NoError(t, err, "the CRDs are not established after a minute: %s", out)
-	out, err = kubectl(t, admin, nil, "apply", "-f", filepath.Join(repoRoot(t), "deploy", "base", "namespace.yaml"))
-	require.NoError(t, err, out)
+	out, err := kubectl(tb, admin, nil, append([]string{"wait", "--for=condition=Established", "--timeout=60s"}, established...)...)
+	require.NoError(tb, err, "the CRDs are not established after a minute: %s", out)
+	out, err = kubectl(tb, admin, nil, "apply", "-f", filepath.Join(repoRoot(tb), "deploy", "base", "namespace.yaml"))
+	require.NoError(tb, err, out)
 	return admin
 }
 
@@ -406,8 +407,10 @@ func TestHelmInstall(t *testing.T) {
 
 	out, err := release(append([]string{"install", "otelcol-gpu", chart, "--namespace", "otelcol-gpu"}, setFlags(monitoring["serviceMonitor"])...)...)
 	require.NoError(t, err, out)
-	for _, object := range []string{"daemonset.apps/otelcol-gpu-agent", "deployment.apps/otelcol-gpu-gateway", "clusterrole.rbac.authorization.k8s.io/otelcol-gpu-gateway",
-		"servicemonitor.monitoring.coreos.com/otelcol-gpu", "prometheusrule.monitoring.coreos.com/otelcol-gpu", "configmap/otelcol-gpu-dashboard-node"} {
+	for _, object := range []string{
+		"daemonset.apps/otelcol-gpu-agent", "deployment.apps/otelcol-gpu-gateway", "clusterrole.rbac.authorization.k8s.io/otelcol-gpu-gateway",
+		"servicemonitor.monitoring.coreos.com/otelcol-gpu", "prometheusrule.monitoring.coreos.com/otelcol-gpu", "configmap/otelcol-gpu-dashboard-node",
+	} {
 		assert.Contains(t, made(), object)
 	}
 
@@ -475,12 +478,12 @@ func TestHelmPrometheusRule(t *testing.T) {
 	assert.Equal(t, yamlOf(t, viaJSON(t, want)), yamlOf(t, viaJSON(t, got)))
 }
 
-func viaJSON(t testing.TB, v any) any {
-	t.Helper()
+func viaJSON(tb testing.TB, v any) any {
+	tb.Helper()
 	b, err := json.Marshal(v)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	var out any
-	require.NoError(t, json.Unmarshal(b, &out))
+	require.NoError(tb, json.Unmarshal(b, &out))
 	return out
 }
 
@@ -596,7 +599,7 @@ func TestHelmMonitors(t *testing.T) {
 			for _, job := range shipped.ScrapeConfigs {
 				t.Run(job.JobName, func(t *testing.T) {
 					m := monitors[job.JobName]
-					endpoints := append(m.Endpoints, m.PodMetricsEndpoints...)
+					endpoints := slices.Concat(m.Endpoints, m.PodMetricsEndpoints)
 					require.Len(t, endpoints, 1)
 					ep := endpoints[0]
 					require.Len(t, job.SD, 1)
@@ -606,7 +609,7 @@ func TestHelmMonitors(t *testing.T) {
 					assert.Equal(t, job.HonorLabels, ep.HonorLabels, "honor_labels")
 
 					wantPods := map[string]string{}
-					for _, pair := range strings.Split(job.SD[0].Selectors[0].Label, ",") {
+					for pair := range strings.SplitSeq(job.SD[0].Selectors[0].Label, ",") {
 						k, v, _ := strings.Cut(pair, "=")
 						wantPods[podLabel(k)] = v
 					}
@@ -671,22 +674,22 @@ func TestHelmMonitors(t *testing.T) {
 }
 
 // selectedService is the one Service of objs whose labels match selector.
-func selectedService(t testing.TB, objs []*unstructured.Unstructured, selector map[string]string) *corev1.Service {
-	t.Helper()
+func selectedService(tb testing.TB, objs []*unstructured.Unstructured, selector map[string]string) *corev1.Service {
+	tb.Helper()
 	var selected []*corev1.Service
 	for _, o := range ofKind(objs, "Service") {
 		labels := o.GetLabels()
 		if len(selector) > 0 && !slices.ContainsFunc(slices.Collect(maps.Keys(selector)), func(k string) bool { return labels[k] != selector[k] }) {
-			selected = append(selected, convert[corev1.Service](t, o))
+			selected = append(selected, convert[corev1.Service](tb, o))
 		}
 	}
-	require.Len(t, selected, 1, "one Service matches %v", selector)
+	require.Len(tb, selected, 1, "one Service matches %v", selector)
 	return selected[0]
 }
 
-func jsonOf(t testing.TB, v any) string {
-	t.Helper()
+func jsonOf(tb testing.TB, v any) string {
+	tb.Helper()
 	b, err := json.Marshal(v)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	return string(b)
 }

@@ -23,13 +23,13 @@ import (
 )
 
 // imageArchive is `make image`'s output (OTELCOL_IMAGE, set by `make e2e`).
-func imageArchive(t testing.TB) string {
+func imageArchive(tb testing.TB) string {
 	path := os.Getenv("OTELCOL_IMAGE")
 	if path == "" {
-		path = filepath.Join(repoRoot(t), "bin", "otelcol-gpu-image.tar")
+		path = filepath.Join(repoRoot(tb), "bin", "otelcol-gpu-image.tar")
 	}
 	_, err := os.Stat(path)
-	require.NoError(t, err, "the image archive is needed: run `make image`, or set OTELCOL_IMAGE")
+	require.NoError(tb, err, "the image archive is needed: run `make image`, or set OTELCOL_IMAGE")
 	return path
 }
 
@@ -39,10 +39,10 @@ func imageArchive(t testing.TB) string {
 // that runs it (the agent's for the agent's configurations), with the host's / at /hostfs
 // (read-only, in a mount namespace of its own) as the agent's DaemonSet has it, as the image's
 // default user. The root must hold nothing but the two binaries, the C library files they load
-// (as ldd lists them) and the user database; the image runs as a non-root user and is labelled
+// (as ldd lists them) and the user database; the image runs as a non-root user and is labeled
 // with version, source and revision.
 func TestImage(t *testing.T) {
-	version := regexp.MustCompile(`(?m)^  version: *(\S+)`).FindSubmatch(mustRead(t, filepath.Join(repoRoot(t), "builder-config.yaml")))
+	version := regexp.MustCompile(`(?m)^ {2}version: *(\S+)`).FindSubmatch(mustRead(t, filepath.Join(repoRoot(t), "builder-config.yaml")))
 	require.NotNil(t, version, "builder-config.yaml names the version")
 	work := t.TempDir()
 	layout, bundle := filepath.Join(work, "layout"), filepath.Join(work, "bundle")
@@ -105,7 +105,7 @@ func TestImage(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, configs)
 	for _, config := range configs {
-		require.NoError(t, os.WriteFile(filepath.Join(root, "distro", filepath.Base(config)), mustRead(t, config), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(root, "distro", filepath.Base(config)), mustRead(t, config), 0o644)) //nolint:gosec // G306: the image's user (65532), not this one, reads it
 	}
 	for _, config := range configs {
 		name := filepath.Base(config)
@@ -120,10 +120,12 @@ mount --bind /proc "$ROOT/proc"
 mount --bind -o ro / "$ROOT/hostfs"
 exec chroot --userspec=65532:65532 "$ROOT" "$BIN" validate --config "/distro/$CONFIG"`
 			cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script)
-			cmd.Env = []string{"ROOT=" + root, "CONFIG=" + name, "BIN=" + bin, "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+			cmd.Env = []string{
+				"ROOT=" + root, "CONFIG=" + name, "BIN=" + bin, "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
 				"MY_POD_IP=10.0.0.1", "K8S_NODE_NAME=node-1", "K8S_NODE_IP=10.0.0.1", "OTELCOL_GPU_GATEWAY=otelcol-gpu-gateway.otelcol-gpu.svc",
 				// demo.yaml's demo node (cmd/demonode writes it); any host tree passes validation.
-				"OTELCOL_GPU_DEMO_ROOT=/hostfs"}
+				"OTELCOL_GPU_DEMO_ROOT=/hostfs",
+			}
 			out, err := cmd.CombinedOutput()
 			assert.NoError(t, err, "validate %s from the image's root (needs root, for chroot and mount): %s", name, out)
 		})
@@ -136,15 +138,15 @@ exec chroot --userspec=65532:65532 "$ROOT" "$BIN" validate --config "/distro/$CO
 	})
 }
 
-func mustRead(t testing.TB, path string) []byte {
+func mustRead(tb testing.TB, path string) []byte {
 	data, err := os.ReadFile(path)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	return data
 }
 
 // run runs a command that must succeed.
-func run(t testing.TB, name string, args ...string) {
-	t.Helper()
+func run(tb testing.TB, name string, args ...string) {
+	tb.Helper()
 	out, err := exec.Command(name, args...).CombinedOutput()
-	require.NoError(t, err, "%s %v: %s", name, args, out)
+	require.NoError(tb, err, "%s %v: %s", name, args, out)
 }

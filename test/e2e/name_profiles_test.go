@@ -202,7 +202,7 @@ func withoutValues(page string) string {
 		out = append(out, samples...)
 		samples = nil
 	}
-	for _, line := range strings.Split(strings.TrimSpace(page), "\n") {
+	for line := range strings.SplitSeq(strings.TrimSpace(page), "\n") {
 		if strings.HasPrefix(line, "#") {
 			flush()
 			out = append(out, line)

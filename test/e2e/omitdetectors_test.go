@@ -48,7 +48,7 @@ func TestAgentOmitsCloudDetectors(t *testing.T) {
 			config := filepath.Join(t.TempDir(), "detection.yaml")
 			require.NoError(t, os.WriteFile(config, fmt.Appendf(nil,
 				"service:\n  telemetry:\n    resource:\n      detection/development:\n        detectors:\n          - %s: {}\n", name), 0o600))
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, agent, "--config", filepath.Join(repoRoot(t), "distro", "local.yaml"), "--config", config,
 				"--set", fmt.Sprintf("exporters::prometheus::endpoint=127.0.0.1:%d", stack.FreePort(t)),

@@ -8,7 +8,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
 // contractNames are the node, task, service and process names of the metric contract
@@ -82,30 +83,30 @@ func TestPrometheusScrapes(t *testing.T) {
 
 // startPrometheus runs a real Prometheus that scrapes each job's metrics URL every second and
 // evaluates ruleFiles every second, and returns the prefix of its instant-query API.
-func startPrometheus(t testing.TB, jobs map[string]string, ruleFiles ...string) string {
-	t.Helper()
+func startPrometheus(tb testing.TB, jobs map[string]string, ruleFiles ...string) string {
+	tb.Helper()
 	var scrapeConfigs string
 	for job, metrics := range jobs {
 		scrapeConfigs += fmt.Sprintf("  - job_name: %s\n    static_configs: [{targets: [%q]}]\n", job, hostPort(metrics))
 	}
-	return startPrometheusWith(t, scrapeConfigs, ruleFiles...)
+	return startPrometheusWith(tb, scrapeConfigs, ruleFiles...)
 }
 
 // startPrometheusWith runs a real Prometheus with these scrape_configs (YAML list items,
 // indented by two spaces), a 1 s scrape and evaluation interval and ruleFiles, and returns the
 // prefix of its instant-query API.
-func startPrometheusWith(t testing.TB, scrapeConfigs string, ruleFiles ...string) string {
-	t.Helper()
-	prometheus := requireTool(t, "prometheus")
+func startPrometheusWith(tb testing.TB, scrapeConfigs string, ruleFiles ...string) string {
+	tb.Helper()
+	prometheus := requireTool(tb, "prometheus")
 	cfg := "global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}\n"
 	if len(ruleFiles) > 0 {
 		cfg += fmt.Sprintf("rule_files: [%s]\n", strings.Join(ruleFiles, ", "))
 	}
 	cfg += "scrape_configs:\n" + scrapeConfigs
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644))
-	port := stack.FreePort(t)
-	startProcess(t, prometheus,
+	dir := tb.TempDir()
+	require.NoError(tb, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600))
+	port := stack.FreePort(tb)
+	startProcess(tb, prometheus,
 		"--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
@@ -119,13 +120,13 @@ func hostPort(metricsURL string) string {
 }
 
 // series runs an instant query and returns how many series it matched.
-func series(t testing.TB, api, q string) int {
-	return len(query(t, api, q))
+func series(tb testing.TB, api, q string) int {
+	return len(query(tb, api, q))
 }
 
 // query runs an instant query and returns each result's labels; none if Prometheus did not
 // answer (callers poll).
-func query(t testing.TB, api, q string) []map[string]string {
+func query(tb testing.TB, api, q string) []map[string]string {
 	body, err := httpGet(api + url.QueryEscape(q))
 	if err != nil {
 		return nil
@@ -138,7 +139,7 @@ func query(t testing.TB, api, q string) []map[string]string {
 			} `json:"result"`
 		} `json:"data"`
 	}
-	require.NoError(t, json.Unmarshal(body, &resp))
+	require.NoError(tb, json.Unmarshal(body, &resp))
 	labels := make([]map[string]string, len(resp.Data.Result))
 	for i, r := range resp.Data.Result {
 		labels[i] = r.Metric

@@ -7,7 +7,6 @@ package e2e
 
 import (
 	"fmt"
-	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +15,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
 // TestTextfileThroughNodeExporter runs the collector on a fixture host with the textfile

@@ -143,7 +143,7 @@ func (c *Cluster) StartAPIServer() {
 	c.apiserver = startProcess(c.tb, filepath.Join(c.dir, "kube-apiserver.log"), c.apiBin, c.apiArgs...)
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: c.certs.pool}}}
 	waitFor(c.tb, c.apiserver, "kube-apiserver", 3*time.Minute, func() bool {
-		req, _ := http.NewRequest(http.MethodGet, c.Host+"/readyz", nil)
+		req, _ := http.NewRequest(http.MethodGet, c.Host+"/readyz", http.NoBody)
 		req.Header.Set("Authorization", "Bearer "+c.tokens["admin"])
 		resp, err := hc.Do(req)
 		if err != nil {

@@ -6,7 +6,6 @@
 package kube
 
 import (
-	"context"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,16 +22,16 @@ func TestRestart(t *testing.T) {
 	if v.GitVersion != KubeVersion {
 		t.Errorf("server version %s, want %s", v.GitVersion, KubeVersion)
 	}
-	ns, err := c.Admin.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "e2e"}}, metav1.CreateOptions{})
+	ns, err := c.Admin.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "e2e"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.StopAPIServer()
-	if _, err := c.Admin.CoreV1().Namespaces().Get(context.Background(), ns.Name, metav1.GetOptions{}); err == nil {
+	if _, err := c.Admin.CoreV1().Namespaces().Get(t.Context(), ns.Name, metav1.GetOptions{}); err == nil {
 		t.Fatal("the API server answered after it was stopped")
 	}
 	c.StartAPIServer()
-	if _, err := c.Admin.CoreV1().Namespaces().Get(context.Background(), ns.Name, metav1.GetOptions{}); err != nil {
+	if _, err := c.Admin.CoreV1().Namespaces().Get(t.Context(), ns.Name, metav1.GetOptions{}); err != nil {
 		t.Fatalf("namespace lost across the restart: %v", err)
 	}
 }

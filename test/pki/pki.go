@@ -148,7 +148,8 @@ func NewKeyFiles(keyPath, publicPath string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeKey(keyPath, k); err != nil {
+	err = writeKey(keyPath, k)
+	if err != nil {
 		return err
 	}
 	pub, err := x509.MarshalPKIXPublicKey(&k.PublicKey)

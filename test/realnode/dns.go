@@ -57,7 +57,8 @@ func answer(query []byte, lookup serviceIP) ([]byte, bool) {
 		resp.Authoritative = true
 		resp.RCode = dnsmessage.RCodeNameError
 		if service, namespace, ok := strings.Cut(rest, "."); ok && !strings.Contains(namespace, ".") {
-			found, lookupErr := false, error(nil)
+			var found bool
+			var lookupErr error
 			ip, found, lookupErr = lookup(namespace, service)
 			switch {
 			case lookupErr != nil:

@@ -6,7 +6,6 @@
 package realnode_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -23,9 +22,10 @@ import (
 // gatewayMetrics is the gateway pod's page, on the pod network.
 func gatewayMetrics(t *testing.T) string {
 	t.Helper()
-	pods, err := node.Admin.CoreV1().Pods(namespace).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=gateway"})
+	pods, err := node.Admin.CoreV1().Pods(namespace).List(t.Context(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=gateway"})
 	require.NoError(t, err)
-	for _, p := range pods.Items {
+	for i := range pods.Items {
+		p := &pods.Items[i]
 		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && p.Status.PodIP != "" {
 			return "http://" + p.Status.PodIP + ":9102/metrics"
 		}
@@ -39,15 +39,15 @@ func gatewayMetrics(t *testing.T) string {
 // the node's own series arrive from its agent over OTLP, under the node's identity.
 func testGateway(t *testing.T) {
 	url := gatewayMetrics(t)
-	n, err := node.Admin.CoreV1().Nodes().Get(context.Background(), realnode.NodeName, metav1.GetOptions{})
+	n, err := node.Admin.CoreV1().Nodes().Get(t.Context(), realnode.NodeName, metav1.GetOptions{})
 	require.NoError(t, err)
 	capacity := n.Status.Capacity[gpuResource]
 	var requested int64
-	pods, err := node.Admin.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
+	pods, err := node.Admin.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{})
 	require.NoError(t, err)
-	for _, p := range pods.Items {
-		for _, c := range p.Spec.Containers {
-			q := c.Resources.Limits[gpuResource]
+	for i := range pods.Items {
+		for j := range pods.Items[i].Spec.Containers {
+			q := pods.Items[i].Spec.Containers[j].Resources.Limits[gpuResource]
 			requested += q.Value()
 		}
 	}
@@ -88,7 +88,7 @@ func testGateway(t *testing.T) {
 	logs, err := node.Kubectl(nil, "logs", "-n", namespace, "deployment/otelcol-gpu-gateway")
 	require.NoError(t, err, logs)
 	var forbidden []string
-	for _, line := range strings.Split(logs, "\n") {
+	for line := range strings.SplitSeq(logs, "\n") {
 		if strings.Contains(line, "forbidden") {
 			forbidden = append(forbidden, line)
 		}

@@ -31,7 +31,7 @@ const probe = "agent-probe"
 
 func startProbe(t *testing.T) *corev1.Pod {
 	t.Helper()
-	ds, err := node.Admin.AppsV1().DaemonSets(namespace).Get(context.Background(), "otelcol-gpu-agent", metav1.GetOptions{})
+	ds, err := node.Admin.AppsV1().DaemonSets(namespace).Get(t.Context(), "otelcol-gpu-agent", metav1.GetOptions{})
 	require.NoError(t, err)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: probe, Namespace: namespace}, Spec: *ds.Spec.Template.Spec.DeepCopy()}
 	c := &pod.Spec.Containers[0]
@@ -40,10 +40,10 @@ func startProbe(t *testing.T) *corev1.Pod {
 	// It serves nothing, and on the host network its ports would be the agent's.
 	c.Ports, c.LivenessProbe, c.ReadinessProbe = nil, nil, nil
 	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)
-	_, err = node.Admin.CoreV1().Pods(namespace).Create(context.Background(), pod, metav1.CreateOptions{})
+	_, err = node.Admin.CoreV1().Pods(namespace).Create(t.Context(), pod, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		_ = node.Admin.CoreV1().Pods(namespace).Delete(context.Background(), probe, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		_ = node.Admin.CoreV1().Pods(namespace).Delete(context.WithoutCancel(t.Context()), probe, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 	})
 	waitRunning(t, namespace, probe)
 	return pod
@@ -60,7 +60,7 @@ func inProbe(t *testing.T, script string) (string, bool) {
 // read-only.
 func mounts(mountinfo string) map[string]bool {
 	ro := map[string]bool{}
-	for _, line := range strings.Split(mountinfo, "\n") {
+	for line := range strings.SplitSeq(mountinfo, "\n") {
 		f := strings.Fields(line)
 		if len(f) < 6 {
 			continue

@@ -6,6 +6,7 @@
 package realnode_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,7 +84,7 @@ func prepare(t *testing.T, scenario []byte) {
 	require.NoError(t, err, out)
 
 	path := filepath.Join(t.TempDir(), "scenario.yaml")
-	require.NoError(t, os.WriteFile(path, scenario, 0o644))
+	require.NoError(t, os.WriteFile(path, scenario, 0o600))
 	out, err = node.Kubectl(nil, "create", "configmap", "otelcol-gpu-scenario", "-n", namespace,
 		"--from-file=scenario.yaml="+path, "--dry-run=client", "-o", "yaml")
 	require.NoError(t, err, out)
@@ -117,7 +118,7 @@ func rolledOut(t *testing.T, kinds ...string) {
 }
 
 func stderr(err error) string {
-	if exit, ok := err.(*exec.ExitError); ok {
+	if exit, ok := errors.AsType[*exec.ExitError](err); ok {
 		return string(exit.Stderr)
 	}
 	return ""

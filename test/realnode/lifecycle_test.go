@@ -6,7 +6,6 @@
 package realnode_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -26,12 +25,12 @@ import (
 func testPodEnds(t *testing.T, w *workload) {
 	const ns, name = "notebooks", "carol-jupyter"
 	carol := w.pids[ns+"/"+name+"/notebook"]
-	pod, err := node.Admin.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	pod, err := node.Admin.CoreV1().Pods(ns).Get(t.Context(), name, metav1.GetOptions{})
 	require.NoError(t, err)
-	require.NoError(t, node.Admin.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{}))
+	require.NoError(t, node.Admin.CoreV1().Pods(ns).Delete(t.Context(), name, metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool {
-		_, err := node.Admin.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err)
+		_, getErr := node.Admin.CoreV1().Pods(ns).Get(t.Context(), name, metav1.GetOptions{})
+		return apierrors.IsNotFound(getErr)
 	}, time.Minute, 200*time.Millisecond, "%s/%s deleted", ns, name)
 
 	var p page
@@ -52,7 +51,7 @@ func testPodEnds(t *testing.T, w *workload) {
 	// Back, with a new process: the scenario follows.
 	pod.ObjectMeta = metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, Labels: pod.Labels}
 	pod.Spec.NodeName, pod.Status = "", corev1.PodStatus{}
-	_, err = node.Admin.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
+	_, err = node.Admin.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{})
 	require.NoError(t, err)
 	waitRunning(t, ns, name)
 	delete(w.pids, ns+"/"+name+"/notebook")
@@ -76,15 +75,17 @@ func testRestarts(t *testing.T) {
 	require.NoError(t, node.RestartKubelet())
 	assert.NotEqual(t, oldPID, node.KubeletPID())
 	require.Eventually(t, func() bool {
-		return node.Plugin.Registrations() > registrations && node.Allocatable(context.Background(), deviceResources(gpus))
+		return node.Plugin.Registrations() > registrations && node.Allocatable(t.Context(), deviceResources(gpus))
 	}, 2*time.Minute, 200*time.Millisecond, "the device plugin registered again with the restarted kubelet; its log:\n%s", lazy(func() string { return node.Log("kubelet", 30) }))
 	erinOnGPU4(t, "after the kubelet's restart")
 
 	// Nothing crashed: no container of otelcol-gpu or of the workload restarted.
-	pods, err := node.Admin.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
+	pods, err := node.Admin.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{})
 	require.NoError(t, err)
-	for _, p := range pods.Items {
-		for _, cs := range p.Status.ContainerStatuses {
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		for j := range p.Status.ContainerStatuses {
+			cs := &p.Status.ContainerStatuses[j]
 			assert.Zero(t, cs.RestartCount, "%s/%s %s restarted", p.Namespace, p.Name, cs.Name)
 		}
 	}
@@ -165,10 +166,10 @@ func testEdgeQueue(t *testing.T, w *workload) {
 func gone(t *testing.T) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		_, err := node.Admin.CoreV1().Namespaces().Get(context.Background(), namespace, metav1.GetOptions{})
+		_, err := node.Admin.CoreV1().Namespaces().Get(t.Context(), namespace, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	}, 3*time.Minute, time.Second, "namespace %s deleted", namespace)
-	pods, err := node.Admin.CoreV1().Pods(namespace).List(context.Background(), metav1.ListOptions{})
+	pods, err := node.Admin.CoreV1().Pods(namespace).List(t.Context(), metav1.ListOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, pods.Items)
 }

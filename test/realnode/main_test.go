@@ -72,7 +72,8 @@ func scenarioGPUs() (map[int]demonode.GPU, error) {
 	}
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "scenario.yaml")
-	if err := os.WriteFile(path, sc, 0o600); err != nil {
+	err = os.WriteFile(path, sc, 0o600)
+	if err != nil {
 		return nil, err
 	}
 	batch, err := gpureceivertest.SimulatedBatch(path)

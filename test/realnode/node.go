@@ -202,23 +202,27 @@ func start(opts Options, logf func(string, ...any)) (n *Node, err error) {
 		return n, err
 	}
 	n.state.Dir = n.Dir
-	if err := n.state.save(); err != nil {
+	err = n.state.save()
+	if err != nil {
 		return n, err
 	}
-	if err := n.namespaces(); err != nil {
+	if err = n.namespaces(); err != nil {
 		return n, fmt.Errorf("the node's namespaces: %w", err)
 	}
-	if err := n.writePKI(opts.Users); err != nil {
+	if err = n.writePKI(opts.Users); err != nil {
 		return n, fmt.Errorf("certificates and tokens: %w", err)
 	}
 	n.HTTP = httpClient(n.state.netNS(), n.caPool)
-	if err := n.controlPlane(); err != nil {
+	err = n.controlPlane()
+	if err != nil {
 		return n, err
 	}
-	if err := n.runtime(); err != nil {
+	err = n.runtime()
+	if err != nil {
 		return n, err
 	}
-	if err := n.kubelet(); err != nil {
+	err = n.kubelet()
+	if err != nil {
 		return n, err
 	}
 	if len(opts.Devices) > 0 {
@@ -226,7 +230,8 @@ func start(opts Options, logf func(string, ...any)) (n *Node, err error) {
 			return n, err
 		}
 	}
-	return n, n.ready(opts.Devices)
+	err = n.ready(opts.Devices)
+	return n, err
 }
 
 // stop tears the node down and gives the machine back.
@@ -270,6 +275,7 @@ func (n *Node) namespaces() error {
 	}
 	// The node's own DNS (serveDNS), for its daemons and for pods with dnsPolicy Default too:
 	// none asks the host's resolver.
+	//nolint:gosec // G306: a resolv.conf is world-readable; the node's daemons and pods read this one
 	if err := os.WriteFile(filepath.Join(n.Dir, "resolv.conf"), []byte("nameserver "+NodeIP+"\n"), 0o644); err != nil {
 		return err
 	}
@@ -328,7 +334,8 @@ func (n *Node) controlPlane() error {
 		return err
 	}
 	n.daemons["etcd"] = etcd
-	if err := etcd.waitUntil(time.Minute, "healthy", func(ctx context.Context) bool { return n.get(ctx, "http://127.0.0.1:2379/health", "") }); err != nil {
+	err = etcd.waitUntil(time.Minute, "healthy", func(ctx context.Context) bool { return n.get(ctx, "http://127.0.0.1:2379/health", "") })
+	if err != nil {
 		return err
 	}
 	apiserver, err := n.startDaemon("kube-apiserver", bins["kube-apiserver"],
@@ -347,7 +354,8 @@ func (n *Node) controlPlane() error {
 		return err
 	}
 	n.daemons["kube-apiserver"] = apiserver
-	if err := apiserver.waitUntil(3*time.Minute, "ready", func(ctx context.Context) bool { return n.get(ctx, APIServer+"/readyz", n.tokens["admin"]) }); err != nil {
+	err = apiserver.waitUntil(3*time.Minute, "ready", func(ctx context.Context) bool { return n.get(ctx, APIServer+"/readyz", n.tokens["admin"]) })
+	if err != nil {
 		return err
 	}
 	if n.Admin, err = kubernetes.NewForConfig(&rest.Config{
@@ -361,8 +369,10 @@ func (n *Node) controlPlane() error {
 		if err != nil {
 			return err
 		}
-		args := []string{"--kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
-			"--bind-address=127.0.0.1", "--leader-elect=false"}
+		args := []string{
+			"--kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
+			"--bind-address=127.0.0.1", "--leader-elect=false",
+		}
 		if c == "kube-controller-manager" {
 			// Each controller with its own service account, as kubeadm runs it: as one user, the
 			// node lifecycle controller may not remove the node's not-ready taint.
@@ -398,10 +408,11 @@ func (n *Node) runtime() error {
 		return err
 	}
 	n.daemons["containerd"] = containerd
-	if err := containerd.waitUntil(time.Minute, "serving", func(context.Context) bool {
-		_, err := n.Ctr("version")
-		return err == nil
-	}); err != nil {
+	err = containerd.waitUntil(time.Minute, "serving", func(context.Context) bool {
+		_, ctrErr := n.Ctr("version")
+		return ctrErr == nil
+	})
+	if err != nil {
 		return err
 	}
 	archives, err := buildImages(filepath.Join(n.Dir, "images"))
@@ -409,8 +420,8 @@ func (n *Node) runtime() error {
 		return err
 	}
 	for _, a := range archives {
-		if out, err := n.Ctr("images", "import", a); err != nil {
-			return fmt.Errorf("import %s: %w: %s", a, err, out)
+		if out, importErr := n.Ctr("images", "import", a); importErr != nil {
+			return fmt.Errorf("import %s: %w: %s", a, importErr, out)
 		}
 	}
 	if n.dns, err = listenPacket(n.state.netNS(), "udp", NodeIP+":53"); err != nil {
@@ -501,7 +512,7 @@ func (n *Node) ready(devices []gpuplugin.Resource) error {
 		return n.Allocatable(ctx, devices)
 	})
 	if err != nil && n.Plugin != nil && n.Plugin.Err() != nil {
-		err = fmt.Errorf("%w\nthe device plugin: %v", err, n.Plugin.Err())
+		err = fmt.Errorf("%w\nthe device plugin: %w", err, n.Plugin.Err())
 	}
 	return err
 }
@@ -523,7 +534,7 @@ func (n *Node) Allocatable(ctx context.Context, resources []gpuplugin.Resource) 
 
 // get tells whether url answers 200 to a GET from inside the node's network.
 func (n *Node) get(ctx context.Context, url, token string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
 	if err != nil {
 		return false
 	}

@@ -159,7 +159,7 @@ func testPrometheus(t *testing.T) {
 		// The gateway's page: the contract for the whole cluster, the node's series under its
 		// own instance (honor_labels).
 		"otelcol-gpu": fmt.Sprintf(`gpu_utilization{job="otelcol-gpu", instance=%q, node_name=%q, uuid=%q}`, realnode.NodeIP+":9102", realnode.NodeName, gpus[0].UUID),
-		// The collectors' own telemetry, each target labelled with its node and pod.
+		// The collectors' own telemetry, each target labeled with its node and pod.
 		"otelcol-gpu-agent":   fmt.Sprintf(`otelcol_gpu:agent:up{job="otelcol-gpu-agent", node_name=%q, pod=%q} == 1`, realnode.NodeName, agent),
 		"otelcol-gpu-gateway": fmt.Sprintf(`otelcol_gpu:gateway:up{job="otelcol-gpu-gateway", node_name=%q} == 1`, realnode.NodeName),
 		// The XID the scenario raises 30 s after the agent started: a GPU reset is needed.

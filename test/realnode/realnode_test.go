@@ -6,8 +6,8 @@
 package realnode_test
 
 import (
-	"context"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -75,7 +75,7 @@ func testAgent(t *testing.T, w *workload) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	require.NoError(t, err)
 	status := map[string]string{}
-	for _, line := range strings.Split(string(raw), "\n") {
+	for line := range strings.SplitSeq(string(raw), "\n") {
 		if k, v, ok := strings.Cut(line, ":"); ok {
 			status[k] = strings.TrimSpace(v)
 		}
@@ -140,9 +140,7 @@ func testAgent(t *testing.T, w *workload) {
 
 	for _, ts := range tasks {
 		match := labels("namespace", ts.namespace, "pod_name", ts.pod, "container_name", ts.container, "job_name", ts.job, "node_name", realnode.NodeName)
-		for k, v := range ts.env {
-			match[k] = v
-		}
+		maps.Copy(match, ts.env)
 		for _, metric := range []string{"task_cpu_percent", "task_mem_usage_byte", "task_block_in_byte"} {
 			assert.Len(t, p.find(metric, match), 1, "%s of %s/%s with its labels %v; the page has %v", metric, ts.namespace, ts.pod, match, p.find(metric, labels("pod_name", ts.pod)))
 		}
@@ -167,7 +165,7 @@ func testAgent(t *testing.T, w *workload) {
 // agentPod is the agent's running pod.
 func agentPod(t *testing.T) *corev1.Pod {
 	t.Helper()
-	pods, err := node.Admin.CoreV1().Pods(namespace).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=agent"})
+	pods, err := node.Admin.CoreV1().Pods(namespace).List(t.Context(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=agent"})
 	require.NoError(t, err)
 	for i := range pods.Items {
 		if p := &pods.Items[i]; p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
@@ -192,7 +190,7 @@ func agentLog() fmt.Stringer {
 	return lazy(func() string {
 		out, _ := node.Kubectl(nil, "logs", "-n", namespace, "daemonset/otelcol-gpu-agent")
 		var lines []string
-		for _, line := range strings.Split(out, "\n") {
+		for line := range strings.SplitSeq(out, "\n") {
 			if strings.Contains(line, "\twarn\t") || strings.Contains(line, "\terror\t") {
 				lines = append(lines, line)
 			}

@@ -141,13 +141,13 @@ func teardown(s *state, logf func(string, ...any)) error {
 		}
 	}
 	containerdAddress := filepath.Join(s.Dir, "containerd", "containerd.sock")
-	for _, pid := range processes(func(pid int, cmdline []string) bool {
+	for _, pid := range processes(func(_ int, cmdline []string) bool {
 		return len(cmdline) > 0 && strings.HasPrefix(filepath.Base(cmdline[0]), "containerd-shim") && slices.Contains(cmdline, containerdAddress)
 	}) {
 		killTree(pid)
 	}
-	for i := len(s.Daemons) - 1; i >= 0; i-- {
-		stopRecorded(s.Daemons[i], logf)
+	for _, v := range slices.Backward(s.Daemons) {
+		stopRecorded(v, logf)
 	}
 	// Whatever else runs in the node's namespaces: a kubectl or CNI plugin in flight, a
 	// container the shims no longer knew.
@@ -179,7 +179,7 @@ func teardown(s *state, logf func(string, ...any)) error {
 		errs = append(errs, err)
 	}
 	for key, value := range s.Sysctls {
-		if err := os.WriteFile(filepath.Join("/proc/sys", key), []byte(value), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join("/proc/sys", key), []byte(value), 0o600); err != nil {
 			errs = append(errs, fmt.Errorf("restore %s=%s: %w", key, value, err))
 		}
 	}
@@ -261,7 +261,7 @@ func children(pid int) []int {
 		if err != nil {
 			continue
 		}
-		for _, f := range strings.Fields(string(raw)) {
+		for f := range strings.FieldsSeq(string(raw)) {
 			if c, err := strconv.Atoi(f); err == nil {
 				out = append(out, c)
 			}

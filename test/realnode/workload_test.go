@@ -40,11 +40,11 @@ func startWorkload(t *testing.T) *workload {
 	t.Helper()
 	manifests, err := renderPods()
 	require.NoError(t, err)
-	for _, doc := range bytes.Split(manifests, []byte("\n---\n")) {
+	for doc := range bytes.SplitSeq(manifests, []byte("\n---\n")) {
 		var obj unstructured.Unstructured
 		require.NoError(t, yaml.Unmarshal(doc, &obj.Object))
-		out, err := node.Kubectl(doc, "apply", "-f", "-")
-		require.NoError(t, err, out)
+		out, applyErr := node.Kubectl(doc, "apply", "-f", "-")
+		require.NoError(t, applyErr, out)
 		if obj.GetKind() == "Pod" {
 			waitRunning(t, obj.GetNamespace(), obj.GetName())
 		}
@@ -79,7 +79,7 @@ func (w *workload) pid(name string) (int, error) {
 func waitRunning(t *testing.T, namespace, name string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		p, err := node.Admin.CoreV1().Pods(namespace).Get(context.Background(), name, metav1.GetOptions{})
+		p, err := node.Admin.CoreV1().Pods(namespace).Get(t.Context(), name, metav1.GetOptions{})
 		return err == nil && p.Status.Phase == corev1.PodRunning
 	}, 2*time.Minute, 200*time.Millisecond, "pod %s/%s running; its events:\n%s", namespace, name, describe(namespace, name))
 }
@@ -115,7 +115,8 @@ func runningContainer(namespace, pod, container string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, cs := range p.Status.ContainerStatuses {
+	for i := range p.Status.ContainerStatuses {
+		cs := &p.Status.ContainerStatuses[i]
 		if cs.Name == container && cs.ContainerID != "" {
 			_, id, _ := strings.Cut(cs.ContainerID, "://")
 			return id, nil
@@ -139,7 +140,7 @@ func allocations(t *testing.T) map[string][]string {
 	conn, err := grpc.NewClient("unix://"+node.HostPath("/var/lib/kubelet/pod-resources/kubelet.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	resp, err := podresourcesv1.NewPodResourcesListerClient(conn).List(ctx, &podresourcesv1.ListPodResourcesRequest{})
 	require.NoError(t, err, "the kubelet's pod-resources List")

@@ -90,7 +90,7 @@ func FreePort(tb testing.TB) int {
 func Get(url string, timeout time.Duration) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
 	if err != nil {
 		return nil, err
 	}
@@ -114,15 +114,17 @@ type Endpoints struct {
 
 func newEndpoints(tb testing.TB) (Endpoints, []string) {
 	metrics, telemetry, health := FreePort(tb), FreePort(tb), FreePort(tb)
-	return Endpoints{
-			Metrics:   fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics),
-			Telemetry: fmt.Sprintf("http://127.0.0.1:%d/metrics", telemetry),
-			Health:    fmt.Sprintf("http://127.0.0.1:%d/", health),
-		}, []string{
-			fmt.Sprintf("exporters::prometheus::endpoint=127.0.0.1:%d", metrics),
-			fmt.Sprintf("extensions::health_check::endpoint=127.0.0.1:%d", health),
-			fmt.Sprintf("service::telemetry::metrics::readers=[{pull: {exporter: {prometheus: {host: 127.0.0.1, port: %d}}}}]", telemetry),
-		}
+	endpoints := Endpoints{
+		Metrics:   fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics),
+		Telemetry: fmt.Sprintf("http://127.0.0.1:%d/metrics", telemetry),
+		Health:    fmt.Sprintf("http://127.0.0.1:%d/", health),
+	}
+	sets := []string{
+		fmt.Sprintf("exporters::prometheus::endpoint=127.0.0.1:%d", metrics),
+		fmt.Sprintf("extensions::health_check::endpoint=127.0.0.1:%d", health),
+		fmt.Sprintf("service::telemetry::metrics::readers=[{pull: {exporter: {prometheus: {host: 127.0.0.1, port: %d}}}}]", telemetry),
+	}
+	return endpoints, sets
 }
 
 // Gateway is a collector running distro/gateway.yaml.

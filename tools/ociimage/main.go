@@ -82,9 +82,9 @@ func build(binaries []string, out, name, version, source, revision, created stri
 	var libs []string
 	arch := ""
 	for _, binary := range binaries {
-		own, a, err := sharedLibraries(binary)
-		if err != nil {
-			return err
+		own, a, libErr := sharedLibraries(binary)
+		if libErr != nil {
+			return libErr
 		}
 		if arch != "" && a != arch {
 			return fmt.Errorf("%s is for %s, %s for %s: one image holds one architecture", binary, a, binaries[0], arch)
@@ -102,14 +102,14 @@ func build(binaries []string, out, name, version, source, revision, created stri
 	base.file("/etc/group", 0o644, fmt.Appendf(nil, "root:x:0:\n%s:x:%d:\n", user, uid))
 	base.dir("/tmp", 0o1777)
 	for _, lib := range libs {
-		if err := base.copy(lib, lib, 0o755); err != nil {
-			return err
+		if copyErr := base.copy(lib, lib, 0o755); copyErr != nil {
+			return copyErr
 		}
 	}
 	app := &layer{when: when}
 	for _, binary := range binaries {
-		if err := app.copy("/"+filepath.Base(binary), binary, 0o755); err != nil {
-			return err
+		if copyErr := app.copy("/"+filepath.Base(binary), binary, 0o755); copyErr != nil {
+			return copyErr
 		}
 	}
 
@@ -118,9 +118,9 @@ func build(binaries []string, out, name, version, source, revision, created stri
 		layer *layer
 		what  string
 	}{{base, "the C library the binaries load, /etc/passwd, /etc/group"}, {app, "the collectors"}} {
-		tl, err := l.layer.toLayer()
-		if err != nil {
-			return err
+		tl, layerErr := l.layer.toLayer()
+		if layerErr != nil {
+			return layerErr
 		}
 		img, err = mutate.Append(img, mutate.Addendum{Layer: tl, History: v1.History{Created: v1.Time{Time: when}, CreatedBy: "ociimage: " + l.what}})
 		if err != nil {
@@ -331,6 +331,12 @@ func writeArchive(dir, out string, when time.Time) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
+	// Read through a root: the walk's paths stay inside dir even if something swaps a link in.
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	tw := tar.NewWriter(tmp)
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || p == dir {
@@ -340,11 +346,12 @@ func writeArchive(dir, out string, when time.Time) error {
 		if d.IsDir() {
 			return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: rel + "/", Mode: 0o755, ModTime: when, Format: tar.FormatPAX})
 		}
-		data, err := os.ReadFile(p)
+		data, err := root.ReadFile(rel)
 		if err != nil {
 			return err
 		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: 0o644, Size: int64(len(data)), ModTime: when, Format: tar.FormatPAX}); err != nil {
+		err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: 0o644, Size: int64(len(data)), ModTime: when, Format: tar.FormatPAX})
+		if err != nil {
 			return err
 		}
 		_, err = tw.Write(data)

@@ -223,7 +223,7 @@ type endpointServer struct {
 	stop     <-chan struct{}
 }
 
-func (s *endpointServer) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
+func (*endpointServer) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
 	return options(), nil
 }
 
@@ -277,6 +277,6 @@ func (s *endpointServer) Allocate(_ context.Context, req *pluginapi.AllocateRequ
 	return resp, nil
 }
 
-func (s *endpointServer) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
+func (*endpointServer) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
 	return &pluginapi.PreStartContainerResponse{}, nil
 }

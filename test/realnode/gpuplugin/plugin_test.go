@@ -94,7 +94,7 @@ func TestRegistersEachResource(t *testing.T) {
 	assert.NoError(t, p.Err())
 
 	// The kubelet's side: the devices, all healthy.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	stream, err := endpoint(t, dir, byName[mig.Name]).ListAndWatch(ctx, &pluginapi.Empty{})
 	require.NoError(t, err)
@@ -117,7 +117,7 @@ func TestAllocation(t *testing.T) {
 	require.Eventually(t, func() bool { return p.Registrations() == 1 }, 10*time.Second, 10*time.Millisecond,
 		"the plugin registers with the kubelet")
 	client := endpoint(t, dir, kubelet.registered()[0])
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 
 	// Whole GPUs before time-slicing replicas, whatever order the kubelet lists them in.
@@ -164,7 +164,7 @@ func TestRegistersAgainAfterKubeletRestart(t *testing.T) {
 	assert.Len(t, second.registered(), 1, "the restarted kubelet saw one registration")
 	assert.Len(t, first.registered(), 1, "the first kubelet saw one registration")
 	// The new registration's endpoint is served.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	opts, err := endpoint(t, dir, second.registered()[0]).GetDevicePluginOptions(ctx, &pluginapi.Empty{})
 	require.NoError(t, err)

@@ -39,14 +39,24 @@ type jobKind struct {
 }
 
 var kinds = []jobKind{
-	{"resnet50", training}, {"bert-large", training}, {"llama-ft", training}, {"diffusion", training},
-	{"infer-api", serving}, {"hparam-sweep", sweep}, {"notebook", notebook}, {"eval-harness", sweep},
+	{"resnet50", training},
+	{"bert-large", training},
+	{"llama-ft", training},
+	{"diffusion", training},
+	{"infer-api", serving},
+	{"hparam-sweep", sweep},
+	{"notebook", notebook},
+	{"eval-harness", sweep},
 	{"data-prep", stalled},
 }
 
 var users = []struct{ name, vc string }{
-	{"alice", "prod"}, {"bob", "research"}, {"carol", "research"}, {"dave", "default"},
-	{"erin", "prod"}, {"frank", "default"},
+	{"alice", "prod"},
+	{"bob", "research"},
+	{"carol", "research"},
+	{"dave", "default"},
+	{"erin", "prod"},
+	{"frank", "default"},
 }
 
 // node is one demo node: its GPUs split into groups, each group running one job at a time.
@@ -112,7 +122,7 @@ func Write(w io.Writer, end time.Time) error {
 		d := t.Sub(start)
 		return n == offBus.node && g == offBus.gpu && d >= offBusAt && d < offBusAt+offBusFor
 	}
-	gauge := func(n, g int, v func(t time.Time) (float64, bool)) iter.Seq2[int64, float64] {
+	gauge := func(n int, v func(t time.Time) (float64, bool)) iter.Seq2[int64, float64] {
 		return func(yield func(int64, float64) bool) {
 			for t := range scrapes(n) {
 				if x, ok := v(t); ok && !yield(t.UnixMilli(), x) {
@@ -142,10 +152,11 @@ func Write(w io.Writer, end time.Time) error {
 		return utilization(a.profile, g, t)
 	}
 	holder := func(n, g int, t time.Time) (allocation, bool) {
-		for _, a := range allocs[n] {
+		for i := range allocs[n] {
+			a := &allocs[n][i]
 			for _, ag := range a.gpus {
 				if ag == g && !t.Before(a.from) && t.Before(a.to) {
-					return a, true
+					return *a, true
 				}
 			}
 		}
@@ -154,26 +165,28 @@ func Write(w io.Writer, end time.Time) error {
 
 	om.Gauge("task_gpu_percent", "Utilization of each GPU allocated to the task.")
 	for n := range nodes {
-		for _, a := range allocs[n] {
+		for i := range allocs[n] {
+			a := &allocs[n][i]
 			for _, g := range a.gpus {
-				om.Series(a.task.Labels(gpuOf[[2]int{n, g}]), gauge(n, g, func(t time.Time) (float64, bool) {
-					return util(a, g, t), !t.Before(a.from) && t.Before(a.to) && !lost(n, g, t)
+				om.Series(a.task.Labels(gpuOf[[2]int{n, g}]), gauge(n, func(t time.Time) (float64, bool) {
+					return util(*a, g, t), !t.Before(a.from) && t.Before(a.to) && !lost(n, g, t)
 				}))
 			}
 		}
 	}
 	om.Gauge("task_gpu_mem_percent", "Framebuffer used/total of each GPU allocated to the task.")
 	for n := range nodes {
-		for _, a := range allocs[n] {
+		for i := range allocs[n] {
+			a := &allocs[n][i]
 			for _, g := range a.gpus {
-				om.Series(a.task.Labels(gpuOf[[2]int{n, g}]), gauge(n, g, func(t time.Time) (float64, bool) {
+				om.Series(a.task.Labels(gpuOf[[2]int{n, g}]), gauge(n, func(t time.Time) (float64, bool) {
 					return memory(a.profile, t.Sub(a.from)), !t.Before(a.from) && t.Before(a.to) && !lost(n, g, t)
 				}))
 			}
 		}
 	}
 	present := func(r gpuRef, v func(t time.Time) float64) iter.Seq2[int64, float64] {
-		return gauge(r.n, r.g, func(t time.Time) (float64, bool) { return v(t), !lost(r.n, r.g, t) })
+		return gauge(r.n, func(t time.Time) (float64, bool) { return v(t), !lost(r.n, r.g, t) })
 	}
 	om.Gauge("gpu_utilization", "Percent of time over NVML's sample period during which a kernel ran on the GPU.")
 	for _, r := range gpus {
@@ -186,7 +199,7 @@ func Write(w io.Writer, end time.Time) error {
 	}
 	om.Gauge("gpu_up", "1 while the GPU answers NVML.")
 	for _, r := range gpus {
-		om.Series(r.gpu.Labels(), gauge(r.n, r.g, func(t time.Time) (float64, bool) {
+		om.Series(r.gpu.Labels(), gauge(r.n, func(t time.Time) (float64, bool) {
 			if lost(r.n, r.g, t) {
 				return 0, true
 			}
@@ -206,7 +219,7 @@ func Write(w io.Writer, end time.Time) error {
 	} {
 		code, _ := strconv.ParseUint(x.xid, 10, 32)
 		resolution := string(xid.Lookup(code).Resolution)
-		om.Series(gpuOf[[2]int{x.n, x.g}].Labels().With("xid", x.xid, "resolution", resolution), gauge(x.n, x.g, func(t time.Time) (float64, bool) {
+		om.Series(gpuOf[[2]int{x.n, x.g}].Labels().With("xid", x.xid, "resolution", resolution), gauge(x.n, func(t time.Time) (float64, bool) {
 			count := 0
 			for _, at := range x.times {
 				if !t.Before(start.Add(at)) {

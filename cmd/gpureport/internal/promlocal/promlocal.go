@@ -9,12 +9,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/loopback"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"time"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/loopback"
 )
 
 // Server is a running Prometheus.
@@ -48,7 +49,8 @@ func Start(ctx context.Context, dataDir string) (*Server, error) {
 		return nil, fmt.Errorf("prometheus not found (Debian package prometheus; make deps): %w", err)
 	}
 	cfg := filepath.Join(dataDir, "prometheus.yml")
-	if err := os.WriteFile(cfg, []byte("global: {}\n"), 0o644); err != nil {
+	err = os.WriteFile(cfg, []byte("global: {}\n"), 0o600)
+	if err != nil {
 		return nil, err
 	}
 	port, err := loopback.FreePort()
@@ -74,7 +76,7 @@ func Start(ctx context.Context, dataDir string) (*Server, error) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/-/ready", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/-/ready", http.NoBody)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {

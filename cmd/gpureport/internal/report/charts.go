@@ -32,8 +32,9 @@ const (
 	topUsers   = 15
 )
 
-func pngDataURL(p *plot.Plot, w, h vg.Length) (string, error) {
-	wt, err := p.WriterTo(w, h, "png")
+// pngDataURL renders p as a PNG of the page's width (chartWidth) and height h.
+func pngDataURL(p *plot.Plot, h vg.Length) (string, error) {
+	wt, err := p.WriterTo(chartWidth, h, "png")
 	if err != nil {
 		return "", err
 	}
@@ -49,8 +50,10 @@ func newPlot(title string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
 	sans := font.Font{Typeface: "Liberation", Variant: "Sans"}
-	for _, st := range []*text.Style{&p.Title.TextStyle, &p.X.Label.TextStyle, &p.Y.Label.TextStyle,
-		&p.X.Tick.Label, &p.Y.Tick.Label, &p.Legend.TextStyle} {
+	for _, st := range []*text.Style{
+		&p.Title.TextStyle, &p.X.Label.TextStyle, &p.Y.Label.TextStyle,
+		&p.X.Tick.Label, &p.Y.Tick.Label, &p.Legend.TextStyle,
+	} {
 		st.Font.Typeface, st.Font.Variant = sans.Typeface, sans.Variant
 	}
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
@@ -124,7 +127,7 @@ func jobUtilChart(r *Report) (*Chart, error) {
 			p.Legend.Add(s.Name, legendLine)
 		}
 	}
-	url, err := pngDataURL(p, chartWidth, 5.5*vg.Inch)
+	url, err := pngDataURL(p, 5.5*vg.Inch)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +200,7 @@ func idleByUserChart(r *Report) (*Chart, error) {
 	}
 	p.NominalY(names...)
 	p.X.Min, p.X.Max = 0, 1.5*users[0].IdleHours // room on the right for the legend
-	url, err := pngDataURL(p, chartWidth, vg.Length(1.4+0.3*float64(len(users)))*vg.Inch)
+	url, err := pngDataURL(p, vg.Length(1.4+0.3*float64(len(users)))*vg.Inch)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +213,7 @@ type nodeGrid struct{ r *Report }
 func (g nodeGrid) Dims() (c, r int)   { return len(g.r.NodeUtil[0].Values), len(g.r.NodeUtil) }
 func (g nodeGrid) Z(c, r int) float64 { return float64(g.r.NodeUtil[r].Values[c]) }
 func (g nodeGrid) X(c int) float64    { return g.r.bucketTime(c) }
-func (g nodeGrid) Y(r int) float64    { return float64(r) }
+func (nodeGrid) Y(r int) float64      { return float64(r) }
 
 // nodeHeatMap shows every node's mean GPU utilization per bucket, and its color scale.
 func nodeHeatMap(r *Report) ([]*Chart, error) {
@@ -231,7 +234,7 @@ func nodeHeatMap(r *Report) ([]*Chart, error) {
 		names[i] = n.Name
 	}
 	p.NominalY(names...)
-	heat, err := pngDataURL(p, chartWidth, vg.Length(1.4+0.28*float64(len(names)))*vg.Inch)
+	heat, err := pngDataURL(p, vg.Length(1.4+0.28*float64(len(names)))*vg.Inch)
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +242,7 @@ func nodeHeatMap(r *Report) ([]*Chart, error) {
 	scale.HideY()
 	scale.X.Label.Text = "utilization %"
 	scale.Add(&plotter.ColorBar{ColorMap: cm})
-	bar, err := pngDataURL(scale, chartWidth, 0.8*vg.Inch)
+	bar, err := pngDataURL(scale, 0.8*vg.Inch)
 	if err != nil {
 		return nil, err
 	}

@@ -233,10 +233,16 @@ func Build(ctx context.Context, api querier, o Options) (*Report, error) {
 			dst    *[]series
 			metric string
 		}{
-			{&in.taskUtil, metricTaskGPU}, {&in.taskMem, metricTaskGPUMemory},
-			{&in.gpuUtil, metricGPUUtil}, {&in.gpuUp, metricGPUUp}, {&in.xid, metricXID},
-			{&in.ecc, metricECC}, {&in.retired, metricRetiredPages}, {&in.remapped, metricRemappedRows},
-			{&in.remapPending, metricRemapPending}, {&in.remapFailed, metricRemapFailed},
+			{&in.taskUtil, metricTaskGPU},
+			{&in.taskMem, metricTaskGPUMemory},
+			{&in.gpuUtil, metricGPUUtil},
+			{&in.gpuUp, metricGPUUp},
+			{&in.xid, metricXID},
+			{&in.ecc, metricECC},
+			{&in.retired, metricRetiredPages},
+			{&in.remapped, metricRemappedRows},
+			{&in.remapPending, metricRemapPending},
+			{&in.remapFailed, metricRemapFailed},
 		} {
 			s, warns, err := f.raw(ctx, q.metric+matcher, from, to)
 			if err != nil {
@@ -397,7 +403,8 @@ func (a *accumulator) report() *Report {
 	}
 	sort.SliceStable(r.GPUs, func(i, j int) bool { return gpuLess(r.GPUs[i], r.GPUs[j]) })
 	r.Summary.GPUs = len(r.GPUs)
-	for _, g := range r.GPUs {
+	for i := range r.GPUs {
+		g := &r.GPUs[i]
 		r.Summary.UnavailableHours += g.UnavailableHours
 		errs := g.ECCDouble + g.RemappedRows + g.RetiredPages
 		for _, x := range g.XIDs {
@@ -624,12 +631,12 @@ func sortedKeys[V any](m map[string]V) []string {
 
 func joinKeys(set map[string]bool) string {
 	keys := sortedKeys(set)
-	out := ""
+	var out strings.Builder
 	for i, k := range keys {
 		if i > 0 {
-			out += ","
+			out.WriteString(",")
 		}
-		out += k
+		out.WriteString(k)
 	}
-	return out
+	return out.String()
 }

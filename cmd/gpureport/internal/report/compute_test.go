@@ -33,10 +33,14 @@ func TestXIDsOfOneCodeAcrossSeries(t *testing.T) {
 	r := compute(in, o)
 	require.Len(t, r.GPUs, 1)
 	assert.Equal(t, []XIDCount{
-		{Code: "13", Count: 1, Resolution: "reset_gpu", Severity: "warning", Meaning: "Graphics engine exception",
-			Action: "drain the GPU's jobs and reset the GPU (or reboot the node)"},
-		{Code: "79", Count: 3, Resolution: "reboot", Severity: "fatal", Meaning: "GPU has fallen off the bus",
-			Action: "drain the node, reboot it, and inspect the hardware if the XID comes back"},
+		{
+			Code: "13", Count: 1, Resolution: "reset_gpu", Severity: "warning", Meaning: "Graphics engine exception",
+			Action: "drain the GPU's jobs and reset the GPU (or reboot the node)",
+		},
+		{
+			Code: "79", Count: 3, Resolution: "reboot", Severity: "fatal", Meaning: "GPU has fallen off the bus",
+			Action: "drain the node, reboot it, and inspect the hardware if the XID comes back",
+		},
 	}, r.GPUs[0].XIDs)
 	assert.Equal(t, 4.0, r.Summary.XIDs)
 	assert.Equal(t, 1, r.Summary.GPUsWithErrors)

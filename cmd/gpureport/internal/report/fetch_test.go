@@ -55,7 +55,7 @@ func (f *fakeQuerier) Query(_ context.Context, query string, ts time.Time, _ ...
 	return m, f.warnings, nil, nil
 }
 
-func (f *fakeQuerier) LabelValues(context.Context, string, []string, time.Time, time.Time, ...v1.Option) (model.LabelValues, v1.Warnings, v1.Infos, error) {
+func (*fakeQuerier) LabelValues(context.Context, string, []string, time.Time, time.Time, ...v1.Option) (model.LabelValues, v1.Warnings, v1.Infos, error) {
 	return nil, nil, nil, errors.New("not used by the fetcher")
 }
 
@@ -73,7 +73,7 @@ func TestFetchJoinsChunksExactly(t *testing.T) {
 	stored := everyMinute(from.Add(-time.Hour), to.Add(time.Hour))
 	for _, leftOpen := range []bool{false, true} {
 		q := &fakeQuerier{series: map[string][]model.SamplePair{"gpu_up": stored}, leftOpen: leftOpen, warnings: v1.Warnings{"partial"}}
-		got, warnings, err := fetcher{api: q, chunk: time.Hour}.raw(context.Background(), "gpu_up", from, to)
+		got, warnings, err := fetcher{api: q, chunk: time.Hour}.raw(t.Context(), "gpu_up", from, to)
 		require.NoError(t, err)
 		require.Len(t, got, 1)
 		assert.Equal(t, model.Metric{"uuid": "GPU-1"}, got[0].labels, "without __name__")
@@ -90,8 +90,8 @@ func TestFetchJoinsChunksExactly(t *testing.T) {
 
 func TestFetchErrors(t *testing.T) {
 	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	_, _, err := fetcher{api: &fakeQuerier{err: errors.New("connection refused")}, chunk: time.Hour}.raw(context.Background(), "gpu_up", from, from.Add(time.Hour))
+	_, _, err := fetcher{api: &fakeQuerier{err: errors.New("connection refused")}, chunk: time.Hour}.raw(t.Context(), "gpu_up", from, from.Add(time.Hour))
 	assert.ErrorContains(t, err, "query gpu_up[1h1ms] at 2026-01-01T01:00:00Z: connection refused")
-	_, _, err = fetcher{api: &fakeQuerier{wrongType: true}, chunk: time.Hour}.raw(context.Background(), "gpu_up", from, from.Add(time.Hour))
+	_, _, err = fetcher{api: &fakeQuerier{wrongType: true}, chunk: time.Hour}.raw(t.Context(), "gpu_up", from, from.Add(time.Hour))
 	assert.ErrorContains(t, err, "want a range vector, got vector")
 }

@@ -55,15 +55,18 @@ func assertFiles(t *testing.T, dir string, r *Report) {
 			}
 			assert.Equal(t, u.Name, rec[0], f.file)
 			assert.Equal(t, strconv.Itoa(u.GPUs), rec[1], f.file)
-			assert.Equal(t, []float64{u.HeldHours, u.UsedHours, u.Efficiency, u.IdleHours, u.IdleHeldHours,
-				u.UnknownHours, u.PeakUtil, u.MedianUtil}, floats(t, rec[2:]), "%s %s", f.file, u.Name)
+			assert.Equal(t, []float64{
+				u.HeldHours, u.UsedHours, u.Efficiency, u.IdleHours, u.IdleHeldHours,
+				u.UnknownHours, u.PeakUtil, u.MedianUtil,
+			}, floats(t, rec[2:]), "%s %s", f.file, u.Name)
 		}
 	}
 
 	gpus := readCSV(t, filepath.Join(dir, FileGPUs))
 	require.Len(t, gpus, len(r.GPUs)+1)
 	var xids [][]string
-	for i, g := range r.GPUs {
+	for i := range r.GPUs {
+		g := &r.GPUs[i]
 		rec := gpus[i+1]
 		assert.Equal(t, []string{g.Node, g.MinorNumber, g.UUID}, rec[:3])
 		var n float64
@@ -71,8 +74,10 @@ func assertFiles(t *testing.T, dir string, r *Report) {
 			n += x.Count
 			xids = append(xids, []string{g.Node, g.MinorNumber, g.UUID, x.Code, strconv.FormatFloat(x.Count, 'f', -1, 64), x.Resolution, x.Severity, x.Meaning, x.Action})
 		}
-		assert.Equal(t, []float64{g.AvailableHours, g.UnavailableHours, g.UnknownHours, n, g.ECCSingle, g.ECCDouble,
-			g.RetiredPages, g.RemappedRows}, floats(t, rec[3:11]), g.UUID)
+		assert.Equal(t, []float64{
+			g.AvailableHours, g.UnavailableHours, g.UnknownHours, n, g.ECCSingle, g.ECCDouble,
+			g.RetiredPages, g.RemappedRows,
+		}, floats(t, rec[3:11]), g.UUID)
 		assert.Equal(t, []string{strconv.FormatBool(g.RemapPending), strconv.FormatBool(g.RemapFailed)}, rec[11:], g.UUID)
 	}
 	assert.Equal(t, xids, readCSV(t, filepath.Join(dir, FileXIDs))[1:])
@@ -104,7 +109,7 @@ func assertPageRenders(t *testing.T, dir string, r *Report) {
 	chromium, err := exec.LookPath("chromium")
 	require.NoError(t, err, "the page test needs Debian's chromium (make deps installs it)")
 	// One deadline for the browser and everything it does; it ends the browser when it passes.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	ctx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.WindowSize(1200, 900))...)
@@ -120,7 +125,8 @@ func assertPageRenders(t *testing.T, dir string, r *Report) {
 		Width, Height int
 	}
 	images, err := chromedp.Run(ctx, chromedp.Evaluate[[]image](
-		`[...document.images].map(i => ({Alt: i.alt, Complete: i.complete, Width: i.naturalWidth, Height: i.naturalHeight}))`))
+		`[...document.images].map(i => ({Alt: i.alt, Complete: i.complete, Width: i.naturalWidth, Height: i.naturalHeight}))`,
+	))
 	require.NoError(t, err)
 	require.Len(t, images, 4, "job utilization, idle by user, heat map and its scale")
 	for i, want := range []string{
@@ -138,7 +144,8 @@ func assertPageRenders(t *testing.T, dir string, r *Report) {
 	rows, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("tr").length`))
 	require.NoError(t, err)
 	xidRows := 0
-	for _, g := range r.GPUs {
+	for i := range r.GPUs {
+		g := &r.GPUs[i]
 		xidRows += len(g.XIDs)
 	}
 	// A header per table (jobs, users, virtual clusters, GPUs, XIDs) and a row per entry; every
@@ -147,7 +154,7 @@ func assertPageRenders(t *testing.T, dir string, r *Report) {
 
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "screenshot.png"), shot, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "screenshot.png"), shot, 0o600))
 	img, err := png.Decode(bytes.NewReader(shot))
 	require.NoError(t, err)
 	assert.Equal(t, 1200, img.Bounds().Dx())

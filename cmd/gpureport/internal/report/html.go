@@ -19,7 +19,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"pct":   func(f float64) string { return fmt.Sprintf("%.1f %%", f*100) },
 	"util":  func(u float64) string { return fmt.Sprintf("%.0f %%", u) },
 	"time":  func(t time.Time) string { return t.UTC().Format("Mon 2 Jan 2006 15:04 UTC") },
-	"url":   func(s string) template.URL { return template.URL(s) }, // our own PNG data URLs
+	"url":   func(s string) template.URL { return template.URL(s) }, //nolint:gosec // G203: our own PNG data URLs, never outside text
 	"usageTable": func(title string, job bool, rows []Usage) usageTable {
 		return usageTable{Title: title, Job: job, Rows: rows}
 	},
@@ -48,9 +48,10 @@ func notable(g GPU) bool {
 // renderHTML writes the page: one file, charts inline, no script and no request to any server.
 func renderHTML(r *Report) ([]byte, error) {
 	d := pageData{Report: r}
-	for _, g := range r.GPUs {
-		if notable(g) {
-			d.NotableGPUs = append(d.NotableGPUs, g)
+	for i := range r.GPUs {
+		g := &r.GPUs[i]
+		if notable(*g) {
+			d.NotableGPUs = append(d.NotableGPUs, *g)
 		} else {
 			d.QuietGPUs++
 		}

@@ -36,8 +36,10 @@ func TestPageListsNotableGPUsAndEscapes(t *testing.T) {
 
 func TestPageOfOneBucketAndOneNode(t *testing.T) {
 	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
-	o := Options{Start: start, End: start.Add(time.Hour), MaxGap: 5 * time.Minute, IdleBelow: 10,
-		IdleHeldUtilBelow: 1, IdleHeldMemoryAtLeast: 1, Bucket: time.Hour, Chunk: time.Hour, NodesPerQuery: 1}
+	o := Options{
+		Start: start, End: start.Add(time.Hour), MaxGap: 5 * time.Minute, IdleBelow: 10,
+		IdleHeldUtilBelow: 1, IdleHeldMemoryAtLeast: 1, Bucket: time.Hour, Chunk: time.Hour, NodesPerQuery: 1,
+	}
 	labels := model.Metric{"node_name": "n1", "minor_number": "0", "uuid": "GPU-0", "job_name": "j", "username": "u"}
 	var samples []sample
 	for m := range 61 {

@@ -102,7 +102,7 @@ func samples(g fixture.GPU, value func(d time.Duration) (float64, bool)) iter.Se
 	}
 }
 
-func step(d time.Duration, at time.Duration, before, after float64) float64 {
+func step(d, at time.Duration, before, after float64) float64 {
 	if d < at {
 		return before
 	}
@@ -118,18 +118,26 @@ type taskOnGPU struct {
 }
 
 var tasks = []taskOnGPU{
-	{train, gpuA0, before, after + time.Second,
+	{
+		train, gpuA0, before, after + time.Second,
 		func(d time.Duration) float64 { return step(d, time.Hour, 80, step(d, 2*time.Hour, 5, 50)) },
-		func(time.Duration) float64 { return 40 }},
-	{train, gpuA1, before, after + time.Second,
+		func(time.Duration) float64 { return 40 },
+	},
+	{
+		train, gpuA1, before, after + time.Second,
 		func(d time.Duration) float64 { return step(d, 2*time.Hour, 100, 0) },
-		func(d time.Duration) float64 { return step(d, 3*time.Hour, 60, 0) }},
-	{infer, gpuB0, 30 * time.Minute, 3 * time.Hour,
+		func(d time.Duration) float64 { return step(d, 3*time.Hour, 60, 0) },
+	},
+	{
+		infer, gpuB0, 30 * time.Minute, 3 * time.Hour,
 		func(d time.Duration) float64 { return step(d, 2*time.Hour, 20, 0) },
-		func(time.Duration) float64 { return 10 }},
-	{eval, gpuB0, 3 * time.Hour, after + time.Second,
+		func(time.Duration) float64 { return 10 },
+	},
+	{
+		eval, gpuB0, 3 * time.Hour, after + time.Second,
 		func(time.Duration) float64 { return 90 },
-		func(time.Duration) float64 { return 50 }},
+		func(time.Duration) float64 { return 50 },
+	},
 }
 
 func present(g fixture.GPU) func(time.Duration) bool {
@@ -138,7 +146,8 @@ func present(g fixture.GPU) func(time.Duration) bool {
 
 // deviceUtil is what gpu_utilization says: the task's utilization, 0 where no task runs.
 func deviceUtil(g fixture.GPU, d time.Duration) float64 {
-	for _, t := range tasks {
+	for i := range tasks {
+		t := &tasks[i]
 		if t.gpu == g && d >= t.from && d < t.to {
 			return t.util(d)
 		}
@@ -157,13 +166,15 @@ func writeKnownData(t *testing.T, path string) {
 	}
 
 	w.Gauge("task_gpu_percent", "Utilization of each GPU allocated to the task.")
-	for _, tg := range tasks {
+	for i := range tasks {
+		tg := &tasks[i]
 		w.Series(tg.task.Labels(tg.gpu), samples(tg.gpu, func(d time.Duration) (float64, bool) {
 			return tg.util(d), d >= tg.from && d < tg.to && present(tg.gpu)(d)
 		}))
 	}
 	w.Gauge("task_gpu_mem_percent", "Framebuffer used/total of each GPU allocated to the task.")
-	for _, tg := range tasks {
+	for i := range tasks {
+		tg := &tasks[i]
 		w.Series(tg.task.Labels(tg.gpu), samples(tg.gpu, func(d time.Duration) (float64, bool) {
 			return tg.mem(d), d >= tg.from && d < tg.to && present(tg.gpu)(d)
 		}))
@@ -245,7 +256,7 @@ func startKnownPrometheus(t *testing.T) v1.API {
 	om := filepath.Join(dir, "known.om")
 	writeKnownData(t, om)
 	data := filepath.Join(dir, "data")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	require.NoError(t, promlocal.Backfill(ctx, om, data))
 	srv, err := promlocal.Start(ctx, data)
@@ -274,13 +285,13 @@ func knownOptions() Options {
 // alice~eval, b0: 60 at 90.
 func TestReport(t *testing.T) {
 	prom := startKnownPrometheus(t)
-	r, err := Build(context.Background(), prom, knownOptions())
+	r, err := Build(t.Context(), prom, knownOptions())
 	require.NoError(t, err)
 	t.Run("equals the hand computation", func(t *testing.T) { assertHandComputation(t, r) })
 	t.Run("counting samples is right only at a constant interval", func(t *testing.T) {
 		// OpenPAI's weekly mail: count_over_time(task_gpu_percent[...]) × 30 s as GPU time.
 		counted := func(job, uuid string) time.Duration {
-			v, _, _, err := prom.Query(context.Background(),
+			v, _, _, err := prom.Query(t.Context(),
 				`count_over_time(task_gpu_percent{job_name="`+job+`",uuid="`+uuid+`"}[4h])`, t0.Add(4*time.Hour-time.Millisecond))
 			require.NoError(t, err)
 			vec, ok := v.(model.Vector)
@@ -295,7 +306,7 @@ func TestReport(t *testing.T) {
 	t.Run("is the same node by node", func(t *testing.T) {
 		o := knownOptions()
 		o.NodesPerQuery = 1
-		byNode, err := Build(context.Background(), prom, o)
+		byNode, err := Build(t.Context(), prom, o)
 		require.NoError(t, err)
 		if d := cmp.Diff(r, byNode, sameNum); d != "" {
 			t.Errorf("one node per query (-all at once +by node):\n%s", d)
@@ -310,47 +321,59 @@ func TestReport(t *testing.T) {
 func assertHandComputation(t *testing.T, r *Report) {
 	h := func(minutes float64) float64 { return minutes / 60 }
 
-	train := Usage{Name: "alice~train", Username: "alice", VirtualCluster: "prod", GPUs: 2,
+	train := Usage{
+		Name: "alice~train", Username: "alice", VirtualCluster: "prod", GPUs: 2,
 		HeldHours: h(240 + 225), UsedHours: h(60*0.8 + 60*0.05 + 120*0.5 + 120*1.0),
 		IdleHours: h(60 + 105), IdleHeldHours: h(60), UnknownHours: h(15),
 		PeakUtil: 100,
 		// 0 % for 105, 5 % for 60 (165 of 465), 50 % for 120 (285 ≥ 232.5).
-		MedianUtil: 50}
+		MedianUtil: 50,
+	}
 	train.Efficiency = (60*0.8 + 60*0.05 + 120*0.5 + 120*1.0) / (240 + 225)
-	infer := Usage{Name: "bob~infer", Username: "bob", VirtualCluster: "dev", GPUs: 1,
+	infer := Usage{
+		Name: "bob~infer", Username: "bob", VirtualCluster: "dev", GPUs: 1,
 		HeldHours: h(130), UsedHours: h(70 * 0.2), Efficiency: 70 * 0.2 / 130,
 		IdleHours: h(60), IdleHeldHours: h(60), UnknownHours: h(20),
 		// 0 % for 60 of 130 < 65, then 20 %.
-		PeakUtil: 20, MedianUtil: 20}
-	eval := Usage{Name: "alice~eval", Username: "alice", VirtualCluster: "dev", GPUs: 1,
-		HeldHours: h(60), UsedHours: h(54), Efficiency: 0.9, PeakUtil: 90, MedianUtil: 90}
+		PeakUtil: 20, MedianUtil: 20,
+	}
+	eval := Usage{
+		Name: "alice~eval", Username: "alice", VirtualCluster: "dev", GPUs: 1,
+		HeldHours: h(60), UsedHours: h(54), Efficiency: 0.9, PeakUtil: 90, MedianUtil: 90,
+	}
 	assertUsages(t, []Usage{train, infer, eval}, r.Jobs)
 
-	alice := Usage{Name: "alice", GPUs: 3,
+	alice := Usage{
+		Name: "alice", GPUs: 3,
 		HeldHours: h(465 + 60), UsedHours: h(231 + 54), Efficiency: (231.0 + 54) / (465 + 60),
 		IdleHours: h(165), IdleHeldHours: h(60), UnknownHours: h(15), PeakUtil: 100,
 		// 0 % 105, 5 % 60 (165), 50 % 120 (285 ≥ 262.5).
-		MedianUtil: 50}
+		MedianUtil: 50,
+	}
 	bob := infer
 	bob.Name, bob.Username, bob.VirtualCluster = "bob", "", ""
 	assertUsages(t, []Usage{alice, bob}, r.Users)
 
 	prod := train
 	prod.Name, prod.Username, prod.VirtualCluster = "prod", "", ""
-	dev := Usage{Name: "dev", GPUs: 1,
+	dev := Usage{
+		Name: "dev", GPUs: 1,
 		HeldHours: h(190), UsedHours: h(14 + 54), Efficiency: 68.0 / 190,
 		IdleHours: h(60), IdleHeldHours: h(60), UnknownHours: h(20), PeakUtil: 90,
 		// 0 % 60, 20 % 70 (130 ≥ 95).
-		MedianUtil: 20}
+		MedianUtil: 20,
+	}
 	assertUsages(t, []Usage{prod, dev}, r.VirtualClusters)
 
 	assert.False(t, r.Simulated, "no series is marked simulated")
 	s := r.Summary
-	assertUsages(t, []Usage{{Name: "all jobs", GPUs: 3,
+	assertUsages(t, []Usage{{
+		Name: "all jobs", GPUs: 3,
 		HeldHours: h(655), UsedHours: h(231 + 14 + 54), Efficiency: 299.0 / 655,
 		IdleHours: h(225), IdleHeldHours: h(120), UnknownHours: h(35), PeakUtil: 100,
 		// 0 % for 105 + 60, 5 % for 60 (225), 20 % for 70 (295), 50 % for 120 (415 ≥ 327.5).
-		MedianUtil: 50}}, []Usage{s.Jobs})
+		MedianUtil: 50,
+	}}, []Usage{s.Jobs})
 	assert.Equal(t, 4, s.TaskSeries)
 	// gpu_utilization over the known time of every GPU: a0 240 min, a1 225, b0 220 (the gap
 	// is unknown); b0 idles at 0 % for its first 30 minutes.
@@ -362,20 +385,29 @@ func assertHandComputation(t *testing.T, r *Report) {
 
 	require.Len(t, r.GPUs, 3)
 	a0, a1, b0 := r.GPUs[0], r.GPUs[1], r.GPUs[2]
-	assert.Equal(t, GPU{Node: "node-a", MinorNumber: "0", UUID: "GPU-a0", AvailableHours: 4,
-		XIDs: []XIDCount{{Code: "13", Count: 3, Resolution: "reboot", Severity: "warning", Meaning: "Graphics engine exception",
-			Action: "drain the node, reboot it, and inspect the hardware if the XID comes back"}},
+	assert.Equal(t, GPU{
+		Node: "node-a", MinorNumber: "0", UUID: "GPU-a0", AvailableHours: 4,
+		XIDs: []XIDCount{{
+			Code: "13", Count: 3, Resolution: "reboot", Severity: "warning", Meaning: "Graphics engine exception",
+			Action: "drain the node, reboot it, and inspect the hardware if the XID comes back",
+		}},
 	}, a0)
-	assert.Equal(t, GPU{Node: "node-a", MinorNumber: "1", UUID: "GPU-a1",
+	assert.Equal(t, GPU{
+		Node: "node-a", MinorNumber: "1", UUID: "GPU-a1",
 		AvailableHours: 3.75, UnavailableHours: 0.25,
-		XIDs: []XIDCount{{Code: "79", Count: 1, Resolution: "reboot", Severity: "fatal", Meaning: "GPU has fallen off the bus",
-			Action: "drain the node, reboot it, and inspect the hardware if the XID comes back"}},
+		XIDs: []XIDCount{{
+			Code: "79", Count: 1, Resolution: "reboot", Severity: "fatal", Meaning: "GPU has fallen off the bus",
+			Action: "drain the node, reboot it, and inspect the hardware if the XID comes back",
+		}},
 		ECCDouble: 1, RemappedRows: 1, RemapPending: true,
 	}, a1)
-	assert.Equal(t, GPU{Node: "node-b", MinorNumber: "0", UUID: "GPU-b0",
+	assert.Equal(t, GPU{
+		Node: "node-b", MinorNumber: "0", UUID: "GPU-b0",
 		AvailableHours: h(220), UnknownHours: h(20),
-		XIDs: []XIDCount{{Code: "31", Count: 2, Resolution: "restart_app", Severity: "warning", Meaning: "GPU memory page fault",
-			Action: "restart the application; if it repeats with other applications, run GPU diagnostics"}},
+		XIDs: []XIDCount{{
+			Code: "31", Count: 2, Resolution: "restart_app", Severity: "warning", Meaning: "GPU memory page fault",
+			Action: "restart the application; if it repeats with other applications, run GPU diagnostics",
+		}},
 		ECCSingle: 2,
 	}, b0)
 
@@ -405,10 +437,14 @@ func assertUsages(t *testing.T, want, got []Usage) {
 			name      string
 			want, got float64
 		}{
-			{"held", w.HeldHours, g.HeldHours}, {"used", w.UsedHours, g.UsedHours},
-			{"efficiency", w.Efficiency, g.Efficiency}, {"idle", w.IdleHours, g.IdleHours},
-			{"idle-held", w.IdleHeldHours, g.IdleHeldHours}, {"unknown", w.UnknownHours, g.UnknownHours},
-			{"peak", w.PeakUtil, g.PeakUtil}, {"median", w.MedianUtil, g.MedianUtil},
+			{"held", w.HeldHours, g.HeldHours},
+			{"used", w.UsedHours, g.UsedHours},
+			{"efficiency", w.Efficiency, g.Efficiency},
+			{"idle", w.IdleHours, g.IdleHours},
+			{"idle-held", w.IdleHeldHours, g.IdleHeldHours},
+			{"unknown", w.UnknownHours, g.UnknownHours},
+			{"peak", w.PeakUtil, g.PeakUtil},
+			{"median", w.MedianUtil, g.MedianUtil},
 		} {
 			// Sums of the same terms in another order: equal up to float rounding.
 			assert.InDelta(t, f.want, f.got, 1e-12, "%s %s", w.Name, f.name)

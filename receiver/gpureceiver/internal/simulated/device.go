@@ -163,7 +163,7 @@ func (d *Device) fault(kind string, t time.Duration) *Fault {
 }
 
 func (d *Device) util(t time.Duration) uint32 {
-	return uint32(math.Round(clamp(d.utilization.at(t), 0, 100)))
+	return uint32(math.Round(clamp(d.utilization.at(t), 100)))
 }
 
 func (d *Device) activeProcesses(t time.Duration) []Process {
@@ -181,7 +181,7 @@ func (d *Device) activeProcesses(t time.Duration) []Process {
 func (d *Device) memoryInfo(t time.Duration) (total, used, reserved, free uint64) {
 	total = d.Config.MemoryMB << 20
 	reserved = reservedMiB << 20
-	used = uint64(clamp(d.memory.at(t), 0, 100) / 100 * float64(total))
+	used = uint64(clamp(d.memory.at(t), 100) / 100 * float64(total))
 	for _, p := range d.activeProcesses(t) {
 		used += p.MemoryMiB << 20
 	}
@@ -219,14 +219,14 @@ func (d *Device) GetMemoryInfo() (nvml.Memory, nvml.Return) {
 }
 
 // GetMemoryInfo_v2 reports the driver's reserved memory apart from the used memory.
-func (d *Device) GetMemoryInfo_v2() (nvml.Memory_v2, nvml.Return) {
+func (d *Device) GetMemoryInfo_v2() (nvml.Memory_v2, nvml.Return) { //nolint:revive // go-nvml's name (nvml.Device)
 	t, ret := d.check()
 	total, used, reserved, free := d.memoryInfo(t)
 	return nvml.Memory_v2{Version: nvml.STRUCT_VERSION(nvml.Memory_v2{}, 2), Total: total, Reserved: reserved, Used: used, Free: free}, ret
 }
 
 func (d *Device) coreTemperature(t time.Duration) uint32 {
-	return uint32(math.Round(clamp(d.temperature.at(t), 0, 200)))
+	return uint32(math.Round(clamp(d.temperature.at(t), 200)))
 }
 
 // GetTemperature follows the temperature signal.
@@ -293,13 +293,13 @@ func (d *Device) GetGridLicensableFeatures() (nvml.GridLicensableFeatures, nvml.
 // GetPowerUsage follows the power signal, in milliwatts.
 func (d *Device) GetPowerUsage() (uint32, nvml.Return) {
 	t, ret := d.check()
-	return uint32(clamp(d.power.at(t), 0, 5000) * 1000), ret
+	return uint32(clamp(d.power.at(t), 5000) * 1000), ret
 }
 
 // GetTotalEnergyConsumption integrates the power signal (trapezoids between readings), in mJ.
 func (d *Device) GetTotalEnergyConsumption() (uint64, nvml.Return) {
 	t, ret := d.check()
-	mj := d.energyMJ.upTo(t, func(t time.Duration) float64 { return clamp(d.power.at(t), 0, 5000) * 1000 })
+	mj := d.energyMJ.upTo(t, func(t time.Duration) float64 { return clamp(d.power.at(t), 5000) * 1000 })
 	return uint64(mj), ret
 }
 
@@ -445,7 +445,7 @@ func (d *Device) GetRemappedRows() (int, int, bool, bool, nvml.Return) {
 }
 
 // GetRetiredPages: the simulated GPUs are Ampere or later, which remap rows instead.
-func (d *Device) GetRetiredPages(nvml.PageRetirementCause) ([]uint64, nvml.Return) {
+func (*Device) GetRetiredPages(nvml.PageRetirementCause) ([]uint64, nvml.Return) {
 	return nil, nvml.ERROR_NOT_SUPPORTED
 }
 
@@ -546,13 +546,13 @@ func (m *MIGDevice) GetUUID() (string, nvml.Return) {
 }
 
 // GetGpuInstanceId is the instance's GPU instance.
-func (m *MIGDevice) GetGpuInstanceId() (int, nvml.Return) {
+func (m *MIGDevice) GetGpuInstanceId() (int, nvml.Return) { //nolint:revive // go-nvml's name (nvml.Device)
 	_, ret := m.parent.check()
 	return m.gi, ret
 }
 
 // GetComputeInstanceId is 0: one compute instance per GPU instance.
-func (m *MIGDevice) GetComputeInstanceId() (int, nvml.Return) {
+func (m *MIGDevice) GetComputeInstanceId() (int, nvml.Return) { //nolint:revive // go-nvml's name (nvml.Device)
 	_, ret := m.parent.check()
 	return 0, ret
 }
@@ -563,6 +563,7 @@ func (m *MIGDevice) GetMemoryInfo() (nvml.Memory, nvml.Return) {
 	return nvml.Memory{Total: m.memory, Used: m.used, Free: m.memory - m.used}, ret
 }
 
-func clamp(v, lo, hi float64) float64 {
-	return math.Min(hi, math.Max(lo, v))
+// clamp is v within [0, hi]: a signal may wander past what a GPU can report.
+func clamp(v, hi float64) float64 {
+	return math.Min(hi, math.Max(0, v))
 }

@@ -103,10 +103,10 @@ func New(sc *Scenario, clk clock.Clock, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
-	for i, md := range s.Server.Devices {
+	for i, md := range s.Devices {
 		d := newDevice(s, sc, p, i, md.(*server.Device))
 		s.devices = append(s.devices, d)
-		s.Server.Devices[i] = d
+		s.Devices[i] = d
 	}
 	for i := range sc.Faults {
 		f := &sc.Faults[i]
@@ -234,7 +234,7 @@ func (e *eventSet) sleep(timeout clock.Timer, more bool, next time.Duration) boo
 }
 
 // Free releases nothing: the set holds no resources.
-func (e *eventSet) Free() nvml.Return {
+func (*eventSet) Free() nvml.Return {
 	return nvml.SUCCESS
 }
 
