@@ -79,6 +79,7 @@ $(DEMONODE): $(SOURCES) $(wildcard cmd/demonode/*.go)
 ## report: the GPU efficiency report of the last week into report/: of PROM_URL when set, else of a
 ## generated demo week in a private Prometheus (REPORT_FLAGS adds flags, e.g. -period 24h)
 report: $(GPUREPORT)
+	$(if $(PROM_URL),,@test/deps.sh promtool prometheus)
 	$(GPUREPORT) $(if $(PROM_URL),-prometheus '$(PROM_URL)',-demo) -out report $(REPORT_FLAGS)
 
 ## test-gpu: compare the gpu receiver with nvidia-smi on this machine's GPUs (skips without NVML)
@@ -89,14 +90,15 @@ test-gpu:
 generate: $(MDATAGEN)
 	@for c in $(COMPONENTS); do (cd $$c && PATH=$(TOOLS_DIR):$$PATH $(GO) generate ./...) || exit 1; done
 
-## test: unit tests, then end-to-end tests against the built binary and real peers
-test: lint unit e2e
+## test: unit tests, then end-to-end tests against the built binary and real peers; installs or
+## builds first what they run (deps), so it needs nothing before it
+test: deps lint unit e2e
 
-unit:
+unit: deps
 	$(GO) test -race -count=1 ./...
 
 ## e2e: the built binary against fixture trees, a real node_exporter and a real Prometheus
-e2e: $(BIN) $(AGENT_BIN) image
+e2e: deps $(BIN) $(AGENT_BIN) image
 	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_AGENT_BIN=$(CURDIR)/$(AGENT_BIN) OTELCOL_IMAGE=$(CURDIR)/$(IMAGE) KUBE_APISERVER_BIN=$(KUBE_APISERVER) KUBECTL_BIN=$(KUBECTL_TEST) \
 		$(GO) test -count=1 -tags e2e $(E2E_PKGS) $(if $(E2E_FLAGS),-args $(E2E_FLAGS))
 
@@ -113,7 +115,7 @@ BENCH_CGROUP_MIB      ?= 96
 BENCH_BASELINE       ?=
 BENCH_AGENT_ENV      := $(shell sed -n '/- name: \(GOGC\|GOMEMLIMIT\)$$/{s/.*name: //;N;s/\n *value: "\{0,1\}\([^"]*\)"\{0,1\}/=\1/p}' deploy/base/agent.yaml)
 PROCLOAD              = $(GO) run ./bench/procload -otelcol $(AGENT_BIN) $(if $(BENCH_BASELINE),-baseline $(BENCH_BASELINE)) $(addprefix -env ,$(BENCH_AGENT_ENV))
-bench: $(BIN) $(AGENT_BIN)
+bench: deps $(BIN) $(AGENT_BIN)
 	$(GO) test -run '^$$' -bench . -benchmem ./receiver/... ./processor/... ./cmd/...
 	KUBE_APISERVER_BIN=$(KUBE_APISERVER) $(GO) test -tags e2e -run '^$$' -bench BenchmarkLargeCluster -benchtime 20x ./receiver/k8swatchdogreceiver/
 	$(PROCLOAD) -duration $(BENCH_DURATION)
@@ -127,14 +129,12 @@ lint:
 	$(GO) vet -tags gpu ./receiver/gpureceiver/
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## deps: what the end-to-end tests run: Debian's prometheus, node_exporter, etcd, chromium and umoci
-## (needs root), and kube-apiserver and kubectl built from k8s.io/kubernetes (cached under
-## ~/.cache/otelcol-gpu by version)
+## deps: what the tests run beside the code, installed or built where missing (test/deps.sh):
+## Debian's prometheus, node_exporter, etcd, chromium and umoci (as root; else it names them and
+## stops), and kube-apiserver and kubectl built from k8s.io/kubernetes (cached under
+## ~/.cache/otelcol-gpu by version). Silent when all is there; test, unit, e2e and bench run it first
 deps:
-	apt-get update
-	apt-get install -y --no-install-recommends prometheus prometheus-node-exporter etcd-server chromium umoci
-	test/kube/build-apiserver.sh
-	test/kube/build-apiserver.sh kubectl
+	@test/deps.sh
 
 ## render, deploy, undeploy: the manifests of deploy/ (OVERLAY=edge: deploy/overlays/edge), with
 ## kubectl's own kustomize, allowed to read distro/ (the ConfigMaps are those files, not copies)
