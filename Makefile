@@ -98,8 +98,10 @@ unit: deps
 	$(GO) test -race -count=1 ./...
 
 ## e2e: the built binary against fixture trees, a real node_exporter and a real Prometheus
+# The built kubectl is first on PATH too: deploy/secrets.sh, which the tests of deploy/ run, calls
+# `kubectl`, and a fresh machine has none.
 e2e: deps $(BIN) $(AGENT_BIN) image
-	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_AGENT_BIN=$(CURDIR)/$(AGENT_BIN) OTELCOL_IMAGE=$(CURDIR)/$(IMAGE) KUBE_APISERVER_BIN=$(KUBE_APISERVER) KUBECTL_BIN=$(KUBECTL_TEST) \
+	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_AGENT_BIN=$(CURDIR)/$(AGENT_BIN) OTELCOL_IMAGE=$(CURDIR)/$(IMAGE) KUBE_APISERVER_BIN=$(KUBE_APISERVER) KUBECTL_BIN=$(KUBECTL_TEST) PATH="$$(dirname $(KUBECTL_TEST)):$$PATH" \
 		$(GO) test -count=1 -tags e2e $(E2E_PKGS) $(if $(E2E_FLAGS),-args $(E2E_FLAGS))
 
 ## bench: collection cost (Go benchmarks); the agent's whole-process CPU and RSS (anonymous and
