@@ -1,5 +1,6 @@
 # otelcol-gpu: build, run and test the distribution. Tools (OCB, mdatagen) are pinned in
-# tools/go.mod and built from the Go module proxy into .tools/ on first use.
+# tools/go.mod, golangci-lint in its own tools/lint/go.mod, and built from the Go module proxy
+# into .tools/ on first use.
 
 SHELL        := /bin/bash
 GO           ?= go
@@ -9,6 +10,7 @@ TOOLS_DIR    := $(CURDIR)/.tools
 BUILDER      := $(TOOLS_DIR)/builder
 MDATAGEN     := $(TOOLS_DIR)/mdatagen
 OCIIMAGE     := $(TOOLS_DIR)/ociimage
+GOLANGCI_LINT := $(TOOLS_DIR)/golangci-lint
 BIN          := bin/otelcol-gpu
 # The per-node agent's own distribution (builder-agent.yaml): what distro/agent.yaml, local.yaml
 # and demo.yaml use, and nothing else (its binary's pages are resident on every node).
@@ -18,22 +20,36 @@ GPUREPORT    := bin/gpureport
 BUILD_DIR    := distro/_build
 AGENT_BUILD_DIR := distro/_build-agent
 BENCH_DURATION ?= 2m
-# Packages with end-to-end tests (build tag e2e); E2E_FLAGS=-update rewrites expected pages.
-E2E_PKGS     ?= ./test/... ./receiver/k8swatchdogreceiver/ ./cmd/gpureport/...
-# kube-apiserver for the k8s_watchdog tests, built once per version from the module proxy.
+# Packages with end-to-end tests (build tag e2e). E2E_FLAGS=-update rewrites the expected pages:
+# it runs only the packages that hold them (internal/goldentest's flag).
+E2E_PKGS        ?= ./test/... ./receiver/k8swatchdogreceiver/ ./cmd/gpureport/...
+E2E_GOLDEN_PKGS := ./test/e2e/ ./receiver/k8swatchdogreceiver/
+# What the tests run beside the code, each built once per version from the module proxy and
+# cached (test/deps.sh builds them first): kube-apiserver for the k8s_watchdog tests, kubectl of
+# the same version and helm (with prometheus-operator's CRDs) for the tests of deploy/.
 KUBE_APISERVER = $$(test/kube/build-apiserver.sh)
-# kubectl of the same version, for the tests of deploy/.
 KUBECTL_TEST   = $$(test/kube/build-apiserver.sh kubectl)
+HELM_TEST      = $$(test/helm/build-helm.sh)
+PROMETHEUS_OPERATOR_CRDS = $$(test/helm/build-helm.sh crds)
+# The real node's Kubernetes and the Prometheus 3 that discovers the agents there.
+REALNODE_BINS  = KUBELET_BIN=$$(test/kube/build-apiserver.sh kubelet) \
+	KUBE_CONTROLLER_MANAGER_BIN=$$(test/kube/build-apiserver.sh kube-controller-manager) \
+	KUBE_SCHEDULER_BIN=$$(test/kube/build-apiserver.sh kube-scheduler) \
+	KUBE_PROXY_BIN=$$(test/kube/build-apiserver.sh kube-proxy) \
+	PROMETHEUS3_BIN=$$(test/prometheus/build.sh)
 COMPONENTS   := $(shell find receiver processor exporter extension -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
 SOURCES      := $(shell find receiver processor exporter extension internal distro/omitdetectors -name '*.go' -o -name go.mod 2>/dev/null) go.mod go.sum
 
-.PHONY: all build image run demo demo-dcgm report test test-gpu unit e2e bench lint generate tools deps clean render deploy undeploy secrets
+.PHONY: all build image run demo demo-dcgm report test test-gpu unit e2e realnode bench lint generate tools deps clean render deploy undeploy secrets
 
 all: build
 
 tools: $(BUILDER) $(MDATAGEN) $(OCIIMAGE)
 $(BUILDER) $(MDATAGEN) $(OCIIMAGE): tools/go.mod tools/go.sum $(wildcard tools/*/*.go)
 	$(GO) build -C tools -o $(TOOLS_DIR)/ tool
+# Its own module, so that it moves none of OCB's and mdatagen's dependencies.
+$(GOLANGCI_LINT): tools/lint/go.mod tools/lint/go.sum
+	$(GO) build -C tools/lint -o $(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 ## build: both distributions (OCB, cgo on): the gateway's bin/otelcol-gpu (builder-config.yaml)
 ## and the agent's bin/otelcol-gpu-agent (builder-agent.yaml); and bin/gpureport
@@ -79,6 +95,7 @@ $(DEMONODE): $(SOURCES) $(wildcard cmd/demonode/*.go)
 ## report: the GPU efficiency report of the last week into report/: of PROM_URL when set, else of a
 ## generated demo week in a private Prometheus (REPORT_FLAGS adds flags, e.g. -period 24h)
 report: $(GPUREPORT)
+	$(if $(PROM_URL),,@test/deps.sh promtool prometheus)
 	$(GPUREPORT) $(if $(PROM_URL),-prometheus '$(PROM_URL)',-demo) -out report $(REPORT_FLAGS)
 
 ## test-gpu: compare the gpu receiver with nvidia-smi on this machine's GPUs (skips without NVML)
@@ -89,16 +106,28 @@ test-gpu:
 generate: $(MDATAGEN)
 	@for c in $(COMPONENTS); do (cd $$c && PATH=$(TOOLS_DIR):$$PATH $(GO) generate ./...) || exit 1; done
 
-## test: unit tests, then end-to-end tests against the built binary and real peers
-test: lint unit e2e
+## test: lint, unit tests, end-to-end tests against the built binaries and real peers, then
+## deploy/ installed on a real single-node Kubernetes; installs or builds first what they run
+## (deps), so it needs nothing before it (as root: the image and real-node tests need it)
+test: deps lint unit e2e realnode
 
-unit:
+unit: deps
 	$(GO) test -race -count=1 ./...
 
 ## e2e: the built binary against fixture trees, a real node_exporter and a real Prometheus
-e2e: $(BIN) $(AGENT_BIN) image
-	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_AGENT_BIN=$(CURDIR)/$(AGENT_BIN) OTELCOL_IMAGE=$(CURDIR)/$(IMAGE) KUBE_APISERVER_BIN=$(KUBE_APISERVER) KUBECTL_BIN=$(KUBECTL_TEST) \
-		$(GO) test -count=1 -tags e2e $(E2E_PKGS) $(if $(E2E_FLAGS),-args $(E2E_FLAGS))
+# The built kubectl is first on PATH too: deploy/secrets.sh, which the tests of deploy/ run, calls
+# `kubectl`, and a fresh machine has none.
+e2e: deps $(BIN) $(AGENT_BIN) image
+	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_AGENT_BIN=$(CURDIR)/$(AGENT_BIN) OTELCOL_IMAGE=$(CURDIR)/$(IMAGE) KUBE_APISERVER_BIN=$(KUBE_APISERVER) KUBECTL_BIN=$(KUBECTL_TEST) PATH="$$(dirname $(KUBECTL_TEST)):$$PATH" \
+		HELM_BIN=$(HELM_TEST) PROMETHEUS_OPERATOR_CRDS=$(PROMETHEUS_OPERATOR_CRDS) \
+		$(GO) test -count=1 -tags e2e $(if $(E2E_FLAGS),$(E2E_GOLDEN_PKGS) -args $(E2E_FLAGS),$(E2E_PKGS))
+
+## realnode: deploy/ installed as deploy/README.md says (kustomize, then Helm) on a real single-node
+## Kubernetes the tests bring up and tear down (test/realnode; root), with simulated GPUs that real
+## pods hold through a device plugin, and checked there
+realnode: deps image
+	OTELCOL_IMAGE=$(CURDIR)/$(IMAGE) KUBE_APISERVER_BIN=$(KUBE_APISERVER) KUBECTL_BIN=$(KUBECTL_TEST) HELM_BIN=$(HELM_TEST) $(REALNODE_BINS) \
+		$(GO) test -count=1 -tags realnode -timeout 25m ./test/realnode/...
 
 ## bench: collection cost (Go benchmarks); the agent's whole-process CPU and RSS (anonymous and
 ## file) on this machine and on a node of 8 simulated GPUs and 200 containers, next to
@@ -113,28 +142,27 @@ BENCH_CGROUP_MIB      ?= 96
 BENCH_BASELINE       ?=
 BENCH_AGENT_ENV      := $(shell sed -n '/- name: \(GOGC\|GOMEMLIMIT\)$$/{s/.*name: //;N;s/\n *value: "\{0,1\}\([^"]*\)"\{0,1\}/=\1/p}' deploy/base/agent.yaml)
 PROCLOAD              = $(GO) run ./bench/procload -otelcol $(AGENT_BIN) $(if $(BENCH_BASELINE),-baseline $(BENCH_BASELINE)) $(addprefix -env ,$(BENCH_AGENT_ENV))
-bench: $(BIN) $(AGENT_BIN)
+bench: deps $(BIN) $(AGENT_BIN)
 	$(GO) test -run '^$$' -bench . -benchmem ./receiver/... ./processor/... ./cmd/...
 	KUBE_APISERVER_BIN=$(KUBE_APISERVER) $(GO) test -tags e2e -run '^$$' -bench BenchmarkLargeCluster -benchtime 20x ./receiver/k8swatchdogreceiver/
 	$(PROCLOAD) -duration $(BENCH_DURATION)
 	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_AGENT_BIN=$(CURDIR)/$(AGENT_BIN) $(GO) test -tags e2e -run '^$$' -bench . -benchtime 1x ./bench/gateway/ ./test/e2e/
 	$(PROCLOAD) -duration $(BENCH_CGROUP_DURATION) -memory-limit-mib $(BENCH_CGROUP_MIB)
 
-## lint: go vet and gofmt
-lint:
-	$(GO) vet ./...
-	$(GO) vet -tags e2e ./...
-	$(GO) vet -tags gpu ./receiver/gpureceiver/
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+## lint: golangci-lint with .golangci.yml (contrib's linters, govet with the e2e, gpu and realnode
+## tags, gofumpt) on the module and on tools/; gofmt on the omitdetectors stand-ins, which build
+## only inside the agent's build
+lint: $(GOLANGCI_LINT)
+	$(GOLANGCI_LINT) run ./...
+	cd tools && $(GOLANGCI_LINT) run ./...
+	@out=$$(gofmt -l distro/omitdetectors); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## deps: what the end-to-end tests run: Debian's prometheus, node_exporter, etcd, chromium and umoci
-## (needs root), and kube-apiserver and kubectl built from k8s.io/kubernetes (cached under
-## ~/.cache/otelcol-gpu by version)
+## deps: what the tests run beside the code, installed or built where missing (test/deps.sh):
+## Debian's packages (as root; else it names them and stops), and Kubernetes v1.34, Prometheus 3
+## and Helm built from the module proxy (cached under ~/.cache/otelcol-gpu by version). Silent
+## when all is there; test, unit, e2e, realnode and bench run it first
 deps:
-	apt-get update
-	apt-get install -y --no-install-recommends prometheus prometheus-node-exporter etcd-server chromium umoci
-	test/kube/build-apiserver.sh
-	test/kube/build-apiserver.sh kubectl
+	@test/deps.sh
 
 ## render, deploy, undeploy: the manifests of deploy/ (OVERLAY=edge: deploy/overlays/edge), with
 ## kubectl's own kustomize, allowed to read distro/ (the ConfigMaps are those files, not copies)
@@ -148,8 +176,10 @@ deploy:
 undeploy:
 	$(KUBECTL) kustomize --load-restrictor LoadRestrictionsNone $(DEPLOY_DIR) | $(KUBECTL) delete --ignore-not-found -f -
 ## secrets: the gateway's certificate and the token (deploy/secrets.sh, files kept in deploy/.secrets)
+# The namespace as deploy/ ships it: a bare `create namespace | apply` would drop its Pod Security
+# label where it was applied before.
 secrets:
-	$(KUBECTL) create namespace otelcol-gpu --dry-run=client -o yaml | $(KUBECTL) apply -f -
+	$(KUBECTL) apply -f deploy/base/namespace.yaml
 	deploy/secrets.sh | $(KUBECTL) apply -f -
 
 clean:

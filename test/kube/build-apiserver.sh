@@ -16,8 +16,13 @@ set -euo pipefail
 
 KUBE_VERSION="${KUBE_VERSION:-v1.34.4}"
 command="${1:-kube-apiserver}"
+# minutes: how long a first build takes, cold, on 2 cores (what the message below announces).
 case "$command" in
-kube-apiserver | kubectl | kubelet | kube-controller-manager | kube-scheduler | kube-proxy) ;;
+kube-apiserver) minutes=10 ;;
+kubectl) minutes=3 ;;
+kubelet) minutes=7 ;;
+kube-controller-manager) minutes=4 ;;
+kube-scheduler | kube-proxy) minutes=2 ;;
 *)
 	echo "build-apiserver.sh: builds kube-apiserver, kubectl, kubelet, kube-controller-manager, kube-scheduler or kube-proxy, not $command" >&2
 	exit 2
@@ -30,6 +35,8 @@ if [[ -x "$bin" ]]; then
 	echo "$bin"
 	exit 0
 fi
+
+echo "building ${command} ${KUBE_VERSION} from the module proxy (once, ~${minutes} min)" >&2
 
 # Staging modules are tagged v0.<minor>.<patch> for kubernetes v1.<minor>.<patch>.
 staging_version="v0.${KUBE_VERSION#v1.}"

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Makes sure that the programs the tests run beside the code are here, so that `make test` needs
+# nothing but Go and gcc before it. Missing Debian packages are installed when run as root;
+# otherwise it stops with one line naming them. What Debian lacks (Kubernetes, Prometheus 3,
+# Helm) is built from the Go module proxy once per version by its script, which keeps it in its
+# cache (~/.cache/otelcol-gpu). When everything is here it says nothing and takes milliseconds,
+# so every target that runs these programs runs it first.
+#
+# Usage: test/deps.sh [program...]    (no program: all of those below)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The programs the tests run, each with where it comes from: a Debian package, or the script
+# (and its argument) that builds it. A program is a command on PATH or an absolute path.
+declare -A source=(
+	# Prometheus 2.42 and promtool (the e2e tests, promtool test rules), node_exporter beside
+	# the agent, etcd under the test API servers, chromium (the report's page), umoci (the image).
+	[promtool]="deb prometheus"
+	[prometheus]="deb prometheus"
+	[prometheus-node-exporter]="deb prometheus-node-exporter"
+	[etcd]="deb etcd-server"
+	[chromium]="deb chromium"
+	[umoci]="deb umoci"
+	# The real node (test/realnode): its container runtime, the CNI bridge, the node's iptables
+	# (kube-proxy) and conntrack, and busybox for the test images; gcc builds their pause.
+	[containerd]="deb containerd"
+	[runc]="deb runc"
+	[/usr/lib/cni/bridge]="deb containernetworking-plugins"
+	[iptables]="deb iptables"
+	[conntrack]="deb conntrack"
+	[/bin/busybox]="deb busybox-static"
+	# Built: Debian has no kube-apiserver, its kubectl is far older, and its Prometheus has no
+	# Kubernetes discovery; Helm is not packaged.
+	[kube-apiserver]="build test/kube/build-apiserver.sh kube-apiserver"
+	[kubectl]="build test/kube/build-apiserver.sh kubectl"
+	[kubelet]="build test/kube/build-apiserver.sh kubelet"
+	[kube-controller-manager]="build test/kube/build-apiserver.sh kube-controller-manager"
+	[kube-scheduler]="build test/kube/build-apiserver.sh kube-scheduler"
+	[kube-proxy]="build test/kube/build-apiserver.sh kube-proxy"
+	[prometheus3]="build test/prometheus/build.sh prometheus"
+	[helm]="build test/helm/build-helm.sh helm"
+	[prometheus-operator-crds]="build test/helm/build-helm.sh crds"
+)
+
+programs=("$@")
+if ((${#programs[@]} == 0)); then
+	programs=("${!source[@]}")
+fi
+
+packages=() # the missing ones, each once
+needed_by=()
+builds=()
+for program in "${programs[@]}"; do
+	read -r kind what <<<"${source[$program]:-}"
+	case "$kind" in
+	deb)
+		if ! command -v "$program" >/dev/null; then
+			[[ " ${packages[*]} " == *" $what "* ]] || packages+=("$what")
+			needed_by+=("$program")
+		fi
+		;;
+	build) builds+=("$what") ;;
+	*)
+		echo "test/deps.sh: no such program in its list: $program" >&2
+		exit 2
+		;;
+	esac
+done
+
+if ((${#packages[@]} > 0)); then
+	if ((EUID != 0)); then
+		echo "missing Debian packages: ${packages[*]}; run: sudo apt-get install -y --no-install-recommends ${packages[*]}" >&2
+		exit 1
+	fi
+	echo "installing Debian packages ${packages[*]} (the tests run ${needed_by[*]})" >&2
+	# Quiet but for errors: dpkg's hundreds of lines per package would bury the tests' output.
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get -qq update
+	apt-get -qq install -y --no-install-recommends "${packages[@]}" >/dev/null
+fi
+
+# Each script prints its binary's path, says what it builds when it must, and is silent when
+# its cache has the binary.
+for build in "${builds[@]}"; do
+	# shellcheck disable=SC2086 # a script and its argument
+	$build >/dev/null
+done
