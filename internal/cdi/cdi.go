@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfile"
 )
 
 // DefaultSpecDirs are the directories runtimes read specs from (the specification's defaults):
@@ -186,27 +188,12 @@ func (r *Reader) file(path string, isJSON bool) specFile {
 		return f
 	}
 	f := specFile{mod: info.ModTime(), size: info.Size()}
-	if info.Size() > maxSpecBytes {
-		f.err = fmt.Errorf("%d bytes, more than %d", info.Size(), maxSpecBytes)
-	} else {
-		var data []byte
-		if data, f.err = readBounded(path); f.err == nil {
-			f.spec, f.err = Parse(data, isJSON)
-		}
+	var data []byte
+	if data, f.err = hostfile.ReadLimited(path, maxSpecBytes); f.err == nil {
+		f.spec, f.err = Parse(data, isJSON)
 	}
 	r.files[path] = f
 	return f
-}
-
-// readBounded reads at most one byte more than a spec may have, so a file that grew since it
-// was measured is refused by Parse rather than read whole.
-func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, maxSpecBytes+1))
 }
 
 // resolveIn finds the host's path below root, following symbolic links as the host would:

@@ -96,7 +96,7 @@ func TestBounds(t *testing.T) {
 	})
 	devices, err := NewReader(root, DefaultSpecDirs).Read()
 	require.ErrorContains(t, err, "CDI spec /etc/cdi/huge.yaml: ")
-	assert.ErrorContains(t, err, "more than 4194304")
+	assert.ErrorContains(t, err, "more than 4194304 bytes")
 	assert.Len(t, devices, 3, "the other specs are read")
 	_, err = Parse([]byte(strings.Repeat(" ", maxSpecBytes+1)), false)
 	assert.Error(t, err)
