@@ -38,6 +38,7 @@ func (d *draSettings) gpuDriver(name string) bool {
 type gpuDevices struct {
 	cdi    cdi.Devices
 	driver nvidiaDriver
+	err    error // what could not be read, for the log
 }
 
 // claimDevice is the GPUs (UUIDs) or MIG devices (migID) behind a claimed device: every GPU
@@ -105,7 +106,7 @@ func migID(parentUUID, gi, ci string) string {
 }
 
 // readGPUDevices reads what joins claimed devices to GPUs, when the kubelet's answer has a
-// device of a GPU driver, and counts those it does not join: once a refresh, while it lasts.
+// device of a GPU driver. What could not be read shows as devices countUnjoined counts.
 func (n *node) readGPUDevices(kube *podresources.Snapshot) *gpuDevices {
 	if !n.claimsGPUs(kube) {
 		return nil
@@ -114,15 +115,30 @@ func (n *node) readGPUDevices(kube *podresources.Snapshot) *gpuDevices {
 	var specsErr, driverErr error
 	g.cdi, specsErr = n.cdi.Read()
 	g.driver, driverErr = readNvidiaDriver(n.set.root)
+	g.err = errors.Join(specsErr, driverErr)
+	return g
+}
+
+// countUnjoined counts the claimed devices of the node's containers that inv does not join to
+// a GPU, once a refresh while it lasts, and logs when that starts and ends. Claims of
+// containers the node does not run are not counted: the kubelet lists a finished pod's claims
+// for a while after its driver removed their CDI specs.
+func (n *node) countUnjoined(kube *podresources.Snapshot, inv *inventory) {
+	if kube == nil {
+		return
+	}
 	// A claim several containers use is listed under each: its devices count once.
 	unjoined := map[string]bool{}
-	for _, claims := range kube.Claims {
+	for key, claims := range kube.Claims {
+		if inv.byName[key] == nil {
+			continue
+		}
 		for _, c := range claims {
 			for _, d := range c.Devices {
 				if !n.set.dra.gpuDriver(d.Driver) {
 					continue
 				}
-				if _, ok := g.claimDevice(d); !ok {
+				if _, ok := inv.gpuDevices.claimDevice(d); !ok {
 					unjoined[c.Namespace+"/"+c.Name+": "+d.Device] = true
 				}
 			}
@@ -132,13 +148,16 @@ func (n *node) readGPUDevices(kube *podresources.Snapshot) *gpuDevices {
 	switch {
 	case len(unjoined) > 0 && !n.draFailing:
 		n.draFailing = true
+		var reason error
+		if inv.gpuDevices != nil {
+			reason = inv.gpuDevices.err
+		}
 		n.set.logger.Warn("DRA devices are not joined to GPUs through the node's CDI specs and NVIDIA driver files: their GPUs come from the next source",
-			zap.Strings("claimed_devices", slices.Sorted(maps.Keys(unjoined))), zap.Strings("cdi_spec_dirs", n.set.dra.cdiSpecDirs), zap.Error(errors.Join(specsErr, driverErr)))
+			zap.Strings("claimed_devices", slices.Sorted(maps.Keys(unjoined))), zap.Strings("cdi_spec_dirs", n.set.dra.cdiSpecDirs), zap.Error(reason))
 	case len(unjoined) == 0 && n.draFailing:
 		n.draFailing = false
 		n.set.logger.Info("DRA devices are joined to GPUs again")
 	}
-	return g
 }
 
 // claimsGPUs tells whether the kubelet's answer has a device of a GPU driver.

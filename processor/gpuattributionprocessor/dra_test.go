@@ -209,6 +209,23 @@ func TestDRAUnjoined(t *testing.T) {
 		assert.Equal(t, 0.0, points(e.process(batch), "node_name", "source")["gpu_attribution_source_errors_total"]["gpu-node-07|dra"].value,
 			"a joined claim is no error")
 	})
+	t.Run("a finished pod's claim", func(t *testing.T) {
+		// The kubelet still lists a pod whose containers ended and whose claim the driver
+		// unprepared (its spec removed): nothing runs that needs the join.
+		e := draEnv(t, nil)
+		ids := idsOf(batch)
+		claims := newDRAClaims(t, readGPUs(batch)[3].migs[0])
+		done := podresourcestest.NvidiaClaim{
+			UID: "d0e00000-0000-4000-8000-000000000099", Namespace: "team-z", Name: "old-gpu", Pool: "gpu-node-07",
+			Devices: []podresourcestest.NvidiaDevice{{Minor: devMinor(4)}},
+		}
+		e.kubelet.SetPods(append(draKubeletPods(ids, claims),
+			podresourcestest.Pod("team-z", "old-0", podresourcestest.WithClaims(podresourcestest.Container("main", ""), done.Resource())))...)
+		e.attr.node.kubelet.Refresh()
+		e.refresh()
+		assert.Equal(t, 0.0, points(e.process(batch), "node_name", "source")["gpu_attribution_source_errors_total"]["gpu-node-07|dra"].value)
+		assert.Empty(t, e.logs.FilterMessageSnippet("DRA devices").All())
+	})
 	t.Run("no DRA driver configured", func(t *testing.T) {
 		e := draEnv(t, nil, func(cfg *Config) { cfg.PodResources.Drivers = nil })
 		out := e.process(batch)

@@ -263,6 +263,7 @@ func (n *node) refresh() {
 		}
 	}
 	n.known = known
+	n.countUnjoined(kube, inv)
 	n.inv.Store(inv)
 }
 
