@@ -5,8 +5,10 @@
 // runs through the production code paths: a /proc + cgroup tree (cgroup v2, systemd driver,
 // containerd) holding the demo jobs' containers, each pod's sandbox beside them, and their
 // processes, with the pids the simulated GPUs report, the kubelet's log layout naming their
-// pods, and a real pod-resources gRPC server on a unix socket handing out the GPUs. Pods and
-// their devices come from a pods file beside the GPU scenario. The GPU and MIG UUIDs are the
+// pods, and a real pod-resources gRPC server on a unix socket handing out the GPUs, through
+// device plugins or through DRA claims of NVIDIA's DRA driver (whose CDI specs, and the NVIDIA
+// driver's /proc files, are on the tree too). Pods and their devices come from a pods file
+// beside the GPU scenario. The GPU and MIG UUIDs are the
 // caller's: cmd/demonode reads them from the scenario through the gpu receiver's
 // gpureceivertest, as shared code knows no component.
 package demonode // import "github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
@@ -56,6 +58,7 @@ type Container struct {
 	Env     map[string]string `yaml:"env"`
 	PIDs    []int             `yaml:"pids"`
 	Devices []Devices         `yaml:"devices"`
+	Claims  []Claim           `yaml:"claims"`
 }
 
 // Devices are what the kubelet gave a container of one resource. IDs name the scenario's GPUs:
@@ -63,6 +66,16 @@ type Container struct {
 type Devices struct {
 	Resource string   `yaml:"resource"`
 	IDs      []string `yaml:"ids"`
+}
+
+// Claim is a ResourceClaim that NVIDIA's DRA driver prepared for a container: the kubelet lists
+// it under dynamic_resources and the driver's CDI spec for it is on the node. Name is the
+// claim's; for a pod that asked for nvidia.com/gpu where the DRA driver serves it (Kubernetes
+// 1.37), the scheduler's, <pod>-extended-resources-<suffix>. Devices name whole GPUs of the
+// scenario, "gpu:N".
+type Claim struct {
+	Name    string   `yaml:"name"`
+	Devices []string `yaml:"devices"`
 }
 
 // HostProcess is a process outside any container.
@@ -109,8 +122,12 @@ func Socket(root string) string {
 }
 
 // Start writes the node under root (which must not exist or be empty) and serves its kubelet.
+// The GPUs' /dev/nvidia minors are their indices, as on most machines.
 func Start(root string, pods *Pods, gpus map[int]GPU) (*Node, error) {
-	host := hostfixture.Host{CgroupVersion: 2}
+	host := hostfixture.Host{CgroupVersion: 2, CDISpecs: map[string]string{}}
+	for i := range len(gpus) {
+		host.NvidiaGPUs = append(host.NvidiaGPUs, hostfixture.NvidiaGPU{BusID: fmt.Sprintf("0000:%02x:00.0", i+1), Minor: i, UUID: gpus[i].UUID})
+	}
 	for _, p := range pods.HostProcesses {
 		host.Processes = append(host.Processes, hostfixture.Process{PID: p.PID, Comm: p.Comm, Cmdline: []string{p.Comm}, State: "S", RSSPages: 1000})
 	}
@@ -152,6 +169,15 @@ func Start(root string, pods *Pods, gpus map[int]GPU) (*Node, error) {
 					ids = append(ids, resolved)
 				}
 				ctr.Devices = append(ctr.Devices, &v1.ContainerDevices{ResourceName: d.Resource, DeviceIds: ids})
+			}
+			for _, cl := range c.Claims {
+				claim, err := nvidiaClaim(pod, cl, gpus)
+				if err != nil {
+					return nil, fmt.Errorf("pod %s/%s container %s: claim %s: %w", pod.Namespace, pod.Name, c.Name, cl.Name, err)
+				}
+				file, spec := claim.CDISpec()
+				host.CDISpecs[file] = spec
+				ctr.DynamicResources = append(ctr.DynamicResources, claim.Resource())
 			}
 			entry.Containers = append(entry.Containers, ctr)
 		}
@@ -213,6 +239,22 @@ func deviceID(id string, gpus map[int]GPU) (string, error) {
 	return "", fmt.Errorf("device %q: want gpu:N, gpu:N::R or mig:N:I", id)
 }
 
+// nvidiaClaim is the claim as NVIDIA's DRA driver prepared it, in the demo node's pool.
+func nvidiaClaim(pod Pod, cl Claim, gpus map[int]GPU) (podresourcestest.NvidiaClaim, error) {
+	claim := podresourcestest.NvidiaClaim{
+		UID:       uid("resourceclaim/" + pod.Namespace + "/" + cl.Name),
+		Namespace: pod.Namespace, Name: cl.Name, Pool: "dgx-a100-demo",
+	}
+	for _, id := range cl.Devices {
+		index, ok := strings.CutPrefix(id, "gpu:")
+		if _, known := gpus[atoi(index)]; !ok || !known {
+			return claim, fmt.Errorf("device %q: want gpu:N, a GPU of the scenario", id)
+		}
+		claim.Devices = append(claim.Devices, podresourcestest.NvidiaDevice{Minor: atoi(index)})
+	}
+	return claim, nil
+}
+
 func atoi(s string) int {
 	n, err := strconv.Atoi(s)
 	if err != nil {
@@ -231,8 +273,11 @@ func environ(env map[string]string) []string {
 }
 
 // podUID and containerID are derived from the names, so a demo node is the same every run.
-func podUID(p Pod) string {
-	h := sha256.Sum256([]byte(p.Namespace + "/" + p.Name))
+func podUID(p Pod) string { return uid(p.Namespace + "/" + p.Name) }
+
+// uid is a UID derived from what it names.
+func uid(name string) string {
+	h := sha256.Sum256([]byte(name))
 	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }
 

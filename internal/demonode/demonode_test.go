@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/cdi"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podlogs"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources"
@@ -59,7 +60,7 @@ func TestStart(t *testing.T) {
 
 	found, err := cgroupfs.FindContainers(filepath.Join(node.Root, "sys/fs/cgroup"))
 	require.NoError(t, err)
-	assert.Len(t, found, 12, "each pod's app container and its sandbox")
+	assert.Len(t, found, 14, "each pod's app container and its sandbox")
 	sandboxes := map[string]bool{}
 	sandboxFirst := map[bool]int{}
 	for _, p := range pods.Pods {
@@ -82,7 +83,7 @@ func TestStart(t *testing.T) {
 			assert.NotEmpty(t, ix.ContainerName(f.PodUID, f.ID), p.Name)
 		}
 	}
-	assert.Equal(t, 5, named, "all but the gone pod's container")
+	assert.Equal(t, 6, named, "all but the gone pod's container")
 
 	c, err := podresources.New(podresources.Settings{Socket: Socket(node.Root), RefreshInterval: time.Hour, Timeout: 5 * time.Second, Logger: zap.NewNop()})
 	require.NoError(t, err)
@@ -90,7 +91,7 @@ func TestStart(t *testing.T) {
 	c.Refresh()
 	snap := c.Snapshot()
 	require.NotNil(t, snap)
-	assert.Len(t, snap.Pods, 5, "the gone pod is not listed")
+	assert.Len(t, snap.Pods, 6, "the gone pod is not listed")
 	alice := snap.Devices[podresources.ContainerKey{PodKey: podresources.PodKey{Namespace: "research", Pod: "resnet50-worker-0"}, Container: "trainer"}]
 	require.Len(t, alice, 1)
 	assert.Equal(t, []string{gpus[0].UUID, gpus[1].UUID, gpus[2].UUID, gpus[3].UUID}, alice[0].IDs)
@@ -99,6 +100,31 @@ func TestStart(t *testing.T) {
 	dave := snap.Devices[podresources.ContainerKey{PodKey: podresources.PodKey{Namespace: "serving", Pod: "bert-infer-0"}, Container: "server"}]
 	assert.Equal(t, []string{gpus[6].MIG[0]}, dave[0].IDs)
 	assert.True(t, slices.ContainsFunc(snap.Allocatable, func(d podresources.Device) bool { return slices.Contains(d.IDs, gpus[6].MIG[1]) }))
+
+	// frank's GPU comes through DRA: his claim, its CDI spec, and the driver's file naming the GPU.
+	frank := snap.Claims[podresources.ContainerKey{PodKey: podresources.PodKey{Namespace: "research", Pod: "llm-eval-0"}, Container: "eval"}]
+	require.Len(t, frank, 1)
+	assert.Equal(t, "llm-eval-gpu", frank[0].Name)
+	require.Len(t, frank[0].Devices, 1)
+	device := frank[0].Devices[0]
+	assert.Equal(t, []string{"gpu.nvidia.com", "gpu-7"}, []string{device.Driver, device.Device})
+	specs, err := cdi.NewReader(node.Root, cdi.DefaultSpecDirs).Read()
+	require.NoError(t, err)
+	require.Len(t, device.CDIDevices, 1)
+	assert.Contains(t, specs[device.CDIDevices[0]], "/dev/nvidia7")
+	assert.Contains(t, readTrimmed(t, node.Root, "proc/driver/nvidia/gpus/0000:08:00.0/information"), "GPU UUID: \t "+gpus[7].UUID)
+	assert.Len(t, snap.Claims, 1, "the other pods' GPUs come from device plugins")
+}
+
+func TestClaimErrors(t *testing.T) {
+	gpus := map[int]GPU{0: {UUID: "GPU-a"}}
+	for id, want := range map[string]string{
+		"gpu:9":   `device "gpu:9": want gpu:N, a GPU of the scenario`,
+		"mig:0:0": `device "mig:0:0": want gpu:N, a GPU of the scenario`,
+	} {
+		_, err := nvidiaClaim(Pod{Namespace: "ns", Name: "p"}, Claim{Name: "c", Devices: []string{id}}, gpus)
+		assert.EqualError(t, err, want, id)
+	}
 }
 
 func TestDeviceIDErrors(t *testing.T) {

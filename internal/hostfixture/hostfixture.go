@@ -32,6 +32,37 @@ type Host struct {
 	Containers []Container
 	// Processes outside any container.
 	Processes []Process
+	// NvidiaGPUs are the NVIDIA kernel driver's GPUs: /proc/driver/nvidia/gpus/<bus id>/information
+	// each, and the MIG capability minors of /proc/driver/nvidia-caps/mig-minors for them.
+	NvidiaGPUs []NvidiaGPU
+	// CDISpecs are Container Device Interface spec files by name, as a DRA driver writes them
+	// into /var/run/cdi; /var/run is laid out as a systemd host has it, a link to /run.
+	CDISpecs map[string]string
+}
+
+// NvidiaGPU is a GPU as the NVIDIA kernel driver describes it.
+type NvidiaGPU struct {
+	// BusID names its directory under /proc/driver/nvidia/gpus, e.g. 0000:07:00.0.
+	BusID string
+	// Minor is its /dev/nvidia<minor>: the driver's numbering, not NVML's index (minor_number).
+	Minor int
+	UUID  string
+}
+
+// MIG capability minors, as the NVIDIA driver numbers them in /proc/driver/nvidia-caps/mig-minors:
+// config and monitor first, then for each GPU minor 15 GPU instances of one access minor and 8
+// compute instances each.
+const (
+	migGPUInstances     = 15
+	migComputeInstances = 8
+	migMinorsPerGI      = 1 + migComputeInstances
+	migMinorsPerGPU     = migGPUInstances * migMinorsPerGI
+)
+
+// MIGCapMinor is the minor of /dev/nvidia-caps/nvidia-cap<minor>, the capability to use compute
+// instance ci of GPU instance gi on the GPU of /dev/nvidia<gpu>; ci < 0 is the GPU instance's.
+func MIGCapMinor(gpu, gi, ci int) int {
+	return 3 + gpu*migMinorsPerGPU + gi*migMinorsPerGI + 1 + ci
 }
 
 // Pod is a pod's containers as the kubelet and the container runtime lay them out: the app
@@ -184,6 +215,13 @@ func Write(root string, h Host) error {
 	w.procCgroup(init.PID, h.CgroupVersion, "/")
 	for i := range h.Processes {
 		w.procCgroup(h.Processes[i].PID, h.CgroupVersion, "/")
+	}
+	w.nvidia(h.NvidiaGPUs)
+	if len(h.CDISpecs) > 0 {
+		w.symlink("/run", "var/run")
+		for name, content := range h.CDISpecs {
+			w.file(filepath.Join("run/cdi", name), content)
+		}
 	}
 	return w.err
 }

@@ -3,6 +3,12 @@
 
 package hostfixture // import "github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
 
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
 // The node's own files, in the kernel's formats (taken from a 2-CPU Linux 6.x machine).
 
 const mountinfo = `22 27 0:21 / /proc rw,relatime - proc proc rw
@@ -61,4 +67,26 @@ Dirty:               252 kB
 	w.file("proc/sys/kernel/domainname", "(none)\n")
 	w.file("proc/sys/kernel/arch", "x86_64\n")
 	w.dir("sys/block")
+}
+
+// nvidia writes the driver's /proc files (the lines a 550 driver writes, in its spacing).
+func (w *writer) nvidia(gpus []NvidiaGPU) {
+	if len(gpus) == 0 {
+		return
+	}
+	var minors strings.Builder
+	minors.WriteString("config 1\nmonitor 2\n")
+	for _, g := range gpus {
+		w.file(filepath.Join("proc/driver/nvidia/gpus", g.BusID, "information"), fmt.Sprintf(
+			"Model: \t\t NVIDIA A100-SXM4-40GB\nIRQ:   \t\t 0\nGPU UUID: \t %s\nVideo BIOS: \t 92.00.45.00.03\nBus Type: \t PCIe\nDMA Size: \t 47 bits\nDMA Mask: \t 0x7fffffffffff\nBus Location: \t %s\nDevice Minor: \t %d\nGPU Excluded:\t No\n",
+			g.UUID, g.BusID, g.Minor,
+		))
+		for gi := range migGPUInstances {
+			fmt.Fprintf(&minors, "gpu%d/gi%d/access %d\n", g.Minor, gi, MIGCapMinor(g.Minor, gi, -1))
+			for ci := range migComputeInstances {
+				fmt.Fprintf(&minors, "gpu%d/gi%d/ci%d/access %d\n", g.Minor, gi, ci, MIGCapMinor(g.Minor, gi, ci))
+			}
+		}
+	}
+	w.file("proc/driver/nvidia-caps/mig-minors", minors.String())
 }

@@ -50,6 +50,25 @@ type Device struct {
 	IDs      []string
 }
 
+// Claim is a ResourceClaim the kubelet prepared for a container through dynamic resource
+// allocation (DRA): its devices, each named by its driver's triplet and by the CDI devices the
+// driver injects for it. A pod that asks for an extended resource which a DRA driver serves
+// (Kubernetes 1.37's DRAExtendedResource) has one too, named by the scheduler
+// (<pod>-extended-resources-<suffix>), with nothing under the resource in Devices.
+type Claim struct {
+	Namespace, Name string
+	Devices         []ClaimDevice
+}
+
+// ClaimDevice is one device of a claim. Driver, Pool and Device name it on the node; no GPU
+// UUID comes with it. CDIDevices are fully qualified CDI names (vendor/class=name). The kubelet
+// (pkg/kubelet/cm GetDynamicResources, kubernetes 9efa0b0) lists with each device of a claim
+// the CDI devices of the driver's devices before it as well: only a claim's union is exact.
+type ClaimDevice struct {
+	Driver, Pool, Device string
+	CDIDevices           []string
+}
+
 // Snapshot is one answer of the kubelet.
 type Snapshot struct {
 	// At is when the kubelet answered.
@@ -58,6 +77,10 @@ type Snapshot struct {
 	Pods map[PodKey]struct{}
 	// Devices are each container's allocated devices; containers without any are absent.
 	Devices map[ContainerKey][]Device
+	// Claims are each container's DRA claims (dynamic_resources, behind the kubelet's
+	// KubeletPodResourcesDynamicResources gate, on by default since 1.34); containers without
+	// any are absent.
+	Claims map[ContainerKey][]Claim
 	// Allocatable are the devices the kubelet can hand out, read at the first answer and after
 	// each recovery (they change only when a device plugin does).
 	Allocatable []Device
@@ -217,7 +240,7 @@ func (c *Client) list(ctx context.Context) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("List: %w", err)
 	}
-	snap := &Snapshot{At: c.set.Clock.Now(), Pods: map[PodKey]struct{}{}, Devices: map[ContainerKey][]Device{}, Allocatable: allocatable}
+	snap := &Snapshot{At: c.set.Clock.Now(), Pods: map[PodKey]struct{}{}, Devices: map[ContainerKey][]Device{}, Claims: map[ContainerKey][]Claim{}, Allocatable: allocatable}
 	for _, p := range resp.GetPodResources() {
 		if p == nil {
 			continue
@@ -228,8 +251,12 @@ func (c *Client) list(ctx context.Context) (*Snapshot, error) {
 		}
 		snap.Pods[pod] = struct{}{}
 		for _, ctr := range p.GetContainers() {
+			key := ContainerKey{PodKey: pod, Container: ctr.GetName()}
 			if d := devices(ctr.GetDevices()); len(d) > 0 {
-				snap.Devices[ContainerKey{PodKey: pod, Container: ctr.GetName()}] = d
+				snap.Devices[key] = d
+			}
+			if cl := claims(ctr.GetDynamicResources()); len(cl) > 0 {
+				snap.Claims[key] = cl
 			}
 		}
 	}
@@ -243,6 +270,31 @@ func devices(in []*v1.ContainerDevices) []Device {
 			continue
 		}
 		out = append(out, Device{Resource: d.GetResourceName(), IDs: d.GetDeviceIds()})
+	}
+	return out
+}
+
+// claims keeps the claims that name devices: the API leaves device_name empty for other kinds
+// of resources, should DRA allocate any.
+func claims(in []*v1.DynamicResource) []Claim {
+	var out []Claim
+	for _, r := range in {
+		c := Claim{Namespace: r.GetClaimNamespace(), Name: r.GetClaimName()}
+		for _, d := range r.GetClaimResources() {
+			if d.GetDeviceName() == "" {
+				continue
+			}
+			cd := ClaimDevice{Driver: d.GetDriverName(), Pool: d.GetPoolName(), Device: d.GetDeviceName()}
+			for _, cdi := range d.GetCdiDevices() {
+				if cdi.GetName() != "" {
+					cd.CDIDevices = append(cd.CDIDevices, cdi.GetName())
+				}
+			}
+			c.Devices = append(c.Devices, cd)
+		}
+		if len(c.Devices) > 0 {
+			out = append(out, c)
+		}
 	}
 	return out
 }

@@ -103,6 +103,38 @@ func TestListAndAllocatable(t *testing.T) {
 	assert.EqualValues(t, 3, c.Calls())
 }
 
+// TestDynamicResources: DRA claims are read beside the device plugins' devices, a device with
+// the CDI devices the kubelet lists with it; a claim resource that names no device (another kind
+// of resource, should DRA allocate any) is left out, and a claim left without devices too.
+func TestDynamicResources(t *testing.T) {
+	srv := startServer(t)
+	gpus := podresourcestest.NvidiaClaim{
+		UID: "0b5e", Namespace: "team-a", Name: "train-gpus", Pool: "node-1",
+		Devices: []podresourcestest.NvidiaDevice{{Minor: 4}, {Minor: 5, MIG: &podresourcestest.MIGInstance{GI: 1, CI: 0}, ShareID: "s-1"}},
+	}
+	other := &v1.DynamicResource{ClaimName: "scratch", ClaimNamespace: "team-a", ClaimResources: []*v1.ClaimResource{{DriverName: "example.com/memory", PoolName: "node-1"}}}
+	srv.SetPods(
+		podresourcestest.Pod("team-a", "train-0",
+			podresourcestest.WithClaims(podresourcestest.Container("main", gpu, "GPU-a"), gpus.Resource(), other),
+			podresourcestest.Container("sidecar", ""),
+		),
+	)
+	c, _ := newClient(t, srv.Socket, 5*time.Second)
+
+	c.Refresh()
+	snap := c.Snapshot()
+	require.NotNil(t, snap)
+	main := ContainerKey{PodKey{"team-a", "train-0"}, "main"}
+	assert.Equal(t, map[ContainerKey][]Device{main: {{Resource: gpu, IDs: []string{"GPU-a"}}}}, snap.Devices)
+	assert.Equal(t, map[ContainerKey][]Claim{main: {{
+		Namespace: "team-a", Name: "train-gpus",
+		Devices: []ClaimDevice{
+			{Driver: "gpu.nvidia.com", Pool: "node-1", Device: "gpu-4", CDIDevices: []string{"k8s.gpu.nvidia.com/claim=0b5e-gpu-4"}},
+			{Driver: "gpu.nvidia.com", Pool: "node-1", Device: "gpu-5-mig-1g10gb-19-1", CDIDevices: []string{"k8s.gpu.nvidia.com/claim=0b5e-gpu-4", "k8s.gpu.nvidia.com/claim=0b5e-gpu-5-mig-1g10gb-19-1"}},
+		},
+	}}}, snap.Claims, "only devices, and the kubelet's CDI devices as it lists them")
+}
+
 // TestUnavailable: a socket that is missing, refuses, or hangs costs a failed refresh, one log
 // line and no snapshot (the caller falls back); the client recovers when the kubelet is back.
 func TestUnavailable(t *testing.T) {

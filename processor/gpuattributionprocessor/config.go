@@ -59,6 +59,11 @@ type PodResourcesConfig struct {
 	// ResourceNames are the extended resources that are GPUs; a trailing * matches a prefix
 	// (nvidia.com/mig-* is every MIG profile).
 	ResourceNames []string `mapstructure:"resource_names"`
+	// Drivers are the DRA drivers whose devices are GPUs; empty reads no DRA allocation.
+	Drivers []string `mapstructure:"drivers"`
+	// CDISpecDirs are where the node's CDI specs are (paths on the host, read under root_path):
+	// what joins a DRA device to its GPU.
+	CDISpecDirs []string `mapstructure:"cdi_spec_dirs"`
 }
 
 var _ confmap.Validator = (*Config)(nil)
@@ -97,12 +102,30 @@ func (cfg *Config) Validate() error {
 		if len(p.ResourceNames) == 0 {
 			errs = append(errs, errors.New("pod_resources::resource_names must name at least one resource, e.g. nvidia.com/gpu"))
 		}
+		for i, d := range p.Drivers {
+			if d == "" {
+				errs = append(errs, fmt.Errorf("pod_resources::drivers::%d: empty; name a DRA driver, e.g. gpu.nvidia.com", i))
+			}
+		}
+		if len(p.Drivers) > 0 && len(p.CDISpecDirs) == 0 {
+			errs = append(errs, errors.New("pod_resources::cdi_spec_dirs must name at least one directory while pod_resources::drivers names DRA drivers, e.g. /var/run/cdi"))
+		}
+		for i, d := range p.CDISpecDirs {
+			if !filepath.IsAbs(d) {
+				errs = append(errs, fmt.Errorf("pod_resources::cdi_spec_dirs::%d must be an absolute path on the host, got %q", i, d))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
 
 func (cfg *Config) usesPodResources() bool {
 	return slices.Contains(cfg.AllocationSources, SourcePodResources)
+}
+
+// readsDRA: DRA claims are read when pod-resources is a source and some driver's are GPUs.
+func (cfg *Config) readsDRA() bool {
+	return cfg.usesPodResources() && len(cfg.PodResources.Drivers) > 0
 }
 
 func (cfg *Config) socket() string {

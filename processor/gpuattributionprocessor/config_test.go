@@ -23,7 +23,10 @@ func TestLoadConfig(t *testing.T) {
 	custom.AllocationSources = []Source{SourceNvidiaVisibleDevices, SourceProcess}
 	custom.RefreshInterval = 30 * time.Second
 	custom.ZombieAfter = 10 * time.Minute
-	custom.PodResources = PodResourcesConfig{Socket: "/run/kubelet.sock", Timeout: 2 * time.Second, ResourceNames: []string{"nvidia.com/gpu", "example.com/shared-gpu"}}
+	custom.PodResources = PodResourcesConfig{
+		Socket: "/run/kubelet.sock", Timeout: 2 * time.Second, ResourceNames: []string{"nvidia.com/gpu", "example.com/shared-gpu"},
+		Drivers: []string{"gpu.nvidia.com", "gpu.example.com"}, CDISpecDirs: []string{"/run/cdi"},
+	}
 
 	for name, want := range map[string]*Config{"": def, "custom": custom} {
 		t.Run(component.NewIDWithName(metadata.Type, name).String(), func(t *testing.T) {
@@ -51,6 +54,9 @@ func TestConfigErrors(t *testing.T) {
 		{"timeout", func(c *Config) { c.PodResources.Timeout = 0 }, "pod_resources::timeout must be positive, got 0s"},
 		{"timeout above refresh", func(c *Config) { c.PodResources.Timeout = time.Minute }, "pod_resources::timeout (1m0s) must not exceed refresh_interval (10s)"},
 		{"resources", func(c *Config) { c.PodResources.ResourceNames = nil }, "pod_resources::resource_names must name at least one resource"},
+		{"empty driver", func(c *Config) { c.PodResources.Drivers = []string{"gpu.nvidia.com", ""} }, "pod_resources::drivers::1: empty; name a DRA driver, e.g. gpu.nvidia.com"},
+		{"no CDI dirs", func(c *Config) { c.PodResources.CDISpecDirs = nil }, "pod_resources::cdi_spec_dirs must name at least one directory while pod_resources::drivers names DRA drivers"},
+		{"relative CDI dir", func(c *Config) { c.PodResources.CDISpecDirs = []string{"/etc/cdi", "run/cdi"} }, `pod_resources::cdi_spec_dirs::1 must be an absolute path on the host, got "run/cdi"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,6 +67,13 @@ func TestConfigErrors(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
+	t.Run("no DRA driver reads no DRA claim, and needs no CDI spec", func(t *testing.T) {
+		cfg := createDefaultConfig().(*Config)
+		cfg.PodResources.Drivers = nil
+		cfg.PodResources.CDISpecDirs = nil
+		assert.NoError(t, confmap.Validate(cfg))
+		assert.False(t, cfg.readsDRA())
+	})
 	t.Run("pod_resources settings unchecked when it is not a source", func(t *testing.T) {
 		cfg := createDefaultConfig().(*Config)
 		cfg.AllocationSources = []Source{SourceProcess}

@@ -51,7 +51,8 @@ type target struct{ gpu, mig int }
 
 // deviceIndex finds the target a device id names, in every form the kubelet's device plugins
 // and NVIDIA_VISIBLE_DEVICES use: GPU UUIDs, "nvidiaN" device names, indices, MIG UUIDs and the
-// time-slicing plugin's replica ids "<id>::<n>".
+// time-slicing plugin's replica ids "<id>::<n>"; and MIG devices by their instance ids (migID),
+// as a DRA claim's are joined.
 type deviceIndex map[string]target
 
 // fill replaces ix's content with the batch's GPUs.
@@ -67,6 +68,9 @@ func (ix deviceIndex) fill(gpus []gpuReading) {
 		ix["nvidia"+g.minor] = whole
 		for j, m := range g.migs {
 			ix[m.uuid] = target{gpu: i, mig: j}
+			if m.gi != "" && m.ci != "" {
+				ix[migID(g.uuid, m.gi, m.ci)] = target{gpu: i, mig: j}
+			}
 		}
 	}
 }

@@ -5,6 +5,7 @@ package gpuattributionprocessor // import "github.com/otelcol-gpu/otelcol-gpu/pr
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -12,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/cdi"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
 )
 
@@ -35,6 +37,10 @@ func createDefaultConfig() component.Config {
 			// dcgm-exporter's default is 10 s inside the scrape; here it only bounds a refresh.
 			Timeout:       5 * time.Second,
 			ResourceNames: []string{"nvidia.com/gpu", "nvidia.com/mig-*"},
+			// NVIDIA's DRA driver (kubernetes-sigs/dra-driver-nvidia-gpu) writes a claim's spec
+			// into /var/run/cdi; /etc/cdi holds static ones.
+			Drivers:     []string{"gpu.nvidia.com"},
+			CDISpecDirs: slices.Clone(cdi.DefaultSpecDirs),
 		},
 	}
 }

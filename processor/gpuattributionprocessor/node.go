@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/procfs"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/cdi"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podlogs"
@@ -72,14 +73,19 @@ type inventory struct {
 	byName  map[podresources.ContainerKey]*container
 	zombies map[string]metadata.AttributeZombieType // confirmed, by container id
 	pods    *podlogs.Index
+	// gpuDevices join DRA claims' devices to GPUs; nil when the kubelet's answer had none of a
+	// GPU driver.
+	gpuDevices *gpuDevices
 }
 
 type nodeSettings struct {
 	root            string
 	refreshInterval time.Duration
 	zombieAfter     time.Duration
-	// kubelet is nil when pod_resources is not an allocation source.
+	// kubelet is nil when pod_resources is not an allocation source, dra when DRA claims are not
+	// read.
 	kubelet *podresources.Settings
+	dra     *draSettings
 	logger  *zap.Logger
 	// clock paces the refreshes (the kubelet's too) and dates what they see; a seam for tests,
 	// as is refreshed, signaled after each refresh.
@@ -104,10 +110,13 @@ type node struct {
 	known       map[string]*container
 	orphanSince map[string]time.Time
 	cgroupFail  bool
+	cdi         *cdi.Reader // nil when DRA claims are not read
+	draFailing  bool
 
 	inv                 atomic.Pointer[inventory]
 	visibleDeviceErrors atomic.Int64
 	processReadErrors   atomic.Int64
+	draErrors           atomic.Int64
 	loop                *refresh.Loop
 }
 
@@ -150,6 +159,9 @@ func newNode(set nodeSettings) (*node, error) {
 		}
 	}
 	n.pods, n.releasePods = podlogs.Shared(set.root)
+	if set.dra != nil {
+		n.cdi = cdi.NewReader(set.root, set.dra.cdiSpecDirs)
+	}
 	if set.kubelet != nil {
 		kubelet := *set.kubelet
 		kubelet.Clock = set.clock
@@ -214,6 +226,9 @@ func (n *node) refresh() {
 		byName:     make(map[podresources.ContainerKey]*container, len(found)),
 		zombies:    map[string]metadata.AttributeZombieType{},
 		pods:       pods,
+		// After the kubelet's answer: a driver writes a claim's CDI spec before the kubelet
+		// lists the claim, so every claim of the answer has its spec in this reading.
+		gpuDevices: n.readGPUDevices(kube),
 	}
 	known := make(map[string]*container, len(found))
 	for _, f := range found {
@@ -248,6 +263,7 @@ func (n *node) refresh() {
 		}
 	}
 	n.known = known
+	n.countUnjoined(kube, inv)
 	n.inv.Store(inv)
 }
 

@@ -35,6 +35,8 @@ const (
 	attrSimulated       = "simulated"
 	attrPID             = "pid"
 	attrMIGUUID         = "mig_uuid"
+	attrGPUInstance     = "gpu_instance_id"
+	attrComputeInstance = "compute_instance_id"
 )
 
 // gpuReading is what one GPU's resource in a gpu receiver batch says.
@@ -60,7 +62,9 @@ type gpuProcess struct {
 }
 
 type migReading struct {
-	uuid        string
+	uuid string
+	// gi and ci are its GPU and compute instance ids: how a DRA claim's device names it.
+	gi, ci      string
 	used, total int64
 }
 
@@ -91,7 +95,7 @@ type gpuAttribution struct {
 // scratch is a batch's working state, kept between batches so it is not allocated each time.
 type scratch struct {
 	devs        deviceIndex
-	byContainer map[*container][]target
+	byContainer map[*container][]holding
 	holders     map[target]int
 	seen        map[int]bool
 	alive       map[*container]bool
@@ -99,7 +103,7 @@ type scratch struct {
 
 func (s *scratch) reset() {
 	if s.devs == nil {
-		*s = scratch{devs: deviceIndex{}, byContainer: map[*container][]target{}, holders: map[target]int{}, seen: map[int]bool{}, alive: map[*container]bool{}}
+		*s = scratch{devs: deviceIndex{}, byContainer: map[*container][]holding{}, holders: map[target]int{}, seen: map[int]bool{}, alive: map[*container]bool{}}
 	}
 	clear(s.byContainer)
 	clear(s.holders)
@@ -146,6 +150,9 @@ func (p *gpuAttribution) start(context.Context, component.Host) error {
 	}
 	if p.cfg.usesPodResources() {
 		set.kubelet = &podresources.Settings{Socket: p.cfg.socket(), RefreshInterval: p.cfg.RefreshInterval, Timeout: p.cfg.PodResources.Timeout, Logger: p.set.Logger}
+	}
+	if p.cfg.readsDRA() {
+		set.dra = &draSettings{drivers: p.cfg.PodResources.Drivers, cdiSpecDirs: p.cfg.PodResources.CDISpecDirs}
 	}
 	if p.adjustNode != nil {
 		p.adjustNode(&set)
@@ -287,6 +294,12 @@ func (g *gpuReading) read(m pmetric.Metric) {
 				continue
 			}
 			mr := g.mig(u.Str())
+			if v, ok := dp.Attributes().Get(attrGPUInstance); ok {
+				mr.gi = v.AsString()
+			}
+			if v, ok := dp.Attributes().Get(attrComputeInstance); ok {
+				mr.ci = v.AsString()
+			}
 			if m.Name() == metricMIGUsed {
 				mr.used = int64(number(dp))
 			} else {
@@ -307,7 +320,12 @@ func number(dp pmetric.NumberDataPoint) float64 {
 type holding struct {
 	t target
 	c *container
+	// by is the DRA claim that allocated it; zero for the other sources.
+	by claimRef
 }
+
+// claimRef names a ResourceClaim.
+type claimRef struct{ namespace, name string }
 
 // attribute builds the batch's attribution metrics.
 func (p *gpuAttribution) attribute(gpus []gpuReading) pmetric.Metrics {
@@ -326,7 +344,7 @@ func (p *gpuAttribution) attribute(gpus []gpuReading) pmetric.Metrics {
 		if _, ok := byContainer[h.c]; !ok {
 			tasks = append(tasks, h.c)
 		}
-		byContainer[h.c] = append(byContainer[h.c], h.t)
+		byContainer[h.c] = append(byContainer[h.c], h)
 	}
 	slices.SortFunc(tasks, func(a, b *container) int { return strings.Compare(a.id, b.id) })
 	holders := p.scratch.holders
@@ -334,8 +352,8 @@ func (p *gpuAttribution) attribute(gpus []gpuReading) pmetric.Metrics {
 		holders[h.t]++
 	}
 	for _, c := range tasks {
-		for _, t := range byContainer[c] {
-			p.recordShare(gpus, t, c, holders[t], ts)
+		for _, h := range byContainer[c] {
+			p.recordShare(gpus, h, holders[h.t], ts)
 		}
 		p.mb.EmitForResource(metadata.WithResource(p.taskResource(c, &gpus[0])))
 	}
@@ -369,6 +387,7 @@ func (p *gpuAttribution) attribute(gpus []gpuReading) pmetric.Metrics {
 		kubeletFailures = p.node.kubelet.Failures()
 	}
 	p.mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, kubeletFailures, metadata.AttributeSourcePodResources)
+	p.mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, p.node.draErrors.Load(), metadata.AttributeSourceDra)
 	p.mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, p.node.visibleDeviceErrors.Load(), metadata.AttributeSourceNvidiaVisibleDevices)
 	p.mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, p.node.processReadErrors.Load(), metadata.AttributeSourceProcess)
 	rb := p.mb.NewResourceBuilder()
@@ -441,13 +460,14 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 	for _, source := range p.sources {
 		var claims []holding
 		clear(undecidable)
-		claim := func(t target, c *container) {
+		claim := func(t target, c *container, by claimRef) {
 			// A zombie holds nothing: its pod is gone (it shows as gpu_used_by_zombie_container_count).
 			if _, zombie := inv.zombies[c.id]; zombie || decided[t.gpu] || !c.task {
 				return
 			}
-			if !slices.Contains(claims, holding{t, c}) {
-				claims = append(claims, holding{t, c})
+			// A task holds a target once, under the first claim that names it.
+			if !slices.ContainsFunc(claims, func(h holding) bool { return h.t == t && h.c == c }) {
+				claims = append(claims, holding{t, c, by})
 			}
 		}
 		switch source {
@@ -474,11 +494,12 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 						case c == nil:
 							undecidable[t.gpu] = true
 						default:
-							claim(t, c)
+							claim(t, c, claimRef{})
 						}
 					}
 				}
 			}
+			p.claimDRA(kube, inv, devs, isAlive, undecidable, claim)
 		case SourceNvidiaVisibleDevices:
 			for _, c := range inv.containers {
 				if len(c.visible) == 0 || !isAlive(c) {
@@ -486,7 +507,7 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 				}
 				for _, id := range c.visible {
 					if t, ok := devs.resolve(id); ok {
-						claim(t, c)
+						claim(t, c, claimRef{})
 					}
 				}
 			}
@@ -495,7 +516,7 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 				g := &gpus[i]
 				for _, pr := range g.procs {
 					if pr.owner != nil {
-						claim(target{gpu: i, mig: -1}, pr.owner)
+						claim(target{gpu: i, mig: -1}, pr.owner, claimRef{})
 					}
 				}
 			}
@@ -519,21 +540,27 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 	return out
 }
 
-// recordShare records c's use of t: the device's values on a GPU it holds alone, its share by
-// its processes on a GPU held by several, the slice's memory on a MIG slice.
-func (p *gpuAttribution) recordShare(gpus []gpuReading, t target, c *container, holders int, ts pcommon.Timestamp) {
+// recordShare records h's use of its target: the device's values on a GPU it holds alone, its
+// share by its processes on a GPU held by several, the slice's memory on a MIG slice; with the
+// DRA claim that allocated it, if one did.
+func (p *gpuAttribution) recordShare(gpus []gpuReading, h holding, holders int, ts pcommon.Timestamp) {
+	t, c := h.t, h.c
 	g := &gpus[t.gpu]
+	var claim []metadata.MetricAttributeOption
+	if h.by.name != "" {
+		claim = []metadata.MetricAttributeOption{metadata.WithDraClaimNameMetricAttribute(h.by.name), metadata.WithDraClaimNamespaceMetricAttribute(h.by.namespace)}
+	}
 	if t.mig >= 0 {
 		m := g.migs[t.mig]
-		p.mb.RecordTaskGpuMemPercentDataPoint(ts, float64(m.used)/float64(m.total)*100, g.minor, g.uuid, m.uuid)
+		p.mb.RecordTaskGpuMemPercentDataPoint(ts, float64(m.used)/float64(m.total)*100, g.minor, g.uuid, m.uuid, claim...)
 		return
 	}
 	if holders == 1 {
 		if g.hasUtil {
-			p.mb.RecordTaskGpuPercentDataPoint(ts, g.util, g.minor, g.uuid, "")
+			p.mb.RecordTaskGpuPercentDataPoint(ts, g.util, g.minor, g.uuid, "", claim...)
 		}
 		if g.hasMemUtil {
-			p.mb.RecordTaskGpuMemPercentDataPoint(ts, g.memUtil, g.minor, g.uuid, "")
+			p.mb.RecordTaskGpuMemPercentDataPoint(ts, g.memUtil, g.minor, g.uuid, "", claim...)
 		}
 		return
 	}
@@ -547,10 +574,10 @@ func (p *gpuAttribution) recordShare(gpus []gpuReading, t target, c *container, 
 		}
 	}
 	if g.hasUtil {
-		p.mb.RecordTaskGpuPercentDataPoint(ts, share(g.util, sm, smAll), g.minor, g.uuid, "")
+		p.mb.RecordTaskGpuPercentDataPoint(ts, share(g.util, sm, smAll), g.minor, g.uuid, "", claim...)
 	}
 	if g.hasMemUtil {
-		p.mb.RecordTaskGpuMemPercentDataPoint(ts, share(g.memUtil, mem, memAll), g.minor, g.uuid, "")
+		p.mb.RecordTaskGpuMemPercentDataPoint(ts, share(g.memUtil, mem, memAll), g.minor, g.uuid, "", claim...)
 	}
 }
 

@@ -63,7 +63,7 @@ func startDCGMDemo(t *testing.T, sets ...string) monitoredCluster {
 	mc := monitoredCluster{api: api, base: strings.TrimSuffix(api, "/api/v1/query?query=")}
 	eventually(t, "the demo's GPUs and jobs under dcgm-exporter's names", func() bool {
 		return series(t, api, `DCGM_FI_DEV_GPU_TEMP`) == 8 &&
-			series(t, api, `DCGM_FI_DEV_GPU_UTIL{pod!=""}`) == 4 &&
+			series(t, api, `DCGM_FI_DEV_GPU_UTIL{pod!=""}`) == 5 && // alice's GPUs 0-3, frank's GPU 7 (DRA)
 			series(t, api, `zombie_container_count{type="pod_gone"} == 1`) == 1
 	})
 	return mc
@@ -107,6 +107,7 @@ func TestDCGMDashboardOnTheDemo(t *testing.T) {
 	assert.Equal(t, 0, count(t, mc, `DCGM_FI_DEV_FB_USED{gpu="5", pod!=""}`), "two pods share GPU 5: their shares are task_gpu_percent")
 	assert.Equal(t, 2, count(t, mc, `task_gpu_percent{gpu="5", UUID=~"GPU-.+"}`))
 	assert.Equal(t, 1, count(t, mc, `DCGM_FI_DEV_FB_USED{gpu="6", pod!=""}`), "the MIG job alone on GPU 6")
+	assert.Equal(t, 1, count(t, mc, `DCGM_FI_DEV_FB_USED{gpu="7", pod="llm-eval-0"}`), "the job given GPU 7 through DRA, alone on it")
 	// Units: MiB within the GPU's framebuffer (gpu_memory_total_bytes, an extra, keeps its name
 	// and bytes), whole MiB as dcgm-exporter reports them; the conversions are checked value by
 	// value in the processor's TestUnits.

@@ -23,6 +23,7 @@ type AttributeSource int
 const (
 	_ AttributeSource = iota
 	AttributeSourcePodResources
+	AttributeSourceDra
 	AttributeSourceNvidiaVisibleDevices
 	AttributeSourceProcess
 )
@@ -32,6 +33,8 @@ func (av AttributeSource) String() string {
 	switch av {
 	case AttributeSourcePodResources:
 		return "pod_resources"
+	case AttributeSourceDra:
+		return "dra"
 	case AttributeSourceNvidiaVisibleDevices:
 		return "nvidia_visible_devices"
 	case AttributeSourceProcess:
@@ -43,6 +46,7 @@ func (av AttributeSource) String() string {
 // MapAttributeSource is a helper map of string to AttributeSource attribute value.
 var MapAttributeSource = map[string]AttributeSource{
 	"pod_resources":          AttributeSourcePodResources,
+	"dra":                    AttributeSourceDra,
 	"nvidia_visible_devices": AttributeSourceNvidiaVisibleDevices,
 	"process":                AttributeSourceProcess,
 }
@@ -88,11 +92,11 @@ var MetricsInfo = metricsInfo{
 	},
 	TaskGpuMemPercent: metricInfo{
 		Name:       "task_gpu_mem_percent",
-		Attributes: []string{"minor_number", "uuid", "mig_uuid"},
+		Attributes: []string{"minor_number", "uuid", "mig_uuid", "dra_claim_name", "dra_claim_namespace"},
 	},
 	TaskGpuPercent: metricInfo{
 		Name:       "task_gpu_percent",
-		Attributes: []string{"minor_number", "uuid", "mig_uuid"},
+		Attributes: []string{"minor_number", "uuid", "mig_uuid", "dra_claim_name", "dra_claim_namespace"},
 	},
 	ZombieContainerCount: metricInfo{
 		Name:       "zombie_container_count",
@@ -114,6 +118,28 @@ type metricInfo struct {
 	Attributes []string
 }
 
+type MetricAttributeOption interface {
+	apply(pmetric.NumberDataPoint)
+}
+
+type metricAttributeOptionFunc func(pmetric.NumberDataPoint)
+
+func (maof metricAttributeOptionFunc) apply(dp pmetric.NumberDataPoint) {
+	maof(dp)
+}
+
+func WithDraClaimNameMetricAttribute(draClaimNameAttributeValue string) MetricAttributeOption {
+	return metricAttributeOptionFunc(func(dp pmetric.NumberDataPoint) {
+		dp.Attributes().PutStr("dra_claim_name", draClaimNameAttributeValue)
+	})
+}
+
+func WithDraClaimNamespaceMetricAttribute(draClaimNamespaceAttributeValue string) MetricAttributeOption {
+	return metricAttributeOptionFunc(func(dp pmetric.NumberDataPoint) {
+		dp.Attributes().PutStr("dra_claim_namespace", draClaimNamespaceAttributeValue)
+	})
+}
+
 type metricGpuAttributionSourceErrorsTotal struct {
 	data     pmetric.Metric                              // data buffer for generated metric.
 	config   GpuAttributionSourceErrorsTotalMetricConfig // metric config provided by user.
@@ -123,7 +149,7 @@ type metricGpuAttributionSourceErrorsTotal struct {
 // init fills gpu_attribution_source_errors_total metric with initial data.
 func (m *metricGpuAttributionSourceErrorsTotal) init() {
 	m.data.SetName("gpu_attribution_source_errors_total")
-	m.data.SetDescription("Failed reads of a source - a pod-resources refresh that failed (attribution then falls back to the next source), a malformed NVIDIA_VISIBLE_DEVICES item, a GPU process whose /proc entry could not be read.")
+	m.data.SetDescription("Failed reads of a source - a pod-resources refresh that failed (attribution then falls back to the next source), a device of a DRA claim that the node's CDI specs and NVIDIA driver files did not join to a GPU (counted at each refresh while it lasts; the GPU falls back to the next source), a malformed NVIDIA_VISIBLE_DEVICES item, a GPU process whose /proc entry could not be read.")
 	m.data.SetUnit("{error}")
 	m.data.SetEmptySum()
 	m.data.Sum().SetIsMonotonic(true)
@@ -291,7 +317,7 @@ func (m *metricTaskGpuMemPercent) init() {
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
 }
 
-func (m *metricTaskGpuMemPercent) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, minorNumberAttributeValue string, uuidAttributeValue string, migUUIDAttributeValue string) {
+func (m *metricTaskGpuMemPercent) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, minorNumberAttributeValue string, uuidAttributeValue string, migUUIDAttributeValue string, options ...MetricAttributeOption) {
 	if !m.config.Enabled {
 		return
 	}
@@ -302,6 +328,9 @@ func (m *metricTaskGpuMemPercent) recordDataPoint(start pcommon.Timestamp, ts pc
 	dp.Attributes().PutStr("minor_number", minorNumberAttributeValue)
 	dp.Attributes().PutStr("uuid", uuidAttributeValue)
 	dp.Attributes().PutStr("mig_uuid", migUUIDAttributeValue)
+	for _, op := range options {
+		op.apply(dp)
+	}
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -345,7 +374,7 @@ func (m *metricTaskGpuPercent) init() {
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
 }
 
-func (m *metricTaskGpuPercent) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, minorNumberAttributeValue string, uuidAttributeValue string, migUUIDAttributeValue string) {
+func (m *metricTaskGpuPercent) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, minorNumberAttributeValue string, uuidAttributeValue string, migUUIDAttributeValue string, options ...MetricAttributeOption) {
 	if !m.config.Enabled {
 		return
 	}
@@ -356,6 +385,9 @@ func (m *metricTaskGpuPercent) recordDataPoint(start pcommon.Timestamp, ts pcomm
 	dp.Attributes().PutStr("minor_number", minorNumberAttributeValue)
 	dp.Attributes().PutStr("uuid", uuidAttributeValue)
 	dp.Attributes().PutStr("mig_uuid", migUUIDAttributeValue)
+	for _, op := range options {
+		op.apply(dp)
+	}
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -587,13 +619,13 @@ func (mb *MetricsBuilder) RecordGpuUsedByZombieContainerCountDataPoint(ts pcommo
 }
 
 // RecordTaskGpuMemPercentDataPoint adds a data point to task_gpu_mem_percent metric.
-func (mb *MetricsBuilder) RecordTaskGpuMemPercentDataPoint(ts pcommon.Timestamp, val float64, minorNumberAttributeValue string, uuidAttributeValue string, migUUIDAttributeValue string) {
-	mb.metricTaskGpuMemPercent.recordDataPoint(mb.startTime, ts, val, minorNumberAttributeValue, uuidAttributeValue, migUUIDAttributeValue)
+func (mb *MetricsBuilder) RecordTaskGpuMemPercentDataPoint(ts pcommon.Timestamp, val float64, minorNumberAttributeValue string, uuidAttributeValue string, migUUIDAttributeValue string, options ...MetricAttributeOption) {
+	mb.metricTaskGpuMemPercent.recordDataPoint(mb.startTime, ts, val, minorNumberAttributeValue, uuidAttributeValue, migUUIDAttributeValue, options...)
 }
 
 // RecordTaskGpuPercentDataPoint adds a data point to task_gpu_percent metric.
-func (mb *MetricsBuilder) RecordTaskGpuPercentDataPoint(ts pcommon.Timestamp, val float64, minorNumberAttributeValue string, uuidAttributeValue string, migUUIDAttributeValue string) {
-	mb.metricTaskGpuPercent.recordDataPoint(mb.startTime, ts, val, minorNumberAttributeValue, uuidAttributeValue, migUUIDAttributeValue)
+func (mb *MetricsBuilder) RecordTaskGpuPercentDataPoint(ts pcommon.Timestamp, val float64, minorNumberAttributeValue string, uuidAttributeValue string, migUUIDAttributeValue string, options ...MetricAttributeOption) {
+	mb.metricTaskGpuPercent.recordDataPoint(mb.startTime, ts, val, minorNumberAttributeValue, uuidAttributeValue, migUUIDAttributeValue, options...)
 }
 
 // RecordZombieContainerCountDataPoint adds a data point to zombie_container_count metric.

@@ -75,10 +75,10 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordGpuUsedByZombieContainerCountDataPoint(ts, 1, "minor_number-val", "uuid-val", "zombie_container_id-val")
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordTaskGpuMemPercentDataPoint(ts, 1, "minor_number-val", "uuid-val", "mig_uuid-val")
+			mb.RecordTaskGpuMemPercentDataPoint(ts, 1, "minor_number-val", "uuid-val", "mig_uuid-val", WithDraClaimNameMetricAttribute("dra_claim_name-val"), WithDraClaimNamespaceMetricAttribute("dra_claim_namespace-val"))
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordTaskGpuPercentDataPoint(ts, 1, "minor_number-val", "uuid-val", "mig_uuid-val")
+			mb.RecordTaskGpuPercentDataPoint(ts, 1, "minor_number-val", "uuid-val", "mig_uuid-val", WithDraClaimNameMetricAttribute("dra_claim_name-val"), WithDraClaimNamespaceMetricAttribute("dra_claim_namespace-val"))
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordZombieContainerCountDataPoint(ts, 1, AttributeZombieTypePodFinished)
@@ -134,7 +134,7 @@ func TestMetricsBuilder(t *testing.T) {
 					validatedMetrics["gpu_attribution_source_errors_total"] = true
 					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-					assert.Equal(t, "Failed reads of a source - a pod-resources refresh that failed (attribution then falls back to the next source), a malformed NVIDIA_VISIBLE_DEVICES item, a GPU process whose /proc entry could not be read.", mi.Description())
+					assert.Equal(t, "Failed reads of a source - a pod-resources refresh that failed (attribution then falls back to the next source), a device of a DRA claim that the node's CDI specs and NVIDIA driver files did not join to a GPU (counted at each refresh while it lasts; the GPU falls back to the next source), a malformed NVIDIA_VISIBLE_DEVICES item, a GPU process whose /proc entry could not be read.", mi.Description())
 					assert.Equal(t, "{error}", mi.Unit())
 					assert.True(t, mi.Sum().IsMonotonic())
 					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
@@ -209,6 +209,12 @@ func TestMetricsBuilder(t *testing.T) {
 					migUUIDAttrVal, ok := dp.Attributes().Get("mig_uuid")
 					assert.True(t, ok)
 					assert.Equal(t, "mig_uuid-val", migUUIDAttrVal.Str())
+					draClaimNameAttrVal, ok := dp.Attributes().Get("dra_claim_name")
+					assert.True(t, ok)
+					assert.Equal(t, "dra_claim_name-val", draClaimNameAttrVal.Str())
+					draClaimNamespaceAttrVal, ok := dp.Attributes().Get("dra_claim_namespace")
+					assert.True(t, ok)
+					assert.Equal(t, "dra_claim_namespace-val", draClaimNamespaceAttrVal.Str())
 				case "task_gpu_percent":
 					assert.False(t, validatedMetrics["task_gpu_percent"], "Found a duplicate in the metrics slice: task_gpu_percent")
 					validatedMetrics["task_gpu_percent"] = true
@@ -230,6 +236,12 @@ func TestMetricsBuilder(t *testing.T) {
 					migUUIDAttrVal, ok := dp.Attributes().Get("mig_uuid")
 					assert.True(t, ok)
 					assert.Equal(t, "mig_uuid-val", migUUIDAttrVal.Str())
+					draClaimNameAttrVal, ok := dp.Attributes().Get("dra_claim_name")
+					assert.True(t, ok)
+					assert.Equal(t, "dra_claim_name-val", draClaimNameAttrVal.Str())
+					draClaimNamespaceAttrVal, ok := dp.Attributes().Get("dra_claim_namespace")
+					assert.True(t, ok)
+					assert.Equal(t, "dra_claim_namespace-val", draClaimNamespaceAttrVal.Str())
 				case "zombie_container_count":
 					assert.False(t, validatedMetrics["zombie_container_count"], "Found a duplicate in the metrics slice: zombie_container_count")
 					validatedMetrics["zombie_container_count"] = true
