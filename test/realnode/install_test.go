@@ -109,11 +109,10 @@ func imageArchive(t *testing.T) string {
 func rolledOut(t *testing.T, kinds ...string) {
 	t.Helper()
 	for _, kind := range kinds {
-		out, err := node.Kubectl(nil, "rollout", "status", "-n", namespace, kind, "--timeout=3m")
-		require.NoError(t, err, "%s\n%s", out, lazy(func() string {
-			out, _ := node.Kubectl(nil, "describe", "pods", "-n", namespace)
-			return out
-		}))
+		if out, err := node.Kubectl(nil, "rollout", "status", "-n", namespace, kind, "--timeout=3m"); err != nil {
+			pods, _ := node.Kubectl(nil, "describe", "pods", "-n", namespace)
+			t.Fatalf("%s: %v\n%s\n%s", kind, err, out, pods)
+		}
 	}
 }
 

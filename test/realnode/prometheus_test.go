@@ -7,6 +7,7 @@ package realnode_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -14,12 +15,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/test/realnode"
 	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
@@ -168,11 +169,15 @@ func testPrometheus(t *testing.T) {
 	}
 	for what, q := range expect {
 		var got []map[string]string
-		var err error
-		require.Eventually(t, func() bool {
-			got, err = promQuery(api, q)
-			return err == nil && len(got) > 0
-		}, waitFor, time.Second, "%s: %s; last error %v; targets:\n%s", what, q, lazy(func() string { return fmt.Sprint(err) }), lazy(func() string { return targets(api) }))
+		if err := poll.For(waitFor, func() error {
+			var err error
+			if got, err = promQuery(api, q); err == nil && len(got) == 0 {
+				err = errors.New("no series")
+			}
+			return err
+		}); err != nil {
+			t.Fatalf("waited %s for %s: %s: %v; targets:\n%s", waitFor, what, q, err, targets(api))
+		}
 		assert.Len(t, got, 1, "%s: %s", what, q)
 	}
 }
