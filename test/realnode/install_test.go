@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,10 +31,8 @@ type installer struct {
 	uninstall func(t *testing.T)
 }
 
-// installers: kustomize, as `make deploy` does. The Helm chart (deploy/helm/otelcol-gpu) joins
-// here with an installer of its own (helm install with the base's choices, and the scenario's
-// ConfigMap and the component's two --set flags as values), and is then checked the same way.
-var installers = []installer{kustomizeInstaller("base")}
+// installers: kustomize, as `make deploy` does, and the Helm chart.
+var installers = []installer{kustomizeInstaller("base"), helmInstaller()}
 
 // kustomizeInstaller installs testdata/<overlay>: deploy/'s base or overlay, with the component
 // that puts the agent on the simulated GPUs.
@@ -59,6 +58,55 @@ func kustomizeInstaller(overlay string) installer {
 			require.NoError(t, err, out)
 		},
 	}
+}
+
+// helmInstaller installs deploy/helm/otelcol-gpu as deploy/README.md's Helm section does, with
+// the chart's defaults (deploy/base's choices) and testdata/simulated-gpus/values.yaml, which
+// puts the agent on the simulated GPUs.
+func helmInstaller() installer {
+	return installer{
+		name: "helm",
+		install: func(t *testing.T) {
+			t.Helper()
+			// The namespace's Pod Security level, which make secrets' namespace leaves out.
+			out, err := node.Kubectl(nil, "apply", "-f", filepath.Join(stack.RepoRoot(), "deploy", "base", "namespace.yaml"))
+			require.NoError(t, err, out)
+			out, err = helm(t, "install", release, filepath.Join(stack.RepoRoot(), "deploy", "helm", "otelcol-gpu"), "--namespace", namespace,
+				"--values", filepath.Join(testdata(), "simulated-gpus", "values.yaml"))
+			require.NoError(t, err, out)
+		},
+		uninstall: func(t *testing.T) {
+			t.Helper()
+			out, err := helm(t, "uninstall", release, "--namespace", namespace)
+			require.NoError(t, err, out)
+			// The chart does not own the namespace: the Secrets go with it. kubectl waits until
+			// everything in it is gone.
+			out, err = node.Kubectl(nil, "delete", "namespace", namespace, "--timeout=3m")
+			require.NoError(t, err, out)
+		},
+	}
+}
+
+// release is the Helm release's name, deploy/README.md's.
+const release = "otelcol-gpu"
+
+// helm runs Helm (HELM_BIN, else test/helm/build-helm.sh's build) as admin inside the node's
+// network, with a configuration and caches of its own: none of the user's.
+func helm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	bin := os.Getenv("HELM_BIN")
+	if bin == "" {
+		out, err := exec.Command(filepath.Join(stack.RepoRoot(), "test", "helm", "build-helm.sh")).Output()
+		require.NoError(t, err, "test/helm/build-helm.sh: %s", stderr(err))
+		bin = strings.TrimSpace(string(out))
+	}
+	kubeconfig, err := node.Kubeconfig("admin")
+	require.NoError(t, err)
+	home := t.TempDir()
+	cmd := node.Command(bin, append(args, "--kubeconfig", kubeconfig)...)
+	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 // prepare does what deploy/README.md asks before the manifests: the image on the node, the
