@@ -159,7 +159,9 @@ func rolledOut(t *testing.T, kinds ...string) {
 	for _, kind := range kinds {
 		if out, err := node.Kubectl(nil, "rollout", "status", "-n", namespace, kind, "--timeout=3m"); err != nil {
 			pods, _ := node.Kubectl(nil, "describe", "pods", "-n", namespace)
-			t.Fatalf("%s: %v\n%s\n%s", kind, err, out, pods)
+			// A container that exits says why only in its log.
+			logs, _ := node.Kubectl(nil, "logs", "-n", namespace, kind, "--tail=20")
+			t.Fatalf("%s: %v\n%s\n%s\nits log:\n%s", kind, err, out, pods, logs)
 		}
 	}
 }

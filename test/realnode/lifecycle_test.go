@@ -6,6 +6,7 @@
 package realnode_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -184,8 +185,10 @@ func testEdgeQueue(t *testing.T, w *workload) {
 // gone waits until namespace has gone, with everything in it.
 func gone(t *testing.T) {
 	t.Helper()
+	// Also in a Cleanup, where t.Context() is already canceled.
+	ctx := context.WithoutCancel(t.Context())
 	poll.UntilNoError(t, 3*time.Minute, "namespace "+namespace+" to be deleted", func() error {
-		ns, err := node.Admin.CoreV1().Namespaces().Get(t.Context(), namespace, metav1.GetOptions{})
+		ns, err := node.Admin.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -201,7 +204,7 @@ func gone(t *testing.T) {
 		}
 		return fmt.Errorf("%s: %s", ns.Status.Phase, strings.Join(left, "; "))
 	})
-	pods, err := node.Admin.CoreV1().Pods(namespace).List(t.Context(), metav1.ListOptions{})
+	pods, err := node.Admin.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, pods.Items)
 }

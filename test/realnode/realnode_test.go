@@ -38,6 +38,12 @@ func TestRealNode(t *testing.T) {
 	for _, in := range installers {
 		t.Run(in.name, func(t *testing.T) {
 			begin := time.Now()
+			// Taken off, namespace and all, even after a failed step or check: the next installer
+			// finds none of it.
+			t.Cleanup(func() {
+				in.uninstall(t)
+				gone(t)
+			})
 			prepare(t, w.scenario)
 			in.install(t)
 			rolledOut(t, "daemonset/otelcol-gpu-agent", "deployment/otelcol-gpu-gateway")
@@ -48,8 +54,6 @@ func TestRealNode(t *testing.T) {
 			t.Run("host access", testHostAccess)
 			t.Run("a pod ends", func(t *testing.T) { testPodEnds(t, w) })
 			t.Run("restarts", testRestarts)
-			in.uninstall(t)
-			gone(t)
 		})
 	}
 	t.Run("edge queue", func(t *testing.T) { testEdgeQueue(t, w) })
