@@ -39,12 +39,16 @@ func UntilNoError(tb testing.TB, within time.Duration, what string, check func()
 }
 
 // For checks until check returns nil, and returns its last error once within has passed: the
-// same wait for code that has no test to fail (a harness's set-up and teardown).
+// same wait for code that has no test to fail (a harness's set-up and teardown). An error that
+// check marks Permanent ends the wait at once.
 func For(within time.Duration, check func() error) error {
 	deadline := time.Now().Add(within)
 	pause := time.Millisecond
 	for {
 		err := check()
+		if p, ok := errors.AsType[permanent](err); ok {
+			return p.err
+		}
 		if err == nil || !time.Now().Before(deadline) {
 			return err
 		}
@@ -52,3 +56,12 @@ func For(within time.Duration, check func() error) error {
 		pause = min(2*pause, maxPause)
 	}
 }
+
+// Permanent marks err as one that no later check can cure (the process waited for has exited,
+// a file cannot be opened): the wait ends with it at once instead of when within has passed.
+func Permanent(err error) error { return permanent{err} }
+
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+func (p permanent) Unwrap() error { return p.err }

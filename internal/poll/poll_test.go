@@ -36,3 +36,16 @@ func TestUntilNoErrorFailsWithWhatAndTheLastError(t *testing.T) {
 	UntilNoError(r, 0, "the kubelet", func() error { return errors.New("connection refused") })
 	assert.Equal(t, "waited 0s for the kubelet: connection refused", r.failure)
 }
+
+func TestForEndsAtAPermanentError(t *testing.T) {
+	exited := errors.New("etcd exited")
+	var calls atomic.Int32
+	err := For(time.Minute, func() error {
+		if calls.Add(1) == 2 {
+			return Permanent(exited)
+		}
+		return errors.New("not yet")
+	})
+	assert.Equal(t, exited, err, "the error itself, unwrapped")
+	assert.Equal(t, int32(2), calls.Load(), "no check after it")
+}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 )
 
 // daemon is one of the node's processes (etcd, the control plane, containerd, the kubelet,
@@ -78,25 +80,24 @@ func (d *daemon) stop() {
 // waitUntil polls ready until it holds; it fails at once if the daemon exits, and after within,
 // both with the end of the daemon's log.
 func (d *daemon) waitUntil(within time.Duration, what string, ready func(context.Context) bool) error {
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		attempt, done := context.WithTimeout(ctx, 5*time.Second)
-		ok := ready(attempt)
-		done()
-		if ok {
-			return nil
-		}
+	err := poll.For(within, func() error {
 		select {
 		case <-d.exited:
-			return fmt.Errorf("%s exited before %s; the end of %s:\n%s", d.name, what, d.log, tail(d.log, 30))
-		case <-ctx.Done():
-			return fmt.Errorf("%s: not %s after %s; the end of %s:\n%s", d.name, what, within, d.log, tail(d.log, 30))
-		case <-tick.C:
+			return poll.Permanent(fmt.Errorf("%s exited before %s", d.name, what))
+		default:
 		}
+		// One answer may take a while (an API server still starting), not all of the wait.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if ready(ctx) {
+			return nil
+		}
+		return fmt.Errorf("%s: not %s after %s", d.name, what, within)
+	})
+	if err != nil {
+		return fmt.Errorf("%w; the end of %s:\n%s", err, d.log, tail(d.log, 30))
 	}
+	return nil
 }
 
 // tail is the last lines of a log.

@@ -9,13 +9,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/test/realnode"
 )
 
@@ -55,16 +55,34 @@ func testGateway(t *testing.T) {
 	nodeLabels := labels("node_name", realnode.NodeName, "host_ip", realnode.NodeIP)
 	identity := labels("node_name", realnode.NodeName, "instance", realnode.NodeIP+":9102")
 	var p page
-	require.Eventually(t, func() bool {
-		p, err = scrape(url)
-		return err == nil && len(p.find("pai_node_count", nodeLabels)) > 0 && len(p.find("k8s_node_gpu_total", nodeLabels)) > 0 &&
-			len(p.find("pai_pod_count", labels("name", "log-manager"))) > 0 &&
-			len(p.find("task_gpu_percent", identity)) > 0
-	}, waitFor, time.Second, "the gateway's page has the watchdog's node, GPUs and pods, and the agent's series; last error %v; the gateway's log:\n%s",
-		lazy(func() string { return fmt.Sprint(err) }), lazy(func() string {
-			out, _ := node.Kubectl(nil, "logs", "-n", namespace, "deployment/otelcol-gpu-gateway", "--tail=40")
-			return out
-		}))
+	err = poll.For(waitFor, func() error {
+		var scrapeErr error
+		if p, scrapeErr = scrape(url); scrapeErr != nil {
+			return scrapeErr
+		}
+		var missing []string
+		for _, want := range []struct {
+			metric string
+			match  map[string]string
+		}{
+			{"pai_node_count", nodeLabels},
+			{"k8s_node_gpu_total", nodeLabels},
+			{"pai_pod_count", labels("name", "log-manager")},
+			{"task_gpu_percent", identity},
+		} {
+			if len(p.find(want.metric, want.match)) == 0 {
+				missing = append(missing, fmt.Sprintf("%s %v", want.metric, want.match))
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("the page lacks %v", missing)
+		}
+		return nil
+	})
+	if err != nil {
+		logs, _ := node.Kubectl(nil, "logs", "-n", namespace, "deployment/otelcol-gpu-gateway", "--tail=40")
+		t.Fatalf("waited %s for the watchdog's node, GPUs and pods and the agent's series on the gateway's page: %v; the gateway's log:\n%s", waitFor, err, logs)
+	}
 
 	assert.Equal(t, []sample{{labels: labels("node_name", realnode.NodeName, "host_ip", realnode.NodeIP, "ready", "true",
 		"disk_pressure", "false", "memory_pressure", "false", "pid_pressure", "false", "unschedulable", "false"), value: 1}},

@@ -7,6 +7,7 @@ package realnode_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/test/realnode"
 )
 
@@ -93,22 +95,22 @@ func testHostAccess(t *testing.T) {
 	}
 	ownRoot := "/hostfs" + node.ContainerRoot(containerID(t, namespace, probe, "agent")) + "/"
 
-	var writable, differ []string
-	require.Eventually(t, func() bool {
+	var writable []string
+	poll.UntilNoError(t, time.Minute, "every mount below /hostfs to have the node's flags", func() error {
 		inside, ok := inProbe(t, "cat /proc/self/mountinfo")
 		if !ok {
-			return false
+			return fmt.Errorf("the probe's mountinfo: %s", inside)
 		}
 		nodeInfo, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", node.KubeletPID()))
 		if err != nil {
-			return false
+			return err
 		}
 		container, host := mounts(inside), mounts(string(nodeInfo))
 		if !container["/hostfs"] {
-			differ = []string{"/hostfs is not read-only"}
-			return false
+			return errors.New("/hostfs is not read-only")
 		}
-		writable, differ = nil, nil
+		var differ []string
+		writable = nil
 		for mp, ro := range container {
 			path, below := strings.CutPrefix(mp, "/hostfs/")
 			if !below || slices.Contains(ownMounts, mp) || strings.HasPrefix(mp, ownRoot) {
@@ -122,8 +124,11 @@ func testHostAccess(t *testing.T) {
 				writable = append(writable, "/"+path)
 			}
 		}
-		return len(differ) == 0
-	}, time.Minute, time.Second, "every mount below /hostfs has the node's flags: %v", lazy(func() string { return fmt.Sprint(differ) }))
+		if len(differ) > 0 {
+			return fmt.Errorf("%v", differ)
+		}
+		return nil
+	})
 	slices.Sort(writable)
 	t.Logf("writable below /hostfs (the node's writable mounts): %s", summarize(writable))
 	for _, path := range []string{"/proc", "/sys", "/dev", "/run", "/var/lib", "/var/log"} {

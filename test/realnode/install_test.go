@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,10 +31,8 @@ type installer struct {
 	uninstall func(t *testing.T)
 }
 
-// installers: kustomize, as `make deploy` does. The Helm chart (deploy/helm/otelcol-gpu) joins
-// here with an installer of its own (helm install with the base's choices, and the scenario's
-// ConfigMap and the component's two --set flags as values), and is then checked the same way.
-var installers = []installer{kustomizeInstaller("base")}
+// installers: kustomize, as `make deploy` does, and the Helm chart.
+var installers = []installer{kustomizeInstaller("base"), helmInstaller()}
 
 // kustomizeInstaller installs testdata/<overlay>: deploy/'s base or overlay, with the component
 // that puts the agent on the simulated GPUs.
@@ -59,6 +58,50 @@ func kustomizeInstaller(overlay string) installer {
 			require.NoError(t, err, out)
 		},
 	}
+}
+
+// helmInstaller installs deploy/helm/otelcol-gpu as deploy/README.md's Helm section does, with
+// the chart's defaults (deploy/base's choices) and testdata/simulated-gpus/values.yaml, which
+// puts the agent on the simulated GPUs.
+func helmInstaller() installer {
+	return installer{
+		name: "helm",
+		install: func(t *testing.T) {
+			t.Helper()
+			// The namespace's Pod Security level, which make secrets' namespace leaves out.
+			out, err := node.Kubectl(nil, "apply", "-f", filepath.Join(stack.RepoRoot(), "deploy", "base", "namespace.yaml"))
+			require.NoError(t, err, out)
+			out, err = helm(t, "install", release, filepath.Join(stack.RepoRoot(), "deploy", "helm", "otelcol-gpu"), "--namespace", namespace,
+				"--values", filepath.Join(testdata(), "simulated-gpus", "values.yaml"))
+			require.NoError(t, err, out)
+		},
+		uninstall: func(t *testing.T) {
+			t.Helper()
+			out, err := helm(t, "uninstall", release, "--namespace", namespace)
+			require.NoError(t, err, out)
+			// The chart does not own the namespace: the Secrets go with it. kubectl waits until
+			// everything in it is gone.
+			out, err = node.Kubectl(nil, "delete", "namespace", namespace, "--timeout=3m")
+			require.NoError(t, err, out)
+		},
+	}
+}
+
+// release is the Helm release's name, deploy/README.md's.
+const release = "otelcol-gpu"
+
+// helm runs Helm (test/helm/build-helm.sh) as admin inside the node's network, with a
+// configuration and caches of its own: none of the user's.
+func helm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	bin := built(t, "HELM_BIN", "test/helm/build-helm.sh")
+	kubeconfig, err := node.Kubeconfig("admin")
+	require.NoError(t, err)
+	home := t.TempDir()
+	cmd := node.Command(bin, append(args, "--kubeconfig", kubeconfig)...)
+	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 // prepare does what deploy/README.md asks before the manifests: the image on the node, the
@@ -109,12 +152,26 @@ func imageArchive(t *testing.T) string {
 func rolledOut(t *testing.T, kinds ...string) {
 	t.Helper()
 	for _, kind := range kinds {
-		out, err := node.Kubectl(nil, "rollout", "status", "-n", namespace, kind, "--timeout=3m")
-		require.NoError(t, err, "%s\n%s", out, lazy(func() string {
-			out, _ := node.Kubectl(nil, "describe", "pods", "-n", namespace)
-			return out
-		}))
+		if out, err := node.Kubectl(nil, "rollout", "status", "-n", namespace, kind, "--timeout=3m"); err != nil {
+			pods, _ := node.Kubectl(nil, "describe", "pods", "-n", namespace)
+			// A container that exits says why only in its log.
+			logs, _ := node.Kubectl(nil, "logs", "-n", namespace, kind, "--tail=20")
+			t.Fatalf("%s: %v\n%s\n%s\nits log:\n%s", kind, err, out, pods, logs)
+		}
 	}
+}
+
+// built is a binary that a script of test/ builds from the module proxy: the path in env, else
+// the one the script prints (once built, it only prints it). Where the binary is cached depends
+// on its version and build options, which the script alone decides: the tests do not repeat it.
+func built(t *testing.T, env, script string) string {
+	t.Helper()
+	if bin := os.Getenv(env); bin != "" {
+		return bin
+	}
+	out, err := exec.Command(filepath.Join(stack.RepoRoot(), script)).Output()
+	require.NoError(t, err, "%s (or set %s): %s", script, env, stderr(err))
+	return strings.TrimSpace(string(out))
 }
 
 func stderr(err error) string {

@@ -6,8 +6,11 @@
 package realnode_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 )
 
 // testPodEnds: a pod that ends takes its series with it at once (not after metric_expiration):
@@ -28,25 +33,26 @@ func testPodEnds(t *testing.T, w *workload) {
 	pod, err := node.Admin.CoreV1().Pods(ns).Get(t.Context(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.NoError(t, node.Admin.CoreV1().Pods(ns).Delete(t.Context(), name, metav1.DeleteOptions{}))
-	require.Eventually(t, func() bool {
+	poll.Until(t, time.Minute, fmt.Sprintf("%s/%s to be deleted", ns, name), func() bool {
 		_, getErr := node.Admin.CoreV1().Pods(ns).Get(t.Context(), name, metav1.GetOptions{})
 		return apierrors.IsNotFound(getErr)
-	}, time.Minute, 200*time.Millisecond, "%s/%s deleted", ns, name)
+	})
 
-	var p page
-	require.Eventually(t, func() bool {
-		p, err = scrape(agentMetrics)
-		if err != nil {
-			return false
+	poll.UntilNoError(t, waitFor, fmt.Sprintf("no series of %s/%s or its process %d, and bob's notebook alone on GPU %d", ns, name, carol, timeSlicedGPU), func() error {
+		p, scrapeErr := scrape(agentMetrics)
+		if scrapeErr != nil {
+			return scrapeErr
 		}
 		for family := range p {
-			if len(p.find(family, labels("pod_name", name))) > 0 || len(p.find(family, labels("pid", fmt.Sprint(carol)))) > 0 {
-				return false
+			if left := append(p.find(family, labels("pod_name", name)), p.find(family, labels("pid", fmt.Sprint(carol)))...); len(left) > 0 {
+				return fmt.Errorf("%s %v", family, left)
 			}
 		}
-		bob := p.find("task_gpu_percent", labels("pod_name", "bob-jupyter", "uuid", gpus[timeSlicedGPU].UUID))
-		return len(bob) == 1 && bob[0].value == 80
-	}, waitFor, time.Second, "no series of %s/%s or its process %d, and bob's notebook alone on GPU %d", ns, name, carol, timeSlicedGPU)
+		if bob := p.find("task_gpu_percent", labels("pod_name", "bob-jupyter", "uuid", gpus[timeSlicedGPU].UUID)); len(bob) != 1 || bob[0].value != 80 {
+			return fmt.Errorf("bob's task_gpu_percent %v", bob)
+		}
+		return nil
+	})
 
 	// Back, with a new process: the scenario follows.
 	pod.ObjectMeta = metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, Labels: pod.Labels}
@@ -74,9 +80,19 @@ func testRestarts(t *testing.T) {
 	oldPID := node.KubeletPID()
 	require.NoError(t, node.RestartKubelet())
 	assert.NotEqual(t, oldPID, node.KubeletPID())
-	require.Eventually(t, func() bool {
-		return node.Plugin.Registrations() > registrations && node.Allocatable(t.Context(), deviceResources(gpus))
-	}, 2*time.Minute, 200*time.Millisecond, "the device plugin registered again with the restarted kubelet; its log:\n%s", lazy(func() string { return node.Log("kubelet", 30) }))
+	const within = 2 * time.Minute
+	err = poll.For(within, func() error {
+		if node.Plugin.Registrations() == registrations {
+			return errors.Join(errors.New("no registration since the restart"), node.Plugin.Err())
+		}
+		if !node.Allocatable(t.Context(), deviceResources(gpus)) {
+			return errors.New("the node does not offer every device yet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("waited %s for the device plugin to register again with the restarted kubelet: %v; its log:\n%s", within, err, node.Log("kubelet", 30))
+	}
 	erinOnGPU4(t, "after the kubelet's restart")
 
 	// Nothing crashed: no container of otelcol-gpu or of the workload restarted.
@@ -97,26 +113,25 @@ func testRestarts(t *testing.T) {
 func erinOnGPU4(t *testing.T, when string) {
 	t.Helper()
 	var first float64 = -1
-	var last page
-	require.Eventually(t, func() bool {
+	poll.UntilNoError(t, waitFor, when+": erin's job on GPU 4 for two collections", func() error {
 		p, err := scrape(agentMetrics)
 		if err != nil {
-			return false
+			return err
 		}
-		last = p
 		collections := p.find("collector_iteration_count_total", labels("name", "gpu"))
 		if len(collections) != 1 || len(p.find("task_gpu_percent", labels("pod_name", "sweep-3", "uuid", gpus[4].UUID))) != 1 ||
 			len(p.find("task_gpu_percent", labels("pod_name", "sweep-3", "uuid", gpus[0].UUID))) != 0 {
 			first = -1
-			return false
+			return fmt.Errorf("the agent's page: %v %v", p.find("task_gpu_percent", labels("pod_name", "sweep-3")), p.find("gpu_attribution_source_errors_total", nil))
 		}
 		if first < 0 {
 			first = collections[0].value
 		}
-		return collections[0].value >= first+2
-	}, waitFor, time.Second, "%s: erin's job on GPU 4 for two collections; the agent's page: %v", when, lazy(func() string {
-		return fmt.Sprint(last.find("task_gpu_percent", labels("pod_name", "sweep-3")), last.find("gpu_attribution_source_errors_total", nil))
-	}))
+		if collections[0].value < first+2 {
+			return fmt.Errorf("%g collections so far", collections[0].value-first)
+		}
+		return nil
+	})
 }
 
 // testEdgeQueue: the edge overlay (deploy/overlays/edge) keeps the agent's queue on the node,
@@ -129,20 +144,25 @@ func testEdgeQueue(t *testing.T, w *workload) {
 	rolledOut(t, "daemonset/otelcol-gpu-agent")
 	queue := node.HostPath("/var/lib/otelcol-gpu/queue")
 
-	queued := func() float64 {
+	// queued is how many bytes the agent's queue holds; an error while it holds none.
+	queued := func() (float64, error) {
 		p, err := scrape(agentTelemetry)
 		if err != nil {
-			return 0
+			return 0, err
 		}
 		var bytes float64
 		for _, s := range p.find("otelcol_exporter_queue_size", labels("exporter", "otlp_grpc/gateway")) {
 			bytes += s.value
 		}
-		return bytes
+		if bytes == 0 {
+			return 0, errors.New("otelcol_exporter_queue_size is 0")
+		}
+		return bytes, nil
 	}
 	var before float64
-	require.Eventually(t, func() bool { before = queued(); return before > 0 }, waitFor, time.Second,
-		"the edge agent queues what its unreachable gateway does not take; its log:\n%s", agentLog())
+	if err := poll.For(waitFor, func() (err error) { before, err = queued(); return err }); err != nil {
+		t.Fatalf("waited %s for the edge agent to queue what its unreachable gateway does not take: %v; its log:\n%s", waitFor, err, agentLog())
+	}
 	entries, err := os.ReadDir(queue)
 	require.NoError(t, err, "the queue is on the node")
 	require.NotEmpty(t, entries)
@@ -151,7 +171,7 @@ func testEdgeQueue(t *testing.T, w *workload) {
 	require.NoError(t, err, out)
 	rolledOut(t, "daemonset/otelcol-gpu-agent")
 	var after float64
-	require.Eventually(t, func() bool { after = queued(); return after > 0 }, waitFor, time.Second, "the restarted agent reports its queue")
+	poll.UntilNoError(t, waitFor, "the restarted agent to report its queue", func() (err error) { after, err = queued(); return err })
 	assert.GreaterOrEqual(t, after, before, "the queue outlived the pod")
 
 	edge.uninstall(t)
@@ -165,11 +185,26 @@ func testEdgeQueue(t *testing.T, w *workload) {
 // gone waits until namespace has gone, with everything in it.
 func gone(t *testing.T) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		_, err := node.Admin.CoreV1().Namespaces().Get(t.Context(), namespace, metav1.GetOptions{})
-		return apierrors.IsNotFound(err)
-	}, 3*time.Minute, time.Second, "namespace %s deleted", namespace)
-	pods, err := node.Admin.CoreV1().Pods(namespace).List(t.Context(), metav1.ListOptions{})
+	// Also in a Cleanup, where t.Context() is already canceled.
+	ctx := context.WithoutCancel(t.Context())
+	poll.UntilNoError(t, 3*time.Minute, "namespace "+namespace+" to be deleted", func() error {
+		ns, err := node.Admin.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		// What the namespace controller is still waiting for.
+		var left []string
+		for _, c := range ns.Status.Conditions {
+			if c.Status == corev1.ConditionTrue {
+				left = append(left, c.Message)
+			}
+		}
+		return fmt.Errorf("%s: %s", ns.Status.Phase, strings.Join(left, "; "))
+	})
+	pods, err := node.Admin.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, pods.Items)
 }

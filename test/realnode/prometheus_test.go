@@ -7,6 +7,7 @@ package realnode_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -14,37 +15,15 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/test/realnode"
 	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
-
-// prometheusBinary is Prometheus 3 (test/prometheus/build.sh): PROMETHEUS3_BIN, else where the
-// script caches it (PROMETHEUS_CACHE_DIR, else XDG_CACHE_HOME or ~/.cache, then otelcol-gpu).
-func prometheusBinary(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("PROMETHEUS3_BIN")
-	if bin == "" {
-		dir := os.Getenv("PROMETHEUS_CACHE_DIR")
-		if dir == "" {
-			cache := os.Getenv("XDG_CACHE_HOME")
-			if cache == "" {
-				home, _ := os.UserHomeDir()
-				cache = filepath.Join(home, ".cache")
-			}
-			dir = filepath.Join(cache, "otelcol-gpu")
-		}
-		bin = filepath.Join(dir, "prometheus-3.16.0", "prometheus")
-	}
-	_, err := os.Stat(bin)
-	require.NoError(t, err, "Prometheus 3 is needed: PROMETHEUS3_BIN=$(test/prometheus/build.sh)")
-	return bin
-}
 
 // prometheusRBAC is what deploy/README.md says Prometheus's account needs: get, list and watch
 // on pods in otelcol-gpu.
@@ -102,7 +81,7 @@ func startPrometheus(t *testing.T) string {
 	out, err := node.Kubectl([]byte(prometheusRBAC), "apply", "-f", "-")
 	require.NoError(t, err, out)
 	dir := t.TempDir()
-	cmd := node.Command(prometheusBinary(t), "--config.file="+prometheusConfig(t, dir), "--storage.tsdb.path="+filepath.Join(dir, "data"),
+	cmd := node.Command(built(t, "PROMETHEUS3_BIN", "test/prometheus/build.sh"), "--config.file="+prometheusConfig(t, dir), "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address=127.0.0.1:9090")
 	log, err := os.Create(filepath.Join(dir, "prometheus.log"))
 	require.NoError(t, err)
@@ -168,11 +147,15 @@ func testPrometheus(t *testing.T) {
 	}
 	for what, q := range expect {
 		var got []map[string]string
-		var err error
-		require.Eventually(t, func() bool {
-			got, err = promQuery(api, q)
-			return err == nil && len(got) > 0
-		}, waitFor, time.Second, "%s: %s; last error %v; targets:\n%s", what, q, lazy(func() string { return fmt.Sprint(err) }), lazy(func() string { return targets(api) }))
+		if err := poll.For(waitFor, func() error {
+			var err error
+			if got, err = promQuery(api, q); err == nil && len(got) == 0 {
+				err = errors.New("no series")
+			}
+			return err
+		}); err != nil {
+			t.Fatalf("waited %s for %s: %s: %v; targets:\n%s", waitFor, what, q, err, targets(api))
+		}
 		assert.Len(t, got, 1, "%s: %s", what, q)
 	}
 }

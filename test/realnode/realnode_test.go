@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/test/realnode"
 )
 
@@ -37,6 +38,12 @@ func TestRealNode(t *testing.T) {
 	for _, in := range installers {
 		t.Run(in.name, func(t *testing.T) {
 			begin := time.Now()
+			// Taken off, namespace and all, even after a failed step or check: the next installer
+			// finds none of it.
+			t.Cleanup(func() {
+				in.uninstall(t)
+				gone(t)
+			})
 			prepare(t, w.scenario)
 			in.install(t)
 			rolledOut(t, "daemonset/otelcol-gpu-agent", "deployment/otelcol-gpu-gateway")
@@ -47,8 +54,6 @@ func TestRealNode(t *testing.T) {
 			t.Run("host access", testHostAccess)
 			t.Run("a pod ends", func(t *testing.T) { testPodEnds(t, w) })
 			t.Run("restarts", testRestarts)
-			in.uninstall(t)
-			gone(t)
 		})
 	}
 	t.Run("edge queue", func(t *testing.T) { testEdgeQueue(t, w) })
@@ -115,13 +120,12 @@ func testAgent(t *testing.T, w *workload) {
 		{"task_gpu_mem_percent", "bert-infer-0", gpus[3].UUID, dave, 100 * 6000.0 / 19968},
 	}
 	var p page
-	var missing []string
-	require.Eventually(t, func() bool {
+	if err := poll.For(waitFor, func() error {
+		var err error
 		if p, err = scrape(agentMetrics); err != nil {
-			missing = []string{err.Error()}
-			return false
+			return err
 		}
-		missing = nil
+		var missing []string
 		for _, ts := range tasks {
 			if len(p.find("task_cpu_percent", labels("pod_name", ts.pod))) == 0 {
 				missing = append(missing, "task_cpu_percent of "+ts.pod)
@@ -135,8 +139,13 @@ func testAgent(t *testing.T, w *workload) {
 		if len(p.find("service_cpu_percent", labels("pod_name", "log-manager"))) == 0 {
 			missing = append(missing, "service_cpu_percent of log-manager")
 		}
-		return len(missing) == 0
-	}, waitFor, time.Second, "the agent's page lacks %v; its warnings and errors:\n%s", lazy(func() string { return fmt.Sprint(missing) }), agentLog())
+		if len(missing) > 0 {
+			return fmt.Errorf("the page lacks %v", missing)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("waited %s for every test pod's series on the agent's page: %v; its warnings and errors:\n%s", waitFor, err, agentLog())
+	}
 
 	for _, ts := range tasks {
 		match := labels("namespace", ts.namespace, "pod_name", ts.pod, "container_name", ts.container, "job_name", ts.job, "node_name", realnode.NodeName)
@@ -186,15 +195,13 @@ func agentPID(t *testing.T) int {
 }
 
 // agentLog is the last warnings and errors of the agent's log, for a failure's message.
-func agentLog() fmt.Stringer {
-	return lazy(func() string {
-		out, _ := node.Kubectl(nil, "logs", "-n", namespace, "daemonset/otelcol-gpu-agent")
-		var lines []string
-		for line := range strings.SplitSeq(out, "\n") {
-			if strings.Contains(line, "\twarn\t") || strings.Contains(line, "\terror\t") {
-				lines = append(lines, line)
-			}
+func agentLog() string {
+	out, _ := node.Kubectl(nil, "logs", "-n", namespace, "daemonset/otelcol-gpu-agent")
+	var lines []string
+	for line := range strings.SplitSeq(out, "\n") {
+		if strings.Contains(line, "\twarn\t") || strings.Contains(line, "\terror\t") {
+			lines = append(lines, line)
 		}
-		return strings.Join(lines[max(0, len(lines)-10):], "\n")
-	})
+	}
+	return strings.Join(lines[max(0, len(lines)-10):], "\n")
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 )
 
 // lockPath is the machine's one real node: the kubelet hard-codes paths such as
@@ -62,32 +64,31 @@ type lock struct{ f *os.File }
 
 // acquireLock takes the machine's node lock, waiting up to wait for another node to go.
 func acquireLock(wait time.Duration) (*lock, error) {
-	deadline := time.Now().Add(wait)
-	for {
+	var l *lock
+	err := poll.For(wait, func() error {
 		f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
-			return nil, err
+			return poll.Permanent(err)
 		}
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			// The holder before us may have removed the file after we opened it: a lock on a
-			// removed file locks nothing.
-			var held, now unix.Stat_t
-			if unix.Fstat(int(f.Fd()), &held) == nil && unix.Stat(lockPath, &now) == nil && held.Ino == now.Ino {
-				return &lock{f: f}, nil
-			}
+		if err != nil {
 			f.Close()
-			continue
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return fmt.Errorf("another real node runs on this machine (%s is locked) and did not go within %s", lockPath, wait)
+			}
+			return poll.Permanent(err)
 		}
-		f.Close()
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, err
+		// The holder before us may have removed the file after we opened it: a lock on a
+		// removed file locks nothing.
+		var held, now unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &held) != nil || unix.Stat(lockPath, &now) != nil || held.Ino != now.Ino {
+			f.Close()
+			return fmt.Errorf("%s was removed while it was being locked", lockPath)
 		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("another real node runs on this machine (%s is locked) and did not go within %s", lockPath, wait)
-		}
-		time.Sleep(time.Second)
-	}
+		l = &lock{f: f}
+		return nil
+	})
+	return l, err
 }
 
 // statePath is where the state is kept: beside the lock, so that a later run finds it.
@@ -213,14 +214,12 @@ const stopGrace = 3 * time.Second
 
 // waitGone waits until d has exited (reaped by its parent, or by init); false after within.
 func waitGone(d daemonRecord, within time.Duration) bool {
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
+	return poll.For(within, func() error {
 		if start, ok := startTime(d.PID); !ok || start != d.Start || zombie(d.PID) {
-			return true
+			return nil
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return false
+		return errors.New("running")
+	}) == nil
 }
 
 // killTree kills pid and every process descended from it, children first, so that none is left
@@ -318,13 +317,12 @@ func removeKubepods() error {
 	slices.SortFunc(dirs, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
 	var errs []error
 	for _, d := range dirs {
-		var err error
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			if err = unix.Rmdir(d); err == nil || errors.Is(err, unix.ENOENT) || time.Now().After(deadline) {
-				break
+		if err := poll.For(10*time.Second, func() error {
+			if err := unix.Rmdir(d); !errors.Is(err, unix.ENOENT) {
+				return err
 			}
-		}
-		if err != nil && !errors.Is(err, unix.ENOENT) {
+			return nil
+		}); err != nil {
 			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
 		}
 	}

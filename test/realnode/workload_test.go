@@ -23,6 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 )
 
 // workload is the node's pods (testdata/pods.yaml), running, and the GPU process outside them.
@@ -78,23 +80,26 @@ func (w *workload) pid(name string) (int, error) {
 
 func waitRunning(t *testing.T, namespace, name string) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	const within = 2 * time.Minute
+	if err := poll.For(within, func() error {
 		p, err := node.Admin.CoreV1().Pods(namespace).Get(t.Context(), name, metav1.GetOptions{})
-		return err == nil && p.Status.Phase == corev1.PodRunning
-	}, 2*time.Minute, 200*time.Millisecond, "pod %s/%s running; its events:\n%s", namespace, name, describe(namespace, name))
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("waited %s for pod %s/%s to run: %v; its events:\n%s", within, namespace, name, err, describe(namespace, name))
+	}
 }
 
-// describe is kubectl describe pod, for a failure's message (run when the message is built).
-func describe(namespace, name string) fmt.Stringer {
-	return lazy(func() string {
-		out, _ := node.Kubectl(nil, "describe", "pod", "-n", namespace, name)
-		return out
-	})
+// describe is kubectl describe pod, for a failure's message.
+func describe(namespace, name string) string {
+	out, _ := node.Kubectl(nil, "describe", "pod", "-n", namespace, name)
+	return out
 }
-
-type lazy func() string
-
-func (l lazy) String() string { return l() }
 
 // containerPID is the PID on the node of a container's first process ("namespace/pod/container").
 func containerPID(name string) (int, error) {

@@ -5,6 +5,8 @@ package gpuplugin
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +19,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 )
 
 // fakeKubelet is the kubelet's registration service on dir/kubelet.sock.
@@ -68,6 +72,17 @@ func endpoint(t *testing.T, dir string, req *pluginapi.RegisterRequest) pluginap
 	return pluginapi.NewDevicePluginClient(conn)
 }
 
+// waitRegistrations waits until the plugin has registered n times (with every resource).
+func waitRegistrations(t *testing.T, p *Plugin, n int, what string) {
+	t.Helper()
+	poll.UntilNoError(t, 10*time.Second, what, func() error {
+		if got := p.Registrations(); got != n {
+			return errors.Join(fmt.Errorf("%d registrations, want %d", got, n), p.Err())
+		}
+		return nil
+	})
+}
+
 var (
 	gpus = Resource{Name: "nvidia.com/gpu", IDs: []string{"GPU-a", "GPU-b", "GPU-c::0", "GPU-c::1"}}
 	mig  = Resource{Name: "nvidia.com/mig-3g.20gb", IDs: []string{"MIG-x", "MIG-y"}}
@@ -80,8 +95,7 @@ func TestRegistersEachResource(t *testing.T) {
 	require.NoError(t, err)
 	defer p.Stop()
 
-	require.Eventually(t, func() bool { return p.Registrations() == 1 }, 10*time.Second, 10*time.Millisecond,
-		"the plugin registers with the kubelet")
+	waitRegistrations(t, p, 1, "the plugin's registration with the kubelet")
 	require.Len(t, kubelet.registered(), 2, "one registration per resource")
 	byName := map[string]*pluginapi.RegisterRequest{}
 	for _, req := range kubelet.registered() {
@@ -114,8 +128,7 @@ func TestAllocation(t *testing.T) {
 	p, err := Start(dir, gpus)
 	require.NoError(t, err)
 	defer p.Stop()
-	require.Eventually(t, func() bool { return p.Registrations() == 1 }, 10*time.Second, 10*time.Millisecond,
-		"the plugin registers with the kubelet")
+	waitRegistrations(t, p, 1, "the plugin's registration with the kubelet")
 	client := endpoint(t, dir, kubelet.registered()[0])
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -154,13 +167,11 @@ func TestRegistersAgainAfterKubeletRestart(t *testing.T) {
 	require.NoError(t, err)
 	defer p.Stop()
 	first := startKubelet(t, dir)
-	require.Eventually(t, func() bool { return p.Registrations() == 1 }, 10*time.Second, 10*time.Millisecond,
-		"the plugin registers once the kubelet is up")
+	waitRegistrations(t, p, 1, "the plugin's registration once the kubelet is up")
 
 	first.srv.Stop()
 	second := startKubelet(t, dir)
-	require.Eventually(t, func() bool { return p.Registrations() == 2 }, 10*time.Second, 10*time.Millisecond,
-		"the plugin registers with the restarted kubelet")
+	waitRegistrations(t, p, 2, "the plugin's registration with the restarted kubelet")
 	assert.Len(t, second.registered(), 1, "the restarted kubelet saw one registration")
 	assert.Len(t, first.registered(), 1, "the first kubelet saw one registration")
 	// The new registration's endpoint is served.
@@ -176,8 +187,7 @@ func TestStopRemovesSockets(t *testing.T) {
 	startKubelet(t, dir)
 	p, err := Start(dir, gpus, mig)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return p.Registrations() == 1 }, 10*time.Second, 10*time.Millisecond,
-		"the plugin registers with the kubelet")
+	waitRegistrations(t, p, 1, "the plugin's registration with the kubelet")
 	p.Stop()
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
