@@ -185,7 +185,7 @@ func TestUnknownProfile(t *testing.T) {
 	cmd.Env = append(cmd.Environ(), "OTELCOL_GPU_DEMO_ROOT="+filepath.Join(root, "receiver", "taskreceiver", "testdata", "hosts", "v2-systemd-crio"))
 	out, err := cmd.CombinedOutput()
 	require.Error(t, err)
-	assert.Contains(t, string(out), `processors::name_profile/dcgm: profile: must be one of openpai, dcgm, semconv; got "dcgm-exporter"`)
+	assert.Contains(t, string(out), `processors::name_profile/dcgm::profile: must be one of openpai, dcgm, semconv; got "dcgm-exporter"`)
 }
 
 func count(t *testing.T, mc monitoredCluster, q string) int {
