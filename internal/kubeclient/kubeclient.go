@@ -5,7 +5,7 @@
 // every such component declares (auth_type, kubeconfig_path, context), their check, and the
 // client configuration they make. The components keep the settings as fields of their own
 // configuration, so that the keys stay at its top level and confmap names them as they are.
-package kubeclient // import "github.com/otelcol-gpu/otelcol-gpu/internal/kubeclient"
+package kubeclient
 
 import (
 	"errors"

@@ -23,12 +23,21 @@ func TestCheck(t *testing.T) {
 		{"service account", Settings{AuthType: AuthTypeServiceAccount}, ""},
 		{"kubeconfig", Settings{AuthType: AuthTypeKubeConfig, KubeConfigPath: kubeconfig, Context: "gpus"}, ""},
 		{"default kubeconfig", Settings{AuthType: AuthTypeKubeConfig}, ""},
-		{"kubeconfig with service account", Settings{AuthType: AuthTypeServiceAccount, KubeConfigPath: kubeconfig},
-			"kubeconfig_path and context are only used with auth_type kubeConfig: remove them or set auth_type: kubeConfig"},
-		{"context with service account", Settings{AuthType: AuthTypeServiceAccount, Context: "gpus"},
-			"kubeconfig_path and context are only used with auth_type kubeConfig"},
-		{"missing kubeconfig", Settings{AuthType: AuthTypeKubeConfig, KubeConfigPath: "testdata/none"},
-			`kubeconfig_path "testdata/none" cannot be read: stat testdata/none: no such file or directory`},
+		{
+			"kubeconfig with service account",
+			Settings{AuthType: AuthTypeServiceAccount, KubeConfigPath: kubeconfig},
+			"kubeconfig_path and context are only used with auth_type kubeConfig: remove them or set auth_type: kubeConfig",
+		},
+		{
+			"context with service account",
+			Settings{AuthType: AuthTypeServiceAccount, Context: "gpus"},
+			"kubeconfig_path and context are only used with auth_type kubeConfig",
+		},
+		{
+			"missing kubeconfig",
+			Settings{AuthType: AuthTypeKubeConfig, KubeConfigPath: "testdata/none"},
+			`kubeconfig_path "testdata/none" cannot be read: stat testdata/none: no such file or directory`,
+		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.settings.Check()
