@@ -17,18 +17,14 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/connector/k8sgpuhealthconnector/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/healthdata"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/xid"
 )
 
-// What the connector reads of the agents' data: the gpu receiver's health per GPU and its GPU
-// count per node (metrics), and its XIDs (log records). The scale-out layout's gateways forward
-// exactly these to the writer (TestForwardedDataIsWhatIsRead).
-var (
-	readMetrics = []string{"gpu_health", "gpu_devices_detected", "configured_gpu_count"}
-	readEvents  = []string{"gpu.xid"}
-)
-
-// The gpu receiver's resource and XID record attributes (receiver/gpureceiver/metadata.yaml).
+// The connector reads the gpu receiver's health per GPU and its GPU count per node (metrics),
+// and its XIDs (log records), as internal/healthdata names them: the scale-out layout's gateways
+// forward exactly those to the writer (the gpu_health_filter processor). Of them, it reads the
+// gpu receiver's resource and XID record attributes (receiver/gpureceiver/metadata.yaml):
 const (
 	attrNodeName    = "node_name"
 	attrUUID        = "uuid"
@@ -143,7 +139,7 @@ func (j *judge) consumeMetrics(md pmetric.Metrics) []string {
 					continue
 				}
 				switch m.Name() {
-				case "gpu_health":
+				case healthdata.GPUHealth:
 					if gpu == "" {
 						continue
 					}
@@ -153,9 +149,9 @@ func (j *judge) consumeMetrics(md pmetric.Metrics) []string {
 						}
 						touched = j.observe(name, gpu, minor, str(dp.Attributes(), attrCondition), dp.IntValue(), dp.Timestamp().AsTime(), now) || touched
 					}
-				case "gpu_devices_detected":
+				case healthdata.DevicesDetected:
 					detected, haveDetected = last(m.Gauge().DataPoints())
-				case "configured_gpu_count":
+				case healthdata.ConfiguredGPUCount:
 					configured, haveConfigured = last(m.Gauge().DataPoints())
 				}
 			}
@@ -247,7 +243,7 @@ func (j *judge) consumeLogs(ld plog.Logs) []string {
 		}
 		for _, sl := range rl.ScopeLogs().All() {
 			for _, lr := range sl.LogRecords().All() {
-				if lr.EventName() == readEvents[0] && j.observeXID(name, gpu, minor, lr, now) && !slices.Contains(changed, name) {
+				if lr.EventName() == healthdata.XIDEvent && j.observeXID(name, gpu, minor, lr, now) && !slices.Contains(changed, name) {
 					changed = append(changed, name)
 				}
 			}
