@@ -399,7 +399,7 @@ func TestHelmInstall(t *testing.T) {
 	made := func() string {
 		out, err := kubectl(t, admin, nil, "get", "--ignore-not-found", "--output=name", "--all-namespaces",
 			"--selector=app.kubernetes.io/part-of=otelcol-gpu",
-			"daemonsets,deployments,services,configmaps,serviceaccounts,clusterroles,clusterrolebindings,servicemonitors,podmonitors,prometheusrules")
+			"daemonsets,deployments,services,configmaps,serviceaccounts,clusterroles,clusterrolebindings,roles,rolebindings,servicemonitors,podmonitors,prometheusrules")
 		require.NoError(t, err, out)
 		return out
 	}

@@ -60,6 +60,8 @@ spec:
           env:
             - name: MY_POD_IP
               valueFrom: {fieldRef: {fieldPath: status.podIP}}
+            - name: MY_POD_NAMESPACE
+              valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
             - name: GOMEMLIMIT
               valueFrom: {resourceFieldRef: {resource: limits.memory}}
           ports:
