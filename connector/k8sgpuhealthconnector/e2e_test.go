@@ -478,6 +478,15 @@ func TestNodeOfAnotherCluster(t *testing.T) {
 	poll.Until(t, eventually, "the writer's metrics", func() bool { return len(tw.out.AllMetrics()) > 0 })
 	assert.Equal(t, map[string]int64{"operation=condition": 0, "operation=event": 0}, points(tw.out.AllMetrics()[0], "gpu_health_writer_errors_total"))
 	assert.Empty(t, nodeEvents(t, c.Admin, "elsewhere"))
+
+	// An hour after its data stopped, it is forgotten.
+	tw.clk.Advance(forgetAfter)
+	poll.Until(t, eventually, "the writer to forget the node", func() bool {
+		tw.tick()
+		tw.w.judge.mu.Lock()
+		defer tw.w.judge.mu.Unlock()
+		return tw.w.judge.nodes["elsewhere"] == nil
+	})
 }
 
 // points lists a metric's data points in md as "label=value,..." -> value.

@@ -290,6 +290,10 @@ func (w *writer) onNode(obj any) {
 	}
 }
 
+// forgetAfter is how long the judge keeps a node the API server does not know after its data
+// stopped.
+const forgetAfter = time.Hour
+
 // AnnotationResolved is the annotation a person sets on a node, to an RFC 3339 time, to mark
 // every GPU fault reported until then resolved (after a GPU reset or a repair without a
 // reboot). A fault reported again after that time raises the condition again.
@@ -358,16 +362,23 @@ func (j *judge) nodeNames() []string {
 
 // reconcile brings one node's condition and Events up to date with the judge.
 func (w *writer) reconcile(ctx context.Context, name string) {
+	now := w.clock.Now()
+	j := w.judge
 	obj, exists, err := w.nodeCache.GetByKey(name)
 	if err != nil || !exists {
-		// Not a node of this cluster (an edge cluster's agents may send here): nothing to write.
+		// Not a node of this cluster (an edge cluster's agents may send here, or it was
+		// deleted): nothing to write, and nothing to remember once its data has stopped.
+		delete(w.verdicts, name)
+		j.mu.Lock()
+		if n := j.nodes[name]; n != nil && now.Sub(n.latest) > forgetAfter {
+			delete(j.nodes, name)
+		}
+		j.mu.Unlock()
 		return
 	}
 	node := obj.(*corev1.Node)
 	current := condition(node)
-	now := w.clock.Now()
 
-	j := w.judge
 	j.mu.Lock()
 	n := j.nodes[name]
 	if n == nil {
