@@ -23,6 +23,7 @@ import (
 // Config of the k8s_gpu_health connector.
 type Config struct {
 	metadata.MetricsBuilderConfig `mapstructure:",squash"`
+	metadata.LogsBuilderConfig    `mapstructure:",squash"`
 
 	// AuthType is serviceAccount (in-cluster) or kubeConfig.
 	AuthType kubeclient.AuthType `mapstructure:"auth_type"`
@@ -47,6 +48,41 @@ type Config struct {
 	Faults FaultsConfig `mapstructure:"faults"`
 	// LeaderElection is the Lease that makes one collector of the cluster the writer.
 	LeaderElection LeaderElectionConfig `mapstructure:"leader_election"`
+	// Quarantine takes faulty nodes out of scheduling; off unless enabled.
+	Quarantine QuarantineConfig `mapstructure:"quarantine"`
+}
+
+// QuarantineConfig is the policy that cordons (and taints) nodes whose faults call for action.
+type QuarantineConfig struct {
+	Enabled bool `mapstructure:"enabled"`
+	// DryRun logs and records what would be done and changes no node: the default, so that a
+	// site sees what the policy does before it lets it act.
+	DryRun bool `mapstructure:"dry_run"`
+	// Cordon are the recommended actions (after escalation) that cordon a node; Taint those that
+	// also taint it NoSchedule with TaintKey, the handle for a drainer.
+	Cordon []Action `mapstructure:"cordon"`
+	Taint  []Action `mapstructure:"taint"`
+	// UncordonAfter returns a node this component cordoned to service once its GPUHealthy has
+	// been True this long; 0 leaves that to a person.
+	UncordonAfter time.Duration `mapstructure:"uncordon_after"`
+	// EscalationWindow: the same class of fault coming back within it after the node was returned
+	// to service raises the recommended action (reset_gpu, reboot, inspect_hardware) and its
+	// severity; 0 never escalates.
+	EscalationWindow time.Duration `mapstructure:"escalation_window"`
+	Breaker          BreakerConfig `mapstructure:"breaker"`
+	// GPUResourceNames make a node a GPU node, for the breaker's share: one of them in its
+	// capacity.
+	GPUResourceNames []string `mapstructure:"gpu_resource_names"`
+}
+
+// BreakerConfig is the circuit breaker: no new quarantine once MaxShare of the GPU nodes, or
+// MaxNodes of them, were quarantined within Window, since that many faulty nodes at once is
+// more likely a fault of the monitoring (a driver update, a bad XID table) than of the GPUs.
+type BreakerConfig struct {
+	MaxShare float64 `mapstructure:"max_share"`
+	// MaxNodes also bounds the count; 0: the share alone.
+	MaxNodes int           `mapstructure:"max_nodes"`
+	Window   time.Duration `mapstructure:"window"`
 }
 
 // FaultsConfig chooses, among what the agents report, the faults that call for action.
@@ -101,7 +137,7 @@ func (cfg *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.key, d.value))
 		}
 	}
-	errs = append(errs, cfg.Faults.validate(), cfg.LeaderElection.validate())
+	errs = append(errs, cfg.Faults.validate(), cfg.LeaderElection.validate(), cfg.Quarantine.validate())
 	return errors.Join(errs...)
 }
 
@@ -149,6 +185,53 @@ func (le *LeaderElectionConfig) validate() error {
 		errs = append(errs, fmt.Errorf("leader_election::renew_deadline (%s) must exceed %g times retry_period (%s)", le.RenewDeadline, leaderelection.JitterFactor, le.RetryPeriod))
 	case le.LeaseDuration <= le.RenewDeadline:
 		errs = append(errs, fmt.Errorf("leader_election::lease_duration (%s) must exceed renew_deadline (%s): a leader must renew before another may take the Lease", le.LeaseDuration, le.RenewDeadline))
+	}
+	return errors.Join(errs...)
+}
+
+// validate checks the policy whether or not it is enabled: turning it on must not be what
+// reveals a mistake. Each action's value is its type's to check.
+func (q *QuarantineConfig) validate() error {
+	var errs []error
+	for _, list := range []struct {
+		key     string
+		actions []Action
+	}{{"cordon", q.Cordon}, {"taint", q.Taint}} {
+		for i, a := range list.actions {
+			if slices.Index(list.actions, a) < i {
+				errs = append(errs, fmt.Errorf("quarantine::%s lists %q twice", list.key, a))
+			}
+		}
+	}
+	for _, a := range q.Taint {
+		if !slices.Contains(q.Cordon, a) {
+			errs = append(errs, fmt.Errorf("quarantine::taint lists %q, which quarantine::cordon does not: the taint goes with a cordon", a))
+		}
+	}
+	for _, d := range []struct {
+		key   string
+		value time.Duration
+	}{{"uncordon_after", q.UncordonAfter}, {"escalation_window", q.EscalationWindow}} {
+		if d.value < 0 {
+			errs = append(errs, fmt.Errorf("quarantine::%s must not be negative (0 turns it off), got %s", d.key, d.value))
+		}
+	}
+	if q.Breaker.MaxShare <= 0 || q.Breaker.MaxShare > 1 {
+		errs = append(errs, fmt.Errorf("quarantine::breaker::max_share must be above 0 and at most 1 (0.1 is 10 %% of the GPU nodes), got %g", q.Breaker.MaxShare))
+	}
+	if q.Breaker.MaxNodes < 0 {
+		errs = append(errs, fmt.Errorf("quarantine::breaker::max_nodes must not be negative (0: the share alone), got %d", q.Breaker.MaxNodes))
+	}
+	if q.Breaker.Window <= 0 {
+		errs = append(errs, fmt.Errorf("quarantine::breaker::window must be positive, got %s", q.Breaker.Window))
+	}
+	if len(q.GPUResourceNames) == 0 {
+		errs = append(errs, errors.New("quarantine::gpu_resource_names must list at least one resource, e.g. nvidia.com/gpu"))
+	}
+	for _, name := range q.GPUResourceNames {
+		if !strings.Contains(name, "/") || len(validation.IsQualifiedName(name)) > 0 {
+			errs = append(errs, fmt.Errorf("quarantine::gpu_resource_names: %q is not an extended resource name like nvidia.com/gpu", name))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -36,6 +36,19 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, LeaderElectionConfig{LeaseName: "gpu-health", LeaseNamespace: "gpu-ops", LeaseDuration: time.Minute, RenewDeadline: 40 * time.Second, RetryPeriod: 10 * time.Second}, custom.LeaderElection)
 	assert.False(t, custom.Metrics.GpuNodeFaultsTotal.Enabled)
 	assert.True(t, custom.Metrics.GpuNodeUnhealthy.Enabled)
+	assert.Equal(t, QuarantineConfig{
+		Enabled: true, DryRun: false,
+		Cordon: []Action{ActionReboot, ActionInspectHardware}, Taint: []Action{ActionInspectHardware},
+		UncordonAfter: 30 * time.Minute, EscalationWindow: 72 * time.Hour,
+		Breaker:          BreakerConfig{MaxShare: 0.05, MaxNodes: 4, Window: 2 * time.Hour},
+		GPUResourceNames: []string{"nvidia.com/gpu", "nvidia.com/mig-1g.10gb"},
+	}, custom.Quarantine)
+	assert.False(t, custom.Events.GpuQuarantineBreaker.Enabled)
+	assert.True(t, custom.Events.GpuNodeQuarantine.Enabled)
+
+	assert.False(t, def.Quarantine.Enabled, "quarantine is opt-in")
+	assert.True(t, def.Quarantine.DryRun, "and a dry run when enabled")
+	assert.Equal(t, Actions, def.Quarantine.Cordon, "the default list is not the one a configuration was decoded into")
 }
 
 func TestValidateErrors(t *testing.T) {
@@ -57,6 +70,17 @@ func TestValidateErrors(t *testing.T) {
 		{"zero_retry_period", "leader_election::retry_period must be positive, got 0s"},
 		{"renew_deadline_below_retry_period", "leader_election::renew_deadline (2s) must exceed 1.2 times retry_period (2s)"},
 		{"lease_duration_below_renew_deadline", "leader_election::lease_duration (10s) must exceed renew_deadline (10s): a leader must renew before another may take the Lease"},
+		{"cordon_unknown_action", `quarantine::cordon::0: must be one of reset_gpu, reboot, check_nvlink, inspect_hardware; got "drain"`},
+		{"cordon_twice", `quarantine::cordon lists "reboot" twice`},
+		{"taint_without_cordon", `quarantine::taint lists "reboot", which quarantine::cordon does not: the taint goes with a cordon`},
+		{"negative_uncordon_after", "quarantine::uncordon_after must not be negative (0 turns it off), got -1m0s"},
+		{"negative_escalation_window", "quarantine::escalation_window must not be negative (0 turns it off), got -1h0m0s"},
+		{"share_above_one", "quarantine::breaker::max_share must be above 0 and at most 1 (0.1 is 10 % of the GPU nodes), got 10"},
+		{"zero_share", "quarantine::breaker::max_share must be above 0 and at most 1 (0.1 is 10 % of the GPU nodes), got 0"},
+		{"negative_max_nodes", "quarantine::breaker::max_nodes must not be negative (0: the share alone), got -1"},
+		{"zero_breaker_window", "quarantine::breaker::window must be positive, got 0s"},
+		{"no_gpu_resources", "quarantine::gpu_resource_names must list at least one resource, e.g. nvidia.com/gpu"},
+		{"bad_gpu_resource", `quarantine::gpu_resource_names: "gpu" is not an extended resource name like nvidia.com/gpu`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/connector/connectortest"
@@ -45,11 +46,13 @@ const eventually = 60 * time.Second
 // namespace is the writers' own, where their Lease is (deploy/'s).
 const namespace = "otelcol-gpu"
 
-// deployRBAC are the files of deploy/ that give the gateway's service account its permissions:
-// the tests' writers run with exactly those (kube.GrantManifests), bound to the user "writer".
+// deployRBAC are the files of deploy/ that give the gateway's service account its permissions,
+// with the quarantine component: the tests' writers run with exactly those
+// (kube.GrantManifests), bound to the user "writer".
 var deployRBAC = []string{
 	filepath.Join("..", "..", "deploy", "base", "rbac.yaml"),
 	filepath.Join("..", "..", "deploy", "base", "health-rbac.yaml"),
+	filepath.Join("..", "..", "deploy", "components", "quarantine", "rbac.yaml"),
 }
 
 func startCluster(t *testing.T) *kube.Cluster {
@@ -58,19 +61,22 @@ func startCluster(t *testing.T) *kube.Cluster {
 	return c
 }
 
-// testWriter is a writer as the collector runs one: its factory's two connectors (metrics and
-// logs in) sharing it, on a fake clock that the test moves.
+// testWriter is a writer as the collector runs one: its factory's connectors (metrics and logs
+// in, metrics and log records out) sharing it, on a fake clock that the test moves.
 type testWriter struct {
 	t       *testing.T
 	metrics connector.Metrics
 	logs    connector.Logs
+	// records is the connector that sends the log records; it reads metrics too.
+	records connector.Metrics
 	w       *writer
 	clk     *clock.Fake
 	out     *consumertest.MetricsSink
+	logsOut *consumertest.LogsSink
 	stopped bool
 }
 
-func startWriter(t *testing.T, c *kube.Cluster, clk *clock.Fake) *testWriter {
+func startWriter(t *testing.T, c *kube.Cluster, clk *clock.Fake, change func(*Config)) *testWriter {
 	t.Helper()
 	cfg := createDefaultConfig().(*Config)
 	cfg.AuthType = kubeclient.AuthTypeKubeConfig
@@ -81,20 +87,27 @@ func startWriter(t *testing.T, c *kube.Cluster, clk *clock.Fake) *testWriter {
 		LeaseName: "otelcol-gpu-health", LeaseNamespace: namespace,
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
 	}
+	if change != nil {
+		change(cfg)
+	}
 	f := NewFactory()
 	set := connectortest.NewNopSettings(metadata.Type)
 	set.Logger = zaptest.NewLogger(t)
-	tw := &testWriter{t: t, clk: clk, out: new(consumertest.MetricsSink)}
+	tw := &testWriter{t: t, clk: clk, out: new(consumertest.MetricsSink), logsOut: new(consumertest.LogsSink)}
 	var err error
 	tw.metrics, err = f.CreateMetricsToMetrics(t.Context(), set, cfg, tw.out)
 	require.NoError(t, err)
 	tw.logs, err = f.CreateLogsToMetrics(t.Context(), set, cfg, tw.out)
 	require.NoError(t, err)
+	tw.records, err = f.CreateMetricsToLogs(t.Context(), set, cfg, tw.logsOut)
+	require.NoError(t, err)
 	tw.w = tw.metrics.(metricsInput).w
-	require.Same(t, tw.w, tw.logs.(logsInput).w, "one writer behind both connectors")
+	require.Same(t, tw.w, tw.logs.(logsInput).w, "one writer behind the connectors")
+	require.Same(t, tw.w, tw.records.(metricsInput).w, "one writer behind the connectors")
 	tw.w.setClock(clk)
-	require.NoError(t, tw.metrics.Start(t.Context(), componenttest.NewNopHost()))
-	require.NoError(t, tw.logs.Start(t.Context(), componenttest.NewNopHost()))
+	for _, c := range []component.Component{tw.metrics, tw.logs, tw.records} {
+		require.NoError(t, c.Start(t.Context(), componenttest.NewNopHost()))
+	}
 	t.Cleanup(tw.stop)
 	return tw
 }
@@ -105,8 +118,9 @@ func (tw *testWriter) stop() {
 		return
 	}
 	tw.stopped = true
-	require.NoError(tw.t, tw.metrics.Shutdown(context.Background()))
-	require.NoError(tw.t, tw.logs.Shutdown(context.Background()))
+	for _, c := range []component.Component{tw.metrics, tw.logs, tw.records} {
+		require.NoError(tw.t, c.Shutdown(context.Background()))
+	}
 }
 
 func (tw *testWriter) waitLeading() {
@@ -242,7 +256,7 @@ func TestConditionsAndEvents(t *testing.T) {
 	c := startCluster(t)
 	admin := c.Admin
 	clk := newClock()
-	tw := startWriter(t, c, clk)
+	tw := startWriter(t, c, clk, nil)
 	tw.waitLeading()
 
 	createGPUNode(t, admin, "gpu-a")
@@ -348,7 +362,7 @@ func TestReplayedBacklog(t *testing.T) {
 	c := startCluster(t)
 	admin := c.Admin
 	clk := newClock()
-	tw := startWriter(t, c, clk)
+	tw := startWriter(t, c, clk, nil)
 	tw.waitLeading()
 	createGPUNode(t, admin, "edge-1")
 	g := gpuOn("edge-1", 0)
@@ -384,7 +398,7 @@ func TestRestartRereadsState(t *testing.T) {
 	c := startCluster(t)
 	admin := c.Admin
 	clk := newClock()
-	first := startWriter(t, c, clk)
+	first := startWriter(t, c, clk, nil)
 	first.waitLeading()
 	createGPUNode(t, admin, "gpu-r")
 	createGPUNode(t, admin, "gpu-s")
@@ -399,7 +413,7 @@ func TestRestartRereadsState(t *testing.T) {
 
 	changes := conditionChanges(t, admin, "gpu-r")
 	clk.Advance(time.Minute)
-	second := startWriter(t, c, clk)
+	second := startWriter(t, c, clk, nil)
 	second.waitLeading()
 	lease, err := admin.CoordinationV1().Leases(namespace).Get(t.Context(), "otelcol-gpu-health", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -439,9 +453,9 @@ func TestOneWriter(t *testing.T) {
 	c := startCluster(t)
 	admin := c.Admin
 	clk := newClock()
-	a := startWriter(t, c, clk)
+	a := startWriter(t, c, clk, nil)
 	a.waitLeading()
-	b := startWriter(t, c, clk)
+	b := startWriter(t, c, clk, nil)
 	createGPUNode(t, admin, "gpu-b")
 	g := gpuOn("gpu-b", 0)
 
@@ -469,7 +483,7 @@ func TestOneWriter(t *testing.T) {
 func TestNodeOfAnotherCluster(t *testing.T) {
 	c := startCluster(t)
 	clk := newClock()
-	tw := startWriter(t, c, clk)
+	tw := startWriter(t, c, clk, nil)
 	tw.waitLeading()
 	tw.send(gpuOn("elsewhere", 0).health(clk.Now(), map[string]int64{"nvml": 2}))
 	tw.tick()

@@ -5,6 +5,7 @@ package k8sgpuhealthconnector
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -19,13 +20,15 @@ import (
 )
 
 // NewFactory creates the k8s_gpu_health connector factory: the agents' metrics and logs in, the
-// writer's metrics out.
+// writer's metrics and its quarantine's log records out.
 func NewFactory() connector.Factory {
 	return connector.NewFactory(
 		metadata.Type,
 		createDefaultConfig,
 		connector.WithMetricsToMetrics(createMetricsToMetrics, metadata.MetricsToMetricsStability),
 		connector.WithLogsToMetrics(createLogsToMetrics, metadata.LogsToMetricsStability),
+		connector.WithMetricsToLogs(createMetricsToLogs, metadata.MetricsToLogsStability),
+		connector.WithLogsToLogs(createLogsToLogs, metadata.LogsToLogsStability),
 	)
 }
 
@@ -33,6 +36,7 @@ func createDefaultConfig() component.Config {
 	enabled := StateFault{Enabled: true}
 	return &Config{
 		MetricsBuilderConfig: metadata.NewDefaultMetricsBuilderConfig(),
+		LogsBuilderConfig:    metadata.DefaultLogsBuilderConfig(),
 		AuthType:             kubeclient.AuthTypeServiceAccount,
 		SyncTimeout:          10 * time.Second,
 		Interval:             30 * time.Second,
@@ -40,7 +44,8 @@ func createDefaultConfig() component.Config {
 		// second); data ten minutes old has waited in a queue through an outage.
 		MaxDataAge: 10 * time.Minute,
 		Faults: FaultsConfig{
-			XIDResolutions:      actionableResolutions,
+			// Copies: a configuration's list is decoded into the default's.
+			XIDResolutions:      slices.Clone(actionableResolutions),
 			GPULost:             enabled,
 			GPUMissing:          enabled,
 			DriverHang:          StateFault{Enabled: true, For: 2 * time.Minute},
@@ -58,11 +63,21 @@ func createDefaultConfig() component.Config {
 			RenewDeadline: 10 * time.Second,
 			RetryPeriod:   2 * time.Second,
 		},
+		Quarantine: QuarantineConfig{
+			DryRun: true,
+			Cordon: slices.Clone(Actions),
+			// A reset takes one GPU's jobs: the node stays cordoned for the GPU's sake, and a
+			// drainer, which selects by the taint, leaves the others running.
+			Taint:            []Action{ActionReboot, ActionCheckNVLink, ActionInspectHardware},
+			EscalationWindow: 7 * 24 * time.Hour,
+			Breaker:          BreakerConfig{MaxShare: 0.1, Window: time.Hour},
+			GPUResourceNames: []string{"nvidia.com/gpu"},
+		},
 	}
 }
 
 // writers shares one writer between the connectors the collector makes of one configuration:
-// one per pair of pipelines it joins (metrics to metrics, logs to metrics), where two judges
+// one per pair of pipelines it joins (metrics or logs to metrics or logs), where two judges
 // would each see half of the data, and two candidates would stand against each other for the
 // Lease. A package variable, as the receivers keep theirs.
 var writers sharedcomponent.Registry[*Config, *writer]
@@ -73,9 +88,15 @@ type input struct {
 	release func() (last bool)
 }
 
-func acquire(cfg *Config, set connector.Settings, out consumer.Metrics) input {
+// acquire is the writer of cfg, sending its metrics to metrics or its log records to logs.
+func acquire(cfg *Config, set connector.Settings, metrics consumer.Metrics, logs consumer.Logs) input {
 	w, release := writers.Acquire(cfg, func() *writer { return newWriter(cfg, set) })
-	w.metricsOut = out
+	if metrics != nil {
+		w.metricsOut = metrics
+	}
+	if logs != nil {
+		w.logsOut = logs
+	}
 	return input{w: w, release: release}
 }
 
@@ -110,9 +131,17 @@ func (in logsInput) ConsumeLogs(_ context.Context, ld plog.Logs) error {
 }
 
 func createMetricsToMetrics(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Metrics, error) {
-	return metricsInput{acquire(cfg.(*Config), set, next)}, nil
+	return metricsInput{acquire(cfg.(*Config), set, next, nil)}, nil
 }
 
 func createLogsToMetrics(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Logs, error) {
-	return logsInput{acquire(cfg.(*Config), set, next)}, nil
+	return logsInput{acquire(cfg.(*Config), set, next, nil)}, nil
+}
+
+func createMetricsToLogs(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Logs) (connector.Metrics, error) {
+	return metricsInput{acquire(cfg.(*Config), set, nil, next)}, nil
+}
+
+func createLogsToLogs(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Logs) (connector.Logs, error) {
+	return logsInput{acquire(cfg.(*Config), set, nil, next)}, nil
 }

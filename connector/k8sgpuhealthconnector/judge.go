@@ -386,13 +386,16 @@ const maxMessageFaults = 8
 // verdict is a node's condition as the judge sees it.
 type verdict struct {
 	healthy bool
-	// top is the fault the reason names; action and severity are the node's: the largest of
-	// its faults'.
-	top      *fault
-	action   Action
-	severity xid.Severity
-	reason   string
-	message  string
+	// top is the fault the reason names; class and severity are the node's: the largest of its
+	// faults'. action is the recommended action: class, or the one after it when the same class
+	// came back soon after the node was returned to service (escalate).
+	top           *fault
+	class, action Action
+	severity      xid.Severity
+	reason        string
+	// faults are the open faults in words; latest is when the newest of them began.
+	faults string
+	latest time.Time
 }
 
 const (
@@ -404,17 +407,18 @@ const (
 func (n *nodeHealth) verdict() verdict {
 	open := n.open()
 	if len(open) == 0 {
-		return verdict{healthy: true, reason: reasonHealthy, message: messageHealthy}
+		return verdict{healthy: true, reason: reasonHealthy}
 	}
-	v := verdict{top: open[0], reason: kindOf(open[0].kind).reason, action: open[0].action, severity: open[0].severity}
+	v := verdict{top: open[0], reason: kindOf(open[0].kind).reason, class: open[0].action, severity: open[0].severity}
 	lines := make([]string, 0, min(len(open), maxMessageFaults)+1)
 	for i, f := range open {
-		if f.action.rank() > v.action.rank() {
-			v.action = f.action
+		if f.action.rank() > v.class.rank() {
+			v.class = f.action
 		}
 		if severityRank(f.severity) > severityRank(v.severity) {
 			v.severity = f.severity
 		}
+		v.latest = maxTime(v.latest, f.since)
 		if i < maxMessageFaults {
 			lines = append(lines, f.describe())
 		}
@@ -422,8 +426,20 @@ func (n *nodeHealth) verdict() verdict {
 	if len(open) > maxMessageFaults {
 		lines = append(lines, fmt.Sprintf("and %d more", len(open)-maxMessageFaults))
 	}
-	v.message = fmt.Sprintf("%s: %s. %s", v.action, v.action.words(), strings.Join(lines, "; "))
+	v.action, v.faults = v.class, strings.Join(lines, "; ")
 	return v
+}
+
+// message is the condition's message: the recommended action, then the faults.
+func (v verdict) message() string {
+	if v.healthy {
+		return messageHealthy
+	}
+	escalated := ""
+	if v.action != v.class {
+		escalated = fmt.Sprintf(" (escalated from %s: that class of fault came back soon after the node was returned to service)", v.class)
+	}
+	return fmt.Sprintf("%s: %s%s. %s", v.action, v.action.words(), escalated, v.faults)
 }
 
 func maxTime(a, b time.Time) time.Time {

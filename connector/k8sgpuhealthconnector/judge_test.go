@@ -252,7 +252,8 @@ func TestExpireVanishedGPU(t *testing.T) {
 func TestVerdict(t *testing.T) {
 	j, _ := testJudge(t, func(c *Config) { c.Faults.PCIeDowngrade.For = 0 })
 	n, _ := j.node("n1")
-	assert.Equal(t, verdict{healthy: true, reason: reasonHealthy, message: messageHealthy}, n.verdict())
+	assert.Equal(t, verdict{healthy: true, reason: reasonHealthy}, n.verdict())
+	assert.Equal(t, messageHealthy, n.verdict().message())
 
 	g, h := gpuOn("n1", 2), gpuOn("n1", 5)
 	j.consumeMetrics(g.health(t0, map[string]int64{"pcie_link": 1, "row_remap": 2}))
@@ -260,7 +261,7 @@ func TestVerdict(t *testing.T) {
 	assert.Equal(t, "RowRemapFailed", v.reason)
 	assert.Equal(t, ActionInspectHardware, v.action)
 	assert.Equal(t, "inspect_hardware: drain the node and have the GPU inspected: reseat or replace it (a reset will not repair it). "+
-		"GPU 2 (GPU-n1-2): a memory row remapping failed; GPU 2 (GPU-n1-2): the PCIe link runs below its width or generation", v.message)
+		"GPU 2 (GPU-n1-2): a memory row remapping failed; GPU 2 (GPU-n1-2): the PCIe link runs below its width or generation", v.message())
 
 	// An XID names the reason while it is open, whatever else is: a restarted writer knows
 	// from the reason alone that one is (see adopt). The action is the largest of all.
@@ -270,13 +271,14 @@ func TestVerdict(t *testing.T) {
 	assert.Equal(t, metadata.AttributeFaultXid, v.top.kind)
 	assert.Equal(t, ActionInspectHardware, v.action)
 	assert.Equal(t, "fatal", string(v.severity))
-	assert.True(t, strings.HasPrefix(v.message, "inspect_hardware: "), v.message)
-	assert.Contains(t, v.message, ". GPU 5 (GPU-n1-5): XID 48, meaning of 48; GPU 2")
+	assert.True(t, strings.HasPrefix(v.message(), "inspect_hardware: "), v.message())
+	assert.Contains(t, v.message(), ". GPU 5 (GPU-n1-5): XID 48, meaning of 48; GPU 2")
+	assert.Equal(t, t0.Add(time.Second), v.latest, "the newest fault's beginning")
 
 	for i := range 10 {
 		j.consumeLogs(gpuOn("n1", 10+i).xids(t0, 79, "reboot", "fatal", 1))
 	}
-	assert.True(t, strings.HasSuffix(n.verdict().message, "; and 5 more"), n.verdict().message)
+	assert.True(t, strings.HasSuffix(n.verdict().message(), "; and 5 more"), n.verdict().message())
 }
 
 func TestAdopt(t *testing.T) {

@@ -56,6 +56,7 @@ type writer struct {
 	newClient func(*Config) (kubernetes.Interface, error)
 
 	metricsOut consumer.Metrics
+	logsOut    consumer.Logs
 	mb         *metadata.MetricsBuilder
 
 	startOnce, stopOnce sync.Once
@@ -81,6 +82,8 @@ type writer struct {
 
 	// The loop's own: only its goroutine reads and writes them.
 	recorder *recorder
+	// quarantine is nil unless enabled.
+	quarantine *quarantine
 	// verdicts are the conditions of the nodes the writer went over, for the metrics.
 	verdicts map[string]verdict
 	faults   map[faultCount]int64
@@ -94,7 +97,7 @@ type faultCount struct {
 }
 
 func newWriter(cfg *Config, set connector.Settings) *writer {
-	return &writer{
+	w := &writer{
 		cfg:       cfg,
 		logger:    set.Logger,
 		clock:     clock.Real{},
@@ -108,6 +111,11 @@ func newWriter(cfg *Config, set connector.Settings) *writer {
 		// Every count from 0, so that increase() sees the first error.
 		errors: map[metadata.AttributeOperation]int64{metadata.AttributeOperationCondition: 0, metadata.AttributeOperationEvent: 0},
 	}
+	if cfg.Quarantine.Enabled {
+		w.quarantine = newQuarantine(&cfg.Quarantine)
+		w.errors[metadata.AttributeOperationNode] = 0
+	}
+	return w
 }
 
 func newClient(cfg *Config) (kubernetes.Interface, error) {
@@ -343,6 +351,9 @@ func (w *writer) pass(all bool) {
 	for _, name := range names {
 		w.reconcile(ctx, name)
 	}
+	if w.quarantine != nil {
+		w.endQuarantinePass(w.clock.Now())
+	}
 	failed, err := w.recorder.flush(ctx, w.clock.Now())
 	w.errors[metadata.AttributeOperationEvent] += int64(failed)
 	if err != nil {
@@ -385,13 +396,20 @@ func (w *writer) reconcile(ctx context.Context, name string) {
 		j.mu.Unlock()
 		return
 	}
-	if !n.adopted {
+	adopting := !n.adopted
+	if adopting {
 		n.adopt(node, current, now)
 	}
 	n.expire(w.cfg.MaxDataAge)
 	v := n.verdict()
 	occurrences := n.takePending()
 	j.mu.Unlock()
+	if w.quarantine != nil {
+		v = escalate(v, w.quarantine.state(node).released, now, w.cfg.Quarantine.EscalationWindow)
+		if adopting && current != nil && current.Status == corev1.ConditionFalse {
+			w.quarantine.adopt(name, v, now)
+		}
+	}
 
 	w.verdicts[name] = v
 	for _, o := range occurrences {
@@ -402,18 +420,30 @@ func (w *writer) reconcile(ctx context.Context, name string) {
 	if v.healthy {
 		status = corev1.ConditionTrue
 	}
-	if current != nil && current.Status == status && current.Reason == v.reason && current.Message == v.message {
-		return
+	// healthySince is when the condition turned True, as written.
+	var healthySince time.Time
+	if current != nil && current.Status == corev1.ConditionTrue {
+		healthySince = current.LastTransitionTime.Time
 	}
-	if err := w.writeCondition(ctx, node, current, status, v, now); err != nil {
-		w.errors[metadata.AttributeOperationCondition]++
-		w.markDirty([]string{name})
-		w.logger.Warn("writing the node's GPUHealthy condition failed; retrying on the next pass", zap.String("node", name), zap.Error(err))
-		return
+	if current == nil || current.Status != status || current.Reason != v.reason || current.Message != v.message() {
+		updated, err := w.writeCondition(ctx, node, current, status, v, now)
+		if err != nil {
+			w.errors[metadata.AttributeOperationCondition]++
+			w.markDirty([]string{name})
+			w.logger.Warn("writing the node's GPUHealthy condition failed; retrying on the next pass", zap.String("node", name), zap.Error(err))
+			return
+		}
+		if current != nil && current.Status == corev1.ConditionFalse && v.healthy {
+			w.recorder.add(node, "cleared", corev1.EventTypeNormal, reasonCleared,
+				fmt.Sprintf("%s is True again: no GPU fault calls for action any more (it was %s: %s)", ConditionType, current.Reason, current.Message), 1, now, now)
+		}
+		node = updated
+		if v.healthy && (current == nil || current.Status != corev1.ConditionTrue) {
+			healthySince = now
+		}
 	}
-	if current != nil && current.Status == corev1.ConditionFalse && v.healthy {
-		w.recorder.add(node, "cleared", corev1.EventTypeNormal, reasonCleared,
-			fmt.Sprintf("%s is True again: no GPU fault calls for action any more (it was %s: %s)", ConditionType, current.Reason, current.Message), 1, now, now)
+	if w.quarantine != nil {
+		w.quarantineNode(ctx, node, v, healthySince, now)
 	}
 }
 
@@ -442,7 +472,7 @@ func (w *writer) announce(node *corev1.Node, o *occurrence) {
 
 // writeCondition patches the node's GPUHealthy condition alone (a strategic merge by condition
 // type leaves the kubelet's and others' conditions as they are).
-func (w *writer) writeCondition(ctx context.Context, node *corev1.Node, current *corev1.NodeCondition, status corev1.ConditionStatus, v verdict, now time.Time) error {
+func (w *writer) writeCondition(ctx context.Context, node *corev1.Node, current *corev1.NodeCondition, status corev1.ConditionStatus, v verdict, now time.Time) (*corev1.Node, error) {
 	transition := metav1.NewTime(now)
 	if current != nil && current.Status == status {
 		transition = current.LastTransitionTime
@@ -451,23 +481,23 @@ func (w *writer) writeCondition(ctx context.Context, node *corev1.Node, current 
 		Type:               ConditionType,
 		Status:             status,
 		Reason:             v.reason,
-		Message:            v.message,
+		Message:            v.message(),
 		LastHeartbeatTime:  metav1.NewTime(now),
 		LastTransitionTime: transition,
 	}}}})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	updated, err := w.kube.CoreV1().Nodes().PatchStatus(ctx, node.Name, patch)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	_, _ = stripNode(updated)
 	w.nodeCache.Mutation(updated)
 	if status == corev1.ConditionFalse && (current == nil || current.Status != corev1.ConditionFalse) {
-		w.logger.Warn("a GPU fault calls for action", zap.String("node", node.Name), zap.String("reason", v.reason), zap.String("message", v.message))
+		w.logger.Warn("a GPU fault calls for action", zap.String("node", node.Name), zap.String("reason", v.reason), zap.String("message", v.message()))
 	}
-	return nil
+	return updated, nil
 }
 
 // adopt compares a node the writer has not written yet with its condition in the API: a
@@ -527,6 +557,9 @@ func (w *writer) emitMetrics() {
 		}
 		for op, n := range w.errors {
 			w.mb.RecordGpuHealthWriterErrorsTotalDataPoint(now, n, op)
+		}
+		if w.quarantine != nil {
+			w.recordQuarantine(now)
 		}
 	} else {
 		w.mb.RecordGpuHealthWriterLeaderDataPoint(now, 0)

@@ -66,6 +66,26 @@ func (ms *GpuNodeFaultsTotalMetricConfig) Unmarshal(parser *confmap.Conf) error 
 	return nil
 }
 
+// GpuNodeQuarantinedMetricConfig provides config for the gpu_node_quarantined metric.
+type GpuNodeQuarantinedMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuNodeQuarantinedMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
 // GpuNodeUnhealthyMetricConfig provides config for the gpu_node_unhealthy metric.
 type GpuNodeUnhealthyMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
@@ -86,12 +106,76 @@ func (ms *GpuNodeUnhealthyMetricConfig) Unmarshal(parser *confmap.Conf) error {
 	return nil
 }
 
+// GpuQuarantineActionsTotalMetricConfig provides config for the gpu_quarantine_actions_total metric.
+type GpuQuarantineActionsTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuQuarantineActionsTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// GpuQuarantineBreakerOpenMetricConfig provides config for the gpu_quarantine_breaker_open metric.
+type GpuQuarantineBreakerOpenMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuQuarantineBreakerOpenMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// GpuQuarantineRecentNodesMetricConfig provides config for the gpu_quarantine_recent_nodes metric.
+type GpuQuarantineRecentNodesMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuQuarantineRecentNodesMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
 // MetricsConfig provides config for k8s_gpu_health metrics.
 type MetricsConfig struct {
 	GpuHealthWriterErrorsTotal GpuHealthWriterErrorsTotalMetricConfig `mapstructure:"gpu_health_writer_errors_total"`
 	GpuHealthWriterLeader      GpuHealthWriterLeaderMetricConfig      `mapstructure:"gpu_health_writer_leader"`
 	GpuNodeFaultsTotal         GpuNodeFaultsTotalMetricConfig         `mapstructure:"gpu_node_faults_total"`
+	GpuNodeQuarantined         GpuNodeQuarantinedMetricConfig         `mapstructure:"gpu_node_quarantined"`
 	GpuNodeUnhealthy           GpuNodeUnhealthyMetricConfig           `mapstructure:"gpu_node_unhealthy"`
+	GpuQuarantineActionsTotal  GpuQuarantineActionsTotalMetricConfig  `mapstructure:"gpu_quarantine_actions_total"`
+	GpuQuarantineBreakerOpen   GpuQuarantineBreakerOpenMetricConfig   `mapstructure:"gpu_quarantine_breaker_open"`
+	GpuQuarantineRecentNodes   GpuQuarantineRecentNodesMetricConfig   `mapstructure:"gpu_quarantine_recent_nodes"`
 }
 
 func DefaultMetricsConfig() MetricsConfig {
@@ -105,7 +189,55 @@ func DefaultMetricsConfig() MetricsConfig {
 		GpuNodeFaultsTotal: GpuNodeFaultsTotalMetricConfig{
 			Enabled: true,
 		},
+		GpuNodeQuarantined: GpuNodeQuarantinedMetricConfig{
+			Enabled: true,
+		},
 		GpuNodeUnhealthy: GpuNodeUnhealthyMetricConfig{
+			Enabled: true,
+		},
+		GpuQuarantineActionsTotal: GpuQuarantineActionsTotalMetricConfig{
+			Enabled: true,
+		},
+		GpuQuarantineBreakerOpen: GpuQuarantineBreakerOpenMetricConfig{
+			Enabled: true,
+		},
+		GpuQuarantineRecentNodes: GpuQuarantineRecentNodesMetricConfig{
+			Enabled: true,
+		},
+	}
+}
+
+// EventConfig provides common config for a particular event.
+type EventConfig struct {
+	Enabled bool `mapstructure:"enabled"`
+
+	enabledSetByUser bool
+}
+
+func (ec *EventConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+	err := parser.Unmarshal(ec)
+	if err != nil {
+		return err
+	}
+	ec.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// EventsConfig provides config for k8s_gpu_health events.
+type EventsConfig struct {
+	GpuNodeQuarantine    EventConfig `mapstructure:"gpu.node.quarantine"`
+	GpuQuarantineBreaker EventConfig `mapstructure:"gpu.quarantine.breaker"`
+}
+
+func DefaultEventsConfig() EventsConfig {
+	return EventsConfig{
+		GpuNodeQuarantine: EventConfig{
+			Enabled: true,
+		},
+		GpuQuarantineBreaker: EventConfig{
 			Enabled: true,
 		},
 	}
@@ -125,4 +257,15 @@ func NewDefaultMetricsBuilderConfig() MetricsBuilderConfig {
 // Deprecated: Use NewDefaultMetricsBuilderConfig.
 func DefaultMetricsBuilderConfig() MetricsBuilderConfig {
 	return NewDefaultMetricsBuilderConfig()
+}
+
+// LogsBuilderConfig is a configuration for k8s_gpu_health logs builder.
+type LogsBuilderConfig struct {
+	Events EventsConfig `mapstructure:"events"`
+}
+
+func DefaultLogsBuilderConfig() LogsBuilderConfig {
+	return LogsBuilderConfig{
+		Events: DefaultEventsConfig(),
+	}
 }

@@ -35,7 +35,19 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpuNodeFaultsTotal: GpuNodeFaultsTotalMetricConfig{
 						Enabled: true,
 					},
+					GpuNodeQuarantined: GpuNodeQuarantinedMetricConfig{
+						Enabled: true,
+					},
 					GpuNodeUnhealthy: GpuNodeUnhealthyMetricConfig{
+						Enabled: true,
+					},
+					GpuQuarantineActionsTotal: GpuQuarantineActionsTotalMetricConfig{
+						Enabled: true,
+					},
+					GpuQuarantineBreakerOpen: GpuQuarantineBreakerOpenMetricConfig{
+						Enabled: true,
+					},
+					GpuQuarantineRecentNodes: GpuQuarantineRecentNodesMetricConfig{
 						Enabled: true,
 					},
 				},
@@ -54,7 +66,19 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpuNodeFaultsTotal: GpuNodeFaultsTotalMetricConfig{
 						Enabled: false,
 					},
+					GpuNodeQuarantined: GpuNodeQuarantinedMetricConfig{
+						Enabled: false,
+					},
 					GpuNodeUnhealthy: GpuNodeUnhealthyMetricConfig{
+						Enabled: false,
+					},
+					GpuQuarantineActionsTotal: GpuQuarantineActionsTotalMetricConfig{
+						Enabled: false,
+					},
+					GpuQuarantineBreakerOpen: GpuQuarantineBreakerOpenMetricConfig{
+						Enabled: false,
+					},
+					GpuQuarantineRecentNodes: GpuQuarantineRecentNodesMetricConfig{
 						Enabled: false,
 					},
 				},
@@ -64,7 +88,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpuHealthWriterErrorsTotalMetricConfig{}, GpuHealthWriterLeaderMetricConfig{}, GpuNodeFaultsTotalMetricConfig{}, GpuNodeUnhealthyMetricConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpuHealthWriterErrorsTotalMetricConfig{}, GpuHealthWriterLeaderMetricConfig{}, GpuNodeFaultsTotalMetricConfig{}, GpuNodeQuarantinedMetricConfig{}, GpuNodeUnhealthyMetricConfig{}, GpuQuarantineActionsTotalMetricConfig{}, GpuQuarantineBreakerOpenMetricConfig{}, GpuQuarantineRecentNodesMetricConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -76,6 +100,16 @@ func loadMetricsBuilderConfig(t *testing.T, name string) MetricsBuilderConfig {
 	sub, err := cm.Sub(name)
 	require.NoError(t, err)
 	cfg := NewDefaultMetricsBuilderConfig()
+	require.NoError(t, sub.Unmarshal(&cfg, confmap.WithIgnoreUnused()))
+	return cfg
+}
+
+func loadLogsBuilderConfig(t *testing.T, name string) LogsBuilderConfig {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	sub, err := cm.Sub(name)
+	require.NoError(t, err)
+	cfg := DefaultLogsBuilderConfig()
 	require.NoError(t, sub.Unmarshal(&cfg, confmap.WithIgnoreUnused()))
 	return cfg
 }

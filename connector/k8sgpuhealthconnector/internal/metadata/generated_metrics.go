@@ -51,6 +51,32 @@ var MapAttributeAction = map[string]AttributeAction{
 	"inspect_hardware": AttributeActionInspectHardware,
 }
 
+// AttributeBreakerState specifies the value breaker_state attribute.
+type AttributeBreakerState int
+
+const (
+	_ AttributeBreakerState = iota
+	AttributeBreakerStateOpen
+	AttributeBreakerStateClosed
+)
+
+// String returns the string representation of the AttributeBreakerState.
+func (av AttributeBreakerState) String() string {
+	switch av {
+	case AttributeBreakerStateOpen:
+		return "open"
+	case AttributeBreakerStateClosed:
+		return "closed"
+	}
+	return ""
+}
+
+// MapAttributeBreakerState is a helper map of string to AttributeBreakerState attribute value.
+var MapAttributeBreakerState = map[string]AttributeBreakerState{
+	"open":   AttributeBreakerStateOpen,
+	"closed": AttributeBreakerStateClosed,
+}
+
 // AttributeFault specifies the value fault attribute.
 type AttributeFault int
 
@@ -112,6 +138,7 @@ const (
 	_ AttributeOperation = iota
 	AttributeOperationCondition
 	AttributeOperationEvent
+	AttributeOperationNode
 )
 
 // String returns the string representation of the AttributeOperation.
@@ -121,6 +148,8 @@ func (av AttributeOperation) String() string {
 		return "condition"
 	case AttributeOperationEvent:
 		return "event"
+	case AttributeOperationNode:
+		return "node"
 	}
 	return ""
 }
@@ -129,6 +158,75 @@ func (av AttributeOperation) String() string {
 var MapAttributeOperation = map[string]AttributeOperation{
 	"condition": AttributeOperationCondition,
 	"event":     AttributeOperationEvent,
+	"node":      AttributeOperationNode,
+}
+
+// AttributeOutcome specifies the value outcome attribute.
+type AttributeOutcome int
+
+const (
+	_ AttributeOutcome = iota
+	AttributeOutcomeApplied
+	AttributeOutcomeDryRun
+	AttributeOutcomeBreakerOpen
+	AttributeOutcomePersonCordoned
+	AttributeOutcomePersonUncordoned
+	AttributeOutcomeFailed
+)
+
+// String returns the string representation of the AttributeOutcome.
+func (av AttributeOutcome) String() string {
+	switch av {
+	case AttributeOutcomeApplied:
+		return "applied"
+	case AttributeOutcomeDryRun:
+		return "dry_run"
+	case AttributeOutcomeBreakerOpen:
+		return "breaker_open"
+	case AttributeOutcomePersonCordoned:
+		return "person_cordoned"
+	case AttributeOutcomePersonUncordoned:
+		return "person_uncordoned"
+	case AttributeOutcomeFailed:
+		return "failed"
+	}
+	return ""
+}
+
+// MapAttributeOutcome is a helper map of string to AttributeOutcome attribute value.
+var MapAttributeOutcome = map[string]AttributeOutcome{
+	"applied":           AttributeOutcomeApplied,
+	"dry_run":           AttributeOutcomeDryRun,
+	"breaker_open":      AttributeOutcomeBreakerOpen,
+	"person_cordoned":   AttributeOutcomePersonCordoned,
+	"person_uncordoned": AttributeOutcomePersonUncordoned,
+	"failed":            AttributeOutcomeFailed,
+}
+
+// AttributeQuarantineAction specifies the value quarantine_action attribute.
+type AttributeQuarantineAction int
+
+const (
+	_ AttributeQuarantineAction = iota
+	AttributeQuarantineActionCordon
+	AttributeQuarantineActionUncordon
+)
+
+// String returns the string representation of the AttributeQuarantineAction.
+func (av AttributeQuarantineAction) String() string {
+	switch av {
+	case AttributeQuarantineActionCordon:
+		return "cordon"
+	case AttributeQuarantineActionUncordon:
+		return "uncordon"
+	}
+	return ""
+}
+
+// MapAttributeQuarantineAction is a helper map of string to AttributeQuarantineAction attribute value.
+var MapAttributeQuarantineAction = map[string]AttributeQuarantineAction{
+	"cordon":   AttributeQuarantineActionCordon,
+	"uncordon": AttributeQuarantineActionUncordon,
 }
 
 // AttributeSeverity specifies the value severity attribute.
@@ -173,9 +271,23 @@ var MetricsInfo = metricsInfo{
 		Name:       "gpu_node_faults_total",
 		Attributes: []string{"node_name", "fault", "replayed"},
 	},
+	GpuNodeQuarantined: metricInfo{
+		Name:       "gpu_node_quarantined",
+		Attributes: []string{"node_name", "action", "dry_run"},
+	},
 	GpuNodeUnhealthy: metricInfo{
 		Name:       "gpu_node_unhealthy",
 		Attributes: []string{"node_name", "fault", "action", "severity"},
+	},
+	GpuQuarantineActionsTotal: metricInfo{
+		Name:       "gpu_quarantine_actions_total",
+		Attributes: []string{"quarantine_action", "outcome"},
+	},
+	GpuQuarantineBreakerOpen: metricInfo{
+		Name: "gpu_quarantine_breaker_open",
+	},
+	GpuQuarantineRecentNodes: metricInfo{
+		Name: "gpu_quarantine_recent_nodes",
 	},
 }
 
@@ -183,7 +295,11 @@ type metricsInfo struct {
 	GpuHealthWriterErrorsTotal metricInfo
 	GpuHealthWriterLeader      metricInfo
 	GpuNodeFaultsTotal         metricInfo
+	GpuNodeQuarantined         metricInfo
 	GpuNodeUnhealthy           metricInfo
+	GpuQuarantineActionsTotal  metricInfo
+	GpuQuarantineBreakerOpen   metricInfo
+	GpuQuarantineRecentNodes   metricInfo
 }
 
 type metricInfo struct {
@@ -351,6 +467,60 @@ func newMetricGpuNodeFaultsTotal(cfg GpuNodeFaultsTotalMetricConfig) metricGpuNo
 	return m
 }
 
+type metricGpuNodeQuarantined struct {
+	data     pmetric.Metric                 // data buffer for generated metric.
+	config   GpuNodeQuarantinedMetricConfig // metric config provided by user.
+	capacity int                            // max observed number of data points added to the metric.
+}
+
+// init fills gpu_node_quarantined metric with initial data.
+func (m *metricGpuNodeQuarantined) init() {
+	m.data.SetName("gpu_node_quarantined")
+	m.data.SetDescription("1 while this component holds the node cordoned (dry_run true - it would, in dry run), with the recommended action (the Lease holder only).")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGpuNodeQuarantined) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, nodeNameAttributeValue string, actionAttributeValue string, dryRunAttributeValue bool) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+	dp.Attributes().PutStr("node_name", nodeNameAttributeValue)
+	dp.Attributes().PutStr("action", actionAttributeValue)
+	dp.Attributes().PutBool("dry_run", dryRunAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuNodeQuarantined) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuNodeQuarantined) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuNodeQuarantined(cfg GpuNodeQuarantinedMetricConfig) metricGpuNodeQuarantined {
+	m := metricGpuNodeQuarantined{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricGpuNodeUnhealthy struct {
 	data     pmetric.Metric               // data buffer for generated metric.
 	config   GpuNodeUnhealthyMetricConfig // metric config provided by user.
@@ -406,6 +576,161 @@ func newMetricGpuNodeUnhealthy(cfg GpuNodeUnhealthyMetricConfig) metricGpuNodeUn
 	return m
 }
 
+type metricGpuQuarantineActionsTotal struct {
+	data     pmetric.Metric                        // data buffer for generated metric.
+	config   GpuQuarantineActionsTotalMetricConfig // metric config provided by user.
+	capacity int                                   // max observed number of data points added to the metric.
+}
+
+// init fills gpu_quarantine_actions_total metric with initial data.
+func (m *metricGpuQuarantineActionsTotal) init() {
+	m.data.SetName("gpu_quarantine_actions_total")
+	m.data.SetDescription("Quarantine actions and what became of them (the Lease holder only).")
+	m.data.SetUnit("{action}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGpuQuarantineActionsTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, quarantineActionAttributeValue string, outcomeAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+	dp.Attributes().PutStr("quarantine_action", quarantineActionAttributeValue)
+	dp.Attributes().PutStr("outcome", outcomeAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuQuarantineActionsTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuQuarantineActionsTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuQuarantineActionsTotal(cfg GpuQuarantineActionsTotalMetricConfig) metricGpuQuarantineActionsTotal {
+	m := metricGpuQuarantineActionsTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuQuarantineBreakerOpen struct {
+	data     pmetric.Metric                       // data buffer for generated metric.
+	config   GpuQuarantineBreakerOpenMetricConfig // metric config provided by user.
+	capacity int                                  // max observed number of data points added to the metric.
+}
+
+// init fills gpu_quarantine_breaker_open metric with initial data.
+func (m *metricGpuQuarantineBreakerOpen) init() {
+	m.data.SetName("gpu_quarantine_breaker_open")
+	m.data.SetDescription("1 while the circuit breaker refuses new quarantines (too many GPU nodes quarantined within its window), else 0 (the Lease holder only, with quarantine enabled).")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricGpuQuarantineBreakerOpen) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuQuarantineBreakerOpen) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuQuarantineBreakerOpen) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuQuarantineBreakerOpen(cfg GpuQuarantineBreakerOpenMetricConfig) metricGpuQuarantineBreakerOpen {
+	m := metricGpuQuarantineBreakerOpen{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuQuarantineRecentNodes struct {
+	data     pmetric.Metric                       // data buffer for generated metric.
+	config   GpuQuarantineRecentNodesMetricConfig // metric config provided by user.
+	capacity int                                  // max observed number of data points added to the metric.
+}
+
+// init fills gpu_quarantine_recent_nodes metric with initial data.
+func (m *metricGpuQuarantineRecentNodes) init() {
+	m.data.SetName("gpu_quarantine_recent_nodes")
+	m.data.SetDescription("GPU nodes quarantined within the circuit breaker's window, dry runs included (the Lease holder only, with quarantine enabled).")
+	m.data.SetUnit("{node}")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricGpuQuarantineRecentNodes) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuQuarantineRecentNodes) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuQuarantineRecentNodes) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuQuarantineRecentNodes(cfg GpuQuarantineRecentNodesMetricConfig) metricGpuQuarantineRecentNodes {
+	m := metricGpuQuarantineRecentNodes{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 // MetricsBuilder provides an interface for scrapers to report metrics while taking care of all the transformations
 // required to produce metric representation defined in metadata and user config.
 type MetricsBuilder struct {
@@ -417,7 +742,11 @@ type MetricsBuilder struct {
 	metricGpuHealthWriterErrorsTotal metricGpuHealthWriterErrorsTotal
 	metricGpuHealthWriterLeader      metricGpuHealthWriterLeader
 	metricGpuNodeFaultsTotal         metricGpuNodeFaultsTotal
+	metricGpuNodeQuarantined         metricGpuNodeQuarantined
 	metricGpuNodeUnhealthy           metricGpuNodeUnhealthy
+	metricGpuQuarantineActionsTotal  metricGpuQuarantineActionsTotal
+	metricGpuQuarantineBreakerOpen   metricGpuQuarantineBreakerOpen
+	metricGpuQuarantineRecentNodes   metricGpuQuarantineRecentNodes
 }
 
 // MetricBuilderOption applies changes to default metrics builder.
@@ -446,7 +775,11 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings connector.Settings, op
 		metricGpuHealthWriterErrorsTotal: newMetricGpuHealthWriterErrorsTotal(mbc.Metrics.GpuHealthWriterErrorsTotal),
 		metricGpuHealthWriterLeader:      newMetricGpuHealthWriterLeader(mbc.Metrics.GpuHealthWriterLeader),
 		metricGpuNodeFaultsTotal:         newMetricGpuNodeFaultsTotal(mbc.Metrics.GpuNodeFaultsTotal),
+		metricGpuNodeQuarantined:         newMetricGpuNodeQuarantined(mbc.Metrics.GpuNodeQuarantined),
 		metricGpuNodeUnhealthy:           newMetricGpuNodeUnhealthy(mbc.Metrics.GpuNodeUnhealthy),
+		metricGpuQuarantineActionsTotal:  newMetricGpuQuarantineActionsTotal(mbc.Metrics.GpuQuarantineActionsTotal),
+		metricGpuQuarantineBreakerOpen:   newMetricGpuQuarantineBreakerOpen(mbc.Metrics.GpuQuarantineBreakerOpen),
+		metricGpuQuarantineRecentNodes:   newMetricGpuQuarantineRecentNodes(mbc.Metrics.GpuQuarantineRecentNodes),
 	}
 
 	for _, op := range options {
@@ -515,7 +848,11 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGpuHealthWriterErrorsTotal.emit(ils.Metrics())
 	mb.metricGpuHealthWriterLeader.emit(ils.Metrics())
 	mb.metricGpuNodeFaultsTotal.emit(ils.Metrics())
+	mb.metricGpuNodeQuarantined.emit(ils.Metrics())
 	mb.metricGpuNodeUnhealthy.emit(ils.Metrics())
+	mb.metricGpuQuarantineActionsTotal.emit(ils.Metrics())
+	mb.metricGpuQuarantineBreakerOpen.emit(ils.Metrics())
+	mb.metricGpuQuarantineRecentNodes.emit(ils.Metrics())
 
 	for _, op := range options {
 		op.apply(rm)
@@ -552,9 +889,29 @@ func (mb *MetricsBuilder) RecordGpuNodeFaultsTotalDataPoint(ts pcommon.Timestamp
 	mb.metricGpuNodeFaultsTotal.recordDataPoint(mb.startTime, ts, val, nodeNameAttributeValue, faultAttributeValue.String(), replayedAttributeValue)
 }
 
+// RecordGpuNodeQuarantinedDataPoint adds a data point to gpu_node_quarantined metric.
+func (mb *MetricsBuilder) RecordGpuNodeQuarantinedDataPoint(ts pcommon.Timestamp, val int64, nodeNameAttributeValue string, actionAttributeValue AttributeAction, dryRunAttributeValue bool) {
+	mb.metricGpuNodeQuarantined.recordDataPoint(mb.startTime, ts, val, nodeNameAttributeValue, actionAttributeValue.String(), dryRunAttributeValue)
+}
+
 // RecordGpuNodeUnhealthyDataPoint adds a data point to gpu_node_unhealthy metric.
 func (mb *MetricsBuilder) RecordGpuNodeUnhealthyDataPoint(ts pcommon.Timestamp, val int64, nodeNameAttributeValue string, faultAttributeValue AttributeFault, actionAttributeValue AttributeAction, severityAttributeValue AttributeSeverity) {
 	mb.metricGpuNodeUnhealthy.recordDataPoint(mb.startTime, ts, val, nodeNameAttributeValue, faultAttributeValue.String(), actionAttributeValue.String(), severityAttributeValue.String())
+}
+
+// RecordGpuQuarantineActionsTotalDataPoint adds a data point to gpu_quarantine_actions_total metric.
+func (mb *MetricsBuilder) RecordGpuQuarantineActionsTotalDataPoint(ts pcommon.Timestamp, val int64, quarantineActionAttributeValue AttributeQuarantineAction, outcomeAttributeValue AttributeOutcome) {
+	mb.metricGpuQuarantineActionsTotal.recordDataPoint(mb.startTime, ts, val, quarantineActionAttributeValue.String(), outcomeAttributeValue.String())
+}
+
+// RecordGpuQuarantineBreakerOpenDataPoint adds a data point to gpu_quarantine_breaker_open metric.
+func (mb *MetricsBuilder) RecordGpuQuarantineBreakerOpenDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricGpuQuarantineBreakerOpen.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordGpuQuarantineRecentNodesDataPoint adds a data point to gpu_quarantine_recent_nodes metric.
+func (mb *MetricsBuilder) RecordGpuQuarantineRecentNodesDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricGpuQuarantineRecentNodes.recordDataPoint(mb.startTime, ts, val)
 }
 
 // Reset resets metrics builder to its initial state. It should be used when external metrics source is restarted,

@@ -68,7 +68,19 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordGpuNodeFaultsTotalDataPoint(ts, 1, "node_name-val", AttributeFaultXid, true)
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGpuNodeQuarantinedDataPoint(ts, 1, "node_name-val", AttributeActionResetGpu, false)
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGpuNodeUnhealthyDataPoint(ts, 1, "node_name-val", AttributeFaultXid, AttributeActionResetGpu, AttributeSeverityInfo)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuQuarantineActionsTotalDataPoint(ts, 1, AttributeQuarantineActionCordon, AttributeOutcomeApplied)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuQuarantineBreakerOpenDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuQuarantineRecentNodesDataPoint(ts, 1)
 
 			res := pcommon.NewResource()
 			metrics := mb.Emit(WithResource(res))
@@ -150,6 +162,27 @@ func TestMetricsBuilder(t *testing.T) {
 					replayedAttrVal, ok := dp.Attributes().Get("replayed")
 					assert.True(t, ok)
 					assert.True(t, replayedAttrVal.Bool())
+				case "gpu_node_quarantined":
+					assert.False(t, validatedMetrics["gpu_node_quarantined"], "Found a duplicate in the metrics slice: gpu_node_quarantined")
+					validatedMetrics["gpu_node_quarantined"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "1 while this component holds the node cordoned (dry_run true - it would, in dry run), with the recommended action (the Lease holder only).", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					nodeNameAttrVal, ok := dp.Attributes().Get("node_name")
+					assert.True(t, ok)
+					assert.Equal(t, "node_name-val", nodeNameAttrVal.Str())
+					actionAttrVal, ok := dp.Attributes().Get("action")
+					assert.True(t, ok)
+					assert.Equal(t, "reset_gpu", actionAttrVal.Str())
+					dryRunAttrVal, ok := dp.Attributes().Get("dry_run")
+					assert.True(t, ok)
+					assert.False(t, dryRunAttrVal.Bool())
 				case "gpu_node_unhealthy":
 					assert.False(t, validatedMetrics["gpu_node_unhealthy"], "Found a duplicate in the metrics slice: gpu_node_unhealthy")
 					validatedMetrics["gpu_node_unhealthy"] = true
@@ -174,6 +207,50 @@ func TestMetricsBuilder(t *testing.T) {
 					severityAttrVal, ok := dp.Attributes().Get("severity")
 					assert.True(t, ok)
 					assert.Equal(t, "info", severityAttrVal.Str())
+				case "gpu_quarantine_actions_total":
+					assert.False(t, validatedMetrics["gpu_quarantine_actions_total"], "Found a duplicate in the metrics slice: gpu_quarantine_actions_total")
+					validatedMetrics["gpu_quarantine_actions_total"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Quarantine actions and what became of them (the Lease holder only).", mi.Description())
+					assert.Equal(t, "{action}", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					quarantineActionAttrVal, ok := dp.Attributes().Get("quarantine_action")
+					assert.True(t, ok)
+					assert.Equal(t, "cordon", quarantineActionAttrVal.Str())
+					outcomeAttrVal, ok := dp.Attributes().Get("outcome")
+					assert.True(t, ok)
+					assert.Equal(t, "applied", outcomeAttrVal.Str())
+				case "gpu_quarantine_breaker_open":
+					assert.False(t, validatedMetrics["gpu_quarantine_breaker_open"], "Found a duplicate in the metrics slice: gpu_quarantine_breaker_open")
+					validatedMetrics["gpu_quarantine_breaker_open"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "1 while the circuit breaker refuses new quarantines (too many GPU nodes quarantined within its window), else 0 (the Lease holder only, with quarantine enabled).", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+				case "gpu_quarantine_recent_nodes":
+					assert.False(t, validatedMetrics["gpu_quarantine_recent_nodes"], "Found a duplicate in the metrics slice: gpu_quarantine_recent_nodes")
+					validatedMetrics["gpu_quarantine_recent_nodes"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "GPU nodes quarantined within the circuit breaker's window, dry runs included (the Lease holder only, with quarantine enabled).", mi.Description())
+					assert.Equal(t, "{node}", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
 				}
 			}
 		})

@@ -16,4 +16,6 @@ var (
 const (
 	MetricsToMetricsStability = component.StabilityLevelDevelopment
 	LogsToMetricsStability    = component.StabilityLevelDevelopment
+	MetricsToLogsStability    = component.StabilityLevelDevelopment
+	LogsToLogsStability       = component.StabilityLevelDevelopment
 )
