@@ -52,16 +52,17 @@ func (g gpu) healthy(at time.Time) pmetric.Metrics {
 	return g.health(at, map[string]int64{"nvml": 0, "xid": 0, "memory_ecc": 0, "row_remap": 0, "thermal": 0, "power": 0, "pcie_link": 0})
 }
 
-// xids are n occurrences of code on g at data time at, of the given resolution class.
+// xids are n occurrences of code on g from data time at, a microsecond apart, of the given
+// resolution class.
 func (g gpu) xids(at time.Time, code int, resolution, severity string, n int) plog.Logs {
 	ld := plog.NewLogs()
 	rl := ld.ResourceLogs().AppendEmpty()
 	g.resource(rl.Resource())
 	lrs := rl.ScopeLogs().AppendEmpty().LogRecords()
-	for range n {
+	for i := range n {
 		lr := lrs.AppendEmpty()
 		lr.SetEventName("gpu.xid")
-		lr.SetTimestamp(pcommon.NewTimestampFromTime(at))
+		lr.SetTimestamp(pcommon.NewTimestampFromTime(at.Add(time.Duration(i) * time.Microsecond)))
 		lr.Attributes().PutStr(attrXID, strconv.Itoa(code))
 		lr.Attributes().PutStr(attrResolution, resolution)
 		lr.Attributes().PutStr(attrXIDSeverity, severity)

@@ -59,6 +59,9 @@ type nodeHealth struct {
 	// pending are the occurrences the writer has not made Events of yet, by Event key: one per
 	// fault however many times it occurred, so that a storm takes no more memory than one.
 	pending map[string]*occurrence
+	// newestXID is the data time of the newest XID counted, by Event key. An agent sends its XIDs
+	// in order and at least once: one not newer was counted already (a batch sent again).
+	newestXID map[string]time.Time
 
 	// What the node's object in the API says (see node): its boot, and when a person last
 	// marked its faults resolved. Evidence older than either raises nothing.
@@ -90,7 +93,7 @@ func newJudge(cfg *Config, clk clock.Clock) *judge {
 func (j *judge) node(name string) (n *nodeHealth, isNew bool) {
 	n = j.nodes[name]
 	if n == nil {
-		n = &nodeHealth{faults: map[faultKey]*fault{}, sampled: map[sample]time.Time{}, pending: map[string]*occurrence{}}
+		n = &nodeHealth{faults: map[faultKey]*fault{}, sampled: map[sample]time.Time{}, pending: map[string]*occurrence{}, newestXID: map[string]time.Time{}}
 		j.nodes[name] = n
 		isNew = true
 	}
@@ -276,7 +279,13 @@ func (j *judge) observeXID(name, gpu, minor string, lr plog.LogRecord, now time.
 		since:    t, seen: t, open: true, sticky: true,
 	}
 	n, _ := j.node(name)
-	if now.Sub(t) > j.cfg.MaxDataAge {
+	replayed := now.Sub(t) > j.cfg.MaxDataAge
+	key := f.eventKey(replayedPrefix(replayed))
+	if !t.After(n.newestXID[key]) {
+		return false
+	}
+	n.newestXID[key] = t
+	if replayed {
 		n.occur(&f, true, t)
 		return true
 	}
@@ -296,13 +305,17 @@ func (j *judge) observeXID(name, gpu, minor string, lr plog.LogRecord, now time.
 	return true
 }
 
+// replayedPrefix sets the Event keys of replayed occurrences apart: their Events are others.
+func replayedPrefix(replayed bool) string {
+	if replayed {
+		return "replayed/"
+	}
+	return ""
+}
+
 // occur counts an occurrence of f, at data time t, for the writer's Events.
 func (n *nodeHealth) occur(f *fault, replayed bool, t time.Time) {
-	prefix := ""
-	if replayed {
-		prefix = "replayed/"
-	}
-	key := f.eventKey(prefix)
+	key := f.eventKey(replayedPrefix(replayed))
 	o := n.pending[key]
 	if o == nil {
 		o = &occurrence{replayed: replayed, first: t}

@@ -197,6 +197,10 @@ func TestXIDs(t *testing.T) {
 	assert.Equal(t, []string{g.uuid + " xid 48", g.uuid + " xid 79"}, openFaults(j, "n1"))
 	assert.Equal(t, map[string]int{"xid/" + g.uuid + "/79": 1500, "xid/" + g.uuid + "/48": 1}, pendingCounts(j, "n1"))
 
+	// A batch sent again (an agent delivers at least once) is not counted again.
+	assert.Empty(t, j.consumeLogs(g.xids(t0.Add(time.Second), 79, "reboot", "fatal", 500)))
+	assert.Empty(t, pendingCounts(j, "n1"))
+
 	// An XID is not reported again: healthy states do not end it.
 	j.consumeMetrics(g.healthy(t0.Add(time.Minute)))
 	assert.Len(t, openFaults(j, "n1"), 2)
@@ -208,6 +212,7 @@ func TestXIDs(t *testing.T) {
 	assert.Empty(t, j.consumeMetrics(h.health(t0.Add(time.Hour), map[string]int64{"nvml": 2})), "a replayed state")
 	assert.Empty(t, openFaults(j, "n2"))
 	assert.Equal(t, map[string]int{"replayed xid/" + h.uuid + "/79": 3}, pendingCounts(j, "n2"))
+	assert.Empty(t, j.consumeLogs(h.xids(t0.Add(time.Hour), 79, "reboot", "fatal", 3)), "the backlog sent again")
 }
 
 func TestRebootAndResolved(t *testing.T) {
