@@ -165,7 +165,8 @@ func deploySecrets(t testing.TB) []byte {
 // TestDeployRBAC applies the base's RBAC for real and asks the API server (kubectl auth can-i)
 // what the gateway's and the agent's service accounts may do: the gateway reads pods and nodes
 // and writes only what the GPU health writer needs (a node's status, Events in default, its
-// one Lease), nothing else; the agent may do nothing at all.
+// one Lease), nothing else; the agent may do nothing at all. The quarantine component adds
+// patch on nodes, and nothing else.
 func TestDeployRBAC(t *testing.T) {
 	cluster := kube.Start(t)
 	admin := cluster.Kubeconfig("admin")
@@ -241,9 +242,29 @@ func TestDeployRBAC(t *testing.T) {
 		assert.False(t, can("otelcol-gpu-gateway", verb, "leases.coordination.k8s.io/otelcol-gpu-health", "otelcol-gpu"), "gateway %s its Lease", verb)
 	}
 
+	assert.False(t, can("otelcol-gpu-gateway", "patch", "nodes", ""), "no quarantine without its component")
+
+	// The quarantine component adds patch on nodes, and nothing else.
+	for _, o := range objects(t, render(t, overlays["components"])) {
+		if strings.HasPrefix(o.GetName(), "otelcol-gpu-quarantine") {
+			j, err := o.MarshalJSON()
+			require.NoError(t, err)
+			out, err := kubectl(t, admin, j, "apply", "-f", "-")
+			require.NoError(t, err, out)
+		}
+	}
+	assert.True(t, can("otelcol-gpu-gateway", "patch", "nodes", ""), "the quarantine's cordon, taint and annotation")
+	for _, verb := range []string{"update", "delete", "create"} {
+		assert.False(t, can("otelcol-gpu-gateway", verb, "nodes", ""), "gateway %s nodes with quarantine", verb)
+	}
+	for _, resource := range []string{"pods/eviction", "pods"} {
+		assert.False(t, can("otelcol-gpu-gateway", "create", resource, ""), "no drain: gateway create %s", resource)
+		assert.False(t, can("otelcol-gpu-gateway", "delete", resource, ""), "no drain: gateway delete %s", resource)
+	}
+
 	// The same, read from the manifests: no rule grants more than reading, but the writer's
-	// own, and none a wildcard.
-	exception := map[string][]string{"nodes/status": {"patch"}, "events": {"create", "patch"}, "leases": {"create", "get", "update"}}
+	// own and the quarantine's, and none a wildcard.
+	exception := map[string][]string{"nodes/status": {"patch"}, "events": {"create", "patch"}, "leases": {"create", "get", "update"}, "nodes": {"patch"}}
 	rules := func(name string, rules []rbacv1.PolicyRule) {
 		for _, rule := range rules {
 			assert.Empty(t, rule.NonResourceURLs, name)
@@ -251,7 +272,7 @@ func TestDeployRBAC(t *testing.T) {
 			assert.NotContains(t, rule.APIGroups, "*", name)
 			for _, resource := range rule.Resources {
 				allowed := readers
-				if strings.HasPrefix(name, "otelcol-gpu-health") {
+				if strings.HasPrefix(name, "otelcol-gpu-health") || name == "otelcol-gpu-quarantine" {
 					allowed = exception[resource]
 				}
 				for _, verb := range rule.Verbs {
@@ -260,7 +281,7 @@ func TestDeployRBAC(t *testing.T) {
 			}
 		}
 	}
-	for _, o := range ofKind(rendered, "ClusterRole") {
+	for _, o := range ofKind(append(rendered, objects(t, render(t, overlays["components"]))...), "ClusterRole") {
 		role := convert[rbacv1.ClusterRole](t, o)
 		rules(role.Name, role.Rules)
 	}

@@ -41,7 +41,7 @@ var chartValues = map[string][]string{
 	"base":       nil,
 	"edge":       {"layout=edge", "agent.gateway=otelcol-gpu-gateway.example.com"},
 	"scale-out":  {"layout=scale-out", "scaleOut.remoteWriteEndpoint=http://mimir-distributor.monitoring:8080/api/v1/push"},
-	"components": {"agent.runtimeClassName=nvidia", "textfile.enabled=true"},
+	"components": {"agent.runtimeClassName=nvidia", "textfile.enabled=true", "quarantine.enabled=true"},
 }
 
 // monitoring are the chart's switches for prometheus-operator and Grafana's sidecar, in the
@@ -224,6 +224,8 @@ func TestHelmLint(t *testing.T) {
 		{[]string{"layout=edge"}, "/agent/gateway"},
 		{[]string{"layout=scale-out"}, "/scaleOut/remoteWriteEndpoint"},
 		{[]string{"serviceMonitor.enabled=true", "podMonitor.enabled=true"}, "/podMonitor/enabled"},
+		{[]string{"layout=edge", "agent.gateway=gateway.example.com", "quarantine.enabled=true"}, "/quarantine/enabled"},
+		{[]string{"quarantine.dryRun=no"}, "dryRun"},
 	} {
 		t.Run(strings.Join(tc.values, ","), func(t *testing.T) {
 			out, err := helm(t, append([]string{"lint", "--strict", chart}, setFlags(tc.values)...)...)
