@@ -123,6 +123,7 @@ func startMonitoredCluster(t *testing.T) monitoredCluster {
 		// The writer has judged the agent's faults (XID 79, the lost GPU, the row remaps).
 		`gpu_node_unhealthy{node_name="dgx-07",fault="xid"}`,
 		`gpu_node_faults_total{fault="row_remap_failed"}`,
+		`gpu_node_quarantined{node_name="dgx-07",dry_run="true"}`,
 		`rate(task_cpu_seconds_total{job_name="alice~resnet50"}[30s])`,
 	} {
 		eventually(t, q, func() bool { return series(t, api, q) > 0 })
