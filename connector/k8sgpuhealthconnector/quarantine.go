@@ -35,6 +35,7 @@ const (
 	reasonQuarantined   = "GPUQuarantined"
 	reasonDryRun        = "GPUQuarantineDryRun"
 	reasonRefused       = "GPUQuarantineRefused"
+	reasonFailed        = "GPUQuarantineFailed"
 	reasonTripped       = "GPUQuarantineBreakerTripped"
 	reasonSkipped       = "GPUQuarantineSkipped"
 	reasonReleased      = "GPUQuarantineReleased"
@@ -233,14 +234,19 @@ func (w *writer) quarantineNode(ctx context.Context, node *corev1.Node, v verdic
 	case s.released != nil && s.released.By == byPerson && !v.latest.After(s.released.At):
 		// Returned to service by a person after these faults began: their call.
 	case !q.allows():
-		if _, done := q.refused[node.Name]; done {
+		// A refusal reported before (this pass's or, adopted, a writer's before this one) is not
+		// reported again; the breaker is open all the same.
+		_, reported := q.refused[node.Name]
+		if !q.breakerOpen {
+			q.breakerOpen = true
+			if !reported {
+				w.breakerChanged(node, now)
+			}
+		}
+		if reported {
 			return
 		}
 		q.refused[node.Name] = now
-		if !q.breakerOpen {
-			q.breakerOpen = true
-			w.breakerChanged(node, now)
-		}
 		w.quarantineAction(node, metadata.AttributeQuarantineActionCordon, metadata.AttributeOutcomeBreakerOpen, v, reasonRefused,
 			fmt.Sprintf("not cordoned for %s (%s): the circuit breaker is open, %d of %d GPU nodes quarantined within %s", v.reason, v.action, q.recent, q.gpuNodes, q.cfg.Breaker.Window))
 	default:
@@ -281,7 +287,7 @@ func (w *writer) cordon(ctx context.Context, node *corev1.Node, v verdict, now t
 		Spec:     nodeSpec{Unschedulable: new(true), Taints: withTaint(node.Spec.Taints, tainted, v.action)},
 	}
 	if err := w.patchNode(ctx, node, patch); err != nil {
-		w.quarantineAction(node, metadata.AttributeQuarantineActionCordon, metadata.AttributeOutcomeFailed, v, reasonRefused,
+		w.quarantineAction(node, metadata.AttributeQuarantineActionCordon, metadata.AttributeOutcomeFailed, v, reasonFailed,
 			fmt.Sprintf("could not be %s %s: %v; retried on the next pass", what, why, err))
 		return false
 	}
@@ -317,7 +323,7 @@ func (w *writer) release(ctx context.Context, node *corev1.Node, s quarantineSta
 		patch.Spec.Unschedulable = new(false)
 	}
 	if err := w.patchNode(ctx, node, patch); err != nil {
-		w.quarantineAction(node, metadata.AttributeQuarantineActionUncordon, metadata.AttributeOutcomeFailed, v, reasonReleased,
+		w.quarantineAction(node, metadata.AttributeQuarantineActionUncordon, metadata.AttributeOutcomeFailed, v, reasonFailed,
 			fmt.Sprintf("could not be released: %v; retried on the next pass", err))
 		return
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/xid"
+	"github.com/otelcol-gpu/otelcol-gpu/test/kube"
 )
 
 // quarantineOn is the policy of the tests: quarantine enabled and acting, uncordon after ten
@@ -408,4 +409,28 @@ func TestQuarantineDryRun(t *testing.T) {
 	assert.Equal(t, before.Spec, after.Spec, "no cordon, no taint")
 	assert.NotContains(t, after.Annotations, AnnotationQuarantine)
 	assert.NotContains(t, after.Annotations, AnnotationReleased)
+}
+
+// TestQuarantineWithoutItsPermission: without deploy/components/quarantine's patch on nodes (the
+// base's RBAC alone), an enabled quarantine changes nothing, and says so: a failed action, an
+// Event, the writer's errors.
+func TestQuarantineWithoutItsPermission(t *testing.T) {
+	c := kube.Start(t, "writer")
+	c.GrantManifests("writer", namespace, deployRBAC[:2]...)
+	admin := c.Admin
+	clk := newClock()
+	tw := startWriter(t, c, clk, func(cfg *Config) {
+		quarantineOn(false)(cfg)
+		cfg.Quarantine.Breaker.MaxShare = 1
+	})
+	tw.waitLeading()
+	createGPUNode(t, admin, "f-1")
+	tw.sendLogs(gpuOn("f-1", 0).xids(clk.Now(), 79, "reboot", "fatal", 1))
+	ev := waitEvent(t, admin, "f-1", reasonFailed, 1, nil)
+	assert.Contains(t, ev.Message, "could not be cordoned and tainted otelcol-gpu.io/gpu-unhealthy=reboot:NoSchedule for XIDError: reboot (fatal)")
+	assert.Contains(t, ev.Message, "forbidden")
+	assert.False(t, getNode(t, admin, "f-1").Spec.Unschedulable)
+	m := tw.metricsNow(t)
+	assert.Positive(t, m["gpu_quarantine_actions_total"]["outcome=failed,quarantine_action=cordon"])
+	assert.Positive(t, points(tw.out.AllMetrics()[0], "gpu_health_writer_errors_total")["operation=node"])
 }
