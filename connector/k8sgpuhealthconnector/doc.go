@@ -10,5 +10,7 @@
 // Event per fault with a count. One writer in the cluster: the collector that holds a Lease.
 // It judges faults by the data's own timestamps, so a backlog an edge agent replays after an
 // outage informs and changes nothing, and it keeps no state of its own: what it has written is
-// read back from the API server.
+// read back from the API server. Opt-in, it quarantines the nodes its policy names: cordon, a
+// NoSchedule taint for a drainer, an annotation of who, when and why, never a node someone else
+// cordoned, behind a circuit breaker, and a dry run first.
 package k8sgpuhealthconnector

@@ -10,12 +10,20 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 )
 
 // The agents' data as the gpu receiver sends it (receiver/gpureceiver/metadata.yaml; the
 // simulated receiver's own output in TestJudgesTheGPUReceiversHealth): each GPU is a resource
 // with node_name, uuid and minor_number; gpu_health{condition} per GPU, and the node's GPU
 // count on a resource with node_name only; one gpu.xid log record per XID.
+
+// setClock puts the writer and its judge on c; before it starts.
+func (w *writer) setClock(c clock.Clock) {
+	w.clock = c
+	w.judge.clock = c
+}
 
 // gpu is a GPU of a test node.
 type gpu struct{ node, uuid, minor string }

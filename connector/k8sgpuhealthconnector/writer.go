@@ -52,8 +52,6 @@ type writer struct {
 	logger *zap.Logger
 	clock  clock.Clock
 	judge  *judge
-	// newClient makes the API client; tests replace it.
-	newClient func(*Config) (kubernetes.Interface, error)
 
 	metricsOut consumer.Metrics
 	logsOut    consumer.Logs
@@ -98,16 +96,15 @@ type faultCount struct {
 
 func newWriter(cfg *Config, set connector.Settings) *writer {
 	w := &writer{
-		cfg:       cfg,
-		logger:    set.Logger,
-		clock:     clock.Real{},
-		judge:     newJudge(cfg, clock.Real{}),
-		newClient: newClient,
-		mb:        metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, set),
-		wake:      make(chan struct{}, 1),
-		dirty:     map[string]bool{},
-		verdicts:  map[string]verdict{},
-		faults:    map[faultCount]int64{},
+		cfg:      cfg,
+		logger:   set.Logger,
+		clock:    clock.Real{},
+		judge:    newJudge(cfg, clock.Real{}),
+		mb:       metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, set),
+		wake:     make(chan struct{}, 1),
+		dirty:    map[string]bool{},
+		verdicts: map[string]verdict{},
+		faults:   map[faultCount]int64{},
 		// Every count from 0, so that increase() sees the first error.
 		errors: map[metadata.AttributeOperation]int64{metadata.AttributeOperationCondition: 0, metadata.AttributeOperationEvent: 0},
 	}
@@ -126,19 +123,13 @@ func newClient(cfg *Config) (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(rc)
 }
 
-// setClock puts the writer and its judge on c (tests); before start.
-func (w *writer) setClock(c clock.Clock) {
-	w.clock = c
-	w.judge.clock = c
-}
-
 func (w *writer) start(_ context.Context, _ component.Host) error {
 	w.startOnce.Do(func() { w.startErr = w.doStart() })
 	return w.startErr
 }
 
 func (w *writer) doStart() error {
-	kube, err := w.newClient(w.cfg)
+	kube, err := newClient(w.cfg)
 	if err != nil {
 		return err
 	}
