@@ -22,7 +22,7 @@ AGENT_BUILD_DIR := distro/_build-agent
 BENCH_DURATION ?= 2m
 # Packages with end-to-end tests (build tag e2e). E2E_FLAGS=-update rewrites the expected pages:
 # it runs only the packages that hold them (internal/goldentest's flag).
-E2E_PKGS        ?= ./test/... ./receiver/k8swatchdogreceiver/ ./cmd/gpureport/...
+E2E_PKGS        ?= ./test/... ./receiver/k8swatchdogreceiver/ ./connector/k8sgpuhealthconnector/ ./cmd/gpureport/...
 E2E_GOLDEN_PKGS := ./test/e2e/ ./receiver/k8swatchdogreceiver/
 # What the tests run beside the code, each built once per version from the module proxy and
 # cached (test/deps.sh builds them first): kube-apiserver for the k8s_watchdog tests, kubectl of
@@ -37,8 +37,8 @@ REALNODE_BINS  = KUBELET_BIN=$$(test/kube/build-apiserver.sh kubelet) \
 	KUBE_SCHEDULER_BIN=$$(test/kube/build-apiserver.sh kube-scheduler) \
 	KUBE_PROXY_BIN=$$(test/kube/build-apiserver.sh kube-proxy) \
 	PROMETHEUS3_BIN=$$(test/prometheus/build.sh)
-COMPONENTS   := $(shell find receiver processor exporter extension -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
-SOURCES      := $(shell find receiver processor exporter extension internal distro/omitdetectors -name '*.go' -o -name go.mod 2>/dev/null) go.mod go.sum
+COMPONENTS   := $(shell find receiver processor exporter connector extension -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
+SOURCES      := $(shell find receiver processor exporter connector extension internal distro/omitdetectors -name '*.go' -o -name go.mod 2>/dev/null) go.mod go.sum
 
 .PHONY: all build image run demo demo-dcgm report test test-gpu unit e2e realnode bench lint generate tools deps clean render deploy undeploy secrets
 

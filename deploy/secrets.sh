@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes the Secrets deploy/ mounts, once, and prints them as manifests:
-#   otelcol-gpu-gateway: token, tls.crt, tls.key   (the gateway's serving certificate and key)
-#   otelcol-gpu-agent:   token, ca.crt              (the CA that signed the gateway's certificate)
+#   otelcol-gpu-gateway: token, tls.crt, tls.key, ca.crt   (the gateway's serving certificate and
+#                        key; the CA, for the scale-out gateways to check the watchdog's)
+#   otelcol-gpu-agent:   token, ca.crt                     (the CA that signed the gateway's certificate)
 # The files stay in $SECRETS_DIR (default deploy/.secrets, ignored by git) so that a second run,
 # or the edge clusters' agents, use the same CA and token. Extra DNS names for the gateway's
 # certificate (the address edge agents dial) go in GATEWAY_DNS_NAMES, separated by spaces.
@@ -36,7 +37,7 @@ if [[ ! -s tls.key ]]; then
 fi
 
 kubectl create secret generic otelcol-gpu-gateway --namespace "$namespace" --dry-run=client -o yaml \
-	--from-file=token=gateway-tokens --from-file=tls.crt --from-file=tls.key
+	--from-file=token=gateway-tokens --from-file=tls.crt --from-file=tls.key --from-file=ca.crt
 echo ---
 kubectl create secret generic otelcol-gpu-agent --namespace "$namespace" --dry-run=client -o yaml \
 	--from-file=token --from-file=ca.crt

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/kubeclient"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/k8swatchdogreceiver/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/test/kube"
 )
@@ -40,7 +41,7 @@ func BenchmarkLargeCluster(b *testing.B) {
 	populate(b, c.Admin)
 
 	cfg := createDefaultConfig().(*Config)
-	cfg.AuthType = AuthTypeKubeConfig
+	cfg.AuthType = kubeclient.AuthTypeKubeConfig
 	cfg.KubeConfigPath = c.Kubeconfig("watchdog")
 	c.GrantWatchdog("watchdog")
 

@@ -6,7 +6,6 @@ package k8swatchdogreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiv
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -14,25 +13,9 @@ import (
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/enum"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/kubeclient"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/k8swatchdogreceiver/internal/metadata"
 )
-
-// AuthType says how the receiver authenticates to the API server.
-type AuthType string
-
-const (
-	// AuthTypeServiceAccount uses the pod's service account (in-cluster config).
-	AuthTypeServiceAccount AuthType = "serviceAccount"
-	// AuthTypeKubeConfig uses a kubeconfig file, for a gateway that runs outside the cluster.
-	AuthTypeKubeConfig AuthType = "kubeConfig"
-)
-
-// AuthTypes are the values an AuthType may take.
-var AuthTypes = []AuthType{AuthTypeServiceAccount, AuthTypeKubeConfig}
-
-// Validate accepts one of AuthTypes.
-func (a AuthType) Validate() error { return enum.Check(a, AuthTypes) }
 
 // Config of the k8s_watchdog receiver.
 type Config struct {
@@ -41,7 +24,7 @@ type Config struct {
 	metadata.LogsBuilderConfig     `mapstructure:",squash"`
 
 	// AuthType is serviceAccount (in-cluster) or kubeConfig.
-	AuthType AuthType `mapstructure:"auth_type"`
+	AuthType kubeclient.AuthType `mapstructure:"auth_type"`
 	// KubeConfigPath is the kubeconfig file for auth_type kubeConfig; empty means the usual
 	// lookup ($KUBECONFIG, then ~/.kube/config).
 	KubeConfigPath string `mapstructure:"kubeconfig_path"`
@@ -80,17 +63,8 @@ var _ confmap.Validator = (*Config)(nil)
 // its type's to check.
 func (cfg *Config) Validate() error {
 	var errs []error
-	switch cfg.AuthType {
-	case AuthTypeServiceAccount:
-		if cfg.KubeConfigPath != "" || cfg.Context != "" {
-			errs = append(errs, errors.New("kubeconfig_path and context are only used with auth_type kubeConfig: remove them or set auth_type: kubeConfig"))
-		}
-	case AuthTypeKubeConfig:
-		if cfg.KubeConfigPath != "" {
-			if _, err := os.Stat(cfg.KubeConfigPath); err != nil {
-				errs = append(errs, fmt.Errorf("kubeconfig_path %q cannot be read: %w", cfg.KubeConfigPath, err))
-			}
-		}
+	if err := cfg.api().Check(); err != nil {
+		errs = append(errs, err)
 	}
 	if cfg.SyncTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("sync_timeout must be positive, got %s", cfg.SyncTimeout))
@@ -122,6 +96,11 @@ func (cfg *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// api is how the receiver reaches the API server.
+func (cfg *Config) api() kubeclient.Settings {
+	return kubeclient.Settings{AuthType: cfg.AuthType, KubeConfigPath: cfg.KubeConfigPath, Context: cfg.Context}
 }
 
 func (src JobNameSource) validate() error {

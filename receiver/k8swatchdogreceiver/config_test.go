@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/configtest"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/kubeclient"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -22,7 +23,7 @@ func TestLoadConfig(t *testing.T) {
 	custom := configtest.Load[Config](t, NewFactory(), "custom")
 	require.NoError(t, confmap.Validate(custom))
 	assert.Equal(t, time.Minute, custom.CollectionInterval)
-	assert.Equal(t, AuthTypeKubeConfig, custom.AuthType)
+	assert.Equal(t, kubeclient.AuthTypeKubeConfig, custom.AuthType)
 	assert.Equal(t, "testdata/kubeconfig", custom.KubeConfigPath)
 	assert.Equal(t, "other", custom.Context)
 	assert.Equal(t, 2*time.Minute, custom.SyncTimeout)

@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/kubeclient"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/k8swatchdogreceiver/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/test/kube"
@@ -260,7 +261,7 @@ func TestAgainstRealAPIServer(t *testing.T) {
 	// one configuration, so one set of informers.
 	f := NewFactory()
 	cfg := f.CreateDefaultConfig().(*Config)
-	cfg.AuthType = AuthTypeKubeConfig
+	cfg.AuthType = kubeclient.AuthTypeKubeConfig
 	cfg.KubeConfigPath = c.Kubeconfig("watchdog")
 	cfg.CollectionInterval = 300 * time.Millisecond
 	cfg.HealthzTimeout = 300 * time.Millisecond

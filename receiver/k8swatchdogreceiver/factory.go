@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/scraper"
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/kubeclient"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/sharedcomponent"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/k8swatchdogreceiver/internal/metadata"
 )
@@ -36,7 +37,7 @@ func createDefaultConfig() component.Config {
 		ControllerConfig:     cc,
 		MetricsBuilderConfig: metadata.NewDefaultMetricsBuilderConfig(),
 		LogsBuilderConfig:    metadata.DefaultLogsBuilderConfig(),
-		AuthType:             AuthTypeServiceAccount,
+		AuthType:             kubeclient.AuthTypeServiceAccount,
 		// 5,000 pods sync in under a second; the bound is what a gateway start waits when the API
 		// server is down (the cache-based metrics are withheld until the informers sync anyway).
 		SyncTimeout:      10 * time.Second,

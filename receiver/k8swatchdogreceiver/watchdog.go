@@ -6,7 +6,6 @@ package k8swatchdogreceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiv
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +23,6 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/latency"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/staleness"
@@ -124,25 +122,10 @@ func newWatchdog(cfg *Config, set receiver.Settings) *watchdog {
 
 // newClients builds the clients from in-cluster config or a kubeconfig.
 func newClients(cfg *Config) (clients, error) {
-	var rc *rest.Config
-	var err error
-	switch cfg.AuthType {
-	case AuthTypeServiceAccount:
-		rc, err = rest.InClusterConfig()
-		if err != nil {
-			return clients{}, fmt.Errorf("auth_type serviceAccount needs to run in a pod with a service account (set auth_type: kubeConfig outside the cluster): %w", err)
-		}
-	case AuthTypeKubeConfig:
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		rules.ExplicitPath = cfg.KubeConfigPath
-		rc, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: cfg.Context}).ClientConfig()
-		if err != nil {
-			return clients{}, fmt.Errorf("kubeconfig_path %q, context %q: %w", cfg.KubeConfigPath, cfg.Context, err)
-		}
-	default:
-		return clients{}, fmt.Errorf("unknown auth_type %q", cfg.AuthType)
+	rc, err := cfg.api().RESTConfig(metadata.Type.String())
+	if err != nil {
+		return clients{}, err
 	}
-	rc.UserAgent = "otelcol-gpu/" + metadata.Type.String()
 	// Protobuf lists are smaller and cheaper to decode than JSON on large clusters.
 	rc.ContentType = runtime.ContentTypeProtobuf
 	rc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON

@@ -31,6 +31,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/goldentest"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/kubeclient"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/latency"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/k8swatchdogreceiver/internal/metadata"
 )
@@ -87,7 +88,7 @@ func (h *harness) setHealthz(code int, body string) {
 
 func testConfig() *Config {
 	cfg := createDefaultConfig().(*Config)
-	cfg.AuthType = AuthTypeKubeConfig
+	cfg.AuthType = kubeclient.AuthTypeKubeConfig
 	return cfg
 }
 

@@ -127,7 +127,7 @@ func TestCheckedInPagesAreInContract(t *testing.T) {
 // repository root, the current directory.
 func producers(t *testing.T) map[string][]producer {
 	produced := map[string][]producer{}
-	for _, kind := range []string{"receiver", "processor", "exporter", "extension"} {
+	for _, kind := range []string{"receiver", "processor", "exporter", "connector", "extension"} {
 		files, err := filepath.Glob(filepath.Join(kind, "*", "metadata.yaml"))
 		require.NoError(t, err)
 		for _, file := range files {

@@ -50,7 +50,10 @@ func TestDesignPipelines(t *testing.T) {
 	assert.Equal(t, want, got, "docs/design.md's pipeline rows and distro/'s pipelines differ: update the table (and the diagram above it)")
 }
 
-// codeList writes names as the design's table does: `a`, `b`.
+// codeList writes names as the design's table does: `a`, `b`; none as —.
 func codeList(names []string) string {
+	if len(names) == 0 {
+		return "—"
+	}
 	return "`" + strings.Join(names, "`, `") + "`"
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/otelcol-gpu/otelcol-gpu/test/kube"
+	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
 // onAttribution are the dashboard queries on the gpu_attribution processor's series
@@ -49,8 +50,8 @@ var onAttribution = map[string]bool{
 // monitoredCluster is what the dashboard and compatibility tests query: make demo's agent with
 // every fault of the demo within seconds (test/e2e/testdata/demo-compressed.yaml) on a fixture
 // host running jobs, the gateway's k8s_watchdog against a real kube-apiserver holding GPU
-// nodes and pods in several states, and a real Prometheus scraping both and evaluating the
-// shipped rules.
+// nodes and pods in several states and its GPU health writer fed by the agent, and a real
+// Prometheus scraping both and evaluating the shipped rules.
 type monitoredCluster struct {
 	api   string            // instant-query prefix
 	base  string            // Prometheus' address
@@ -62,7 +63,9 @@ func startMonitoredCluster(t *testing.T) monitoredCluster {
 	root := repoRoot(t)
 	cluster := kube.Start(t, "watchdog")
 	cluster.GrantWatchdog("watchdog")
+	cluster.GrantManifests("watchdog", "otelcol-gpu", filepath.Join(root, "deploy", "base", "health-rbac.yaml"))
 	populateCluster(t, cluster.Admin)
+	gatewayOTLP := fmt.Sprintf("127.0.0.1:%d", stack.FreePort(t))
 
 	agent, _ := startDemo(t, filepath.Join(root, "test", "e2e", "testdata", "demo-compressed.yaml"),
 		filepath.Join(root, "distro", "scenarios", "pods", "dgx-a100-demo.yaml"),
@@ -77,9 +80,18 @@ func startMonitoredCluster(t *testing.T) monitoredCluster {
 		// The agent runs on the test cluster's node dgx-07 (dgx-08 has none).
 		"receivers::gpu::node_name=dgx-07",
 		"receivers::task::node_name=dgx-07",
+		// Its GPU health to the gateway's writer too, as the DaemonSet's agent sends it.
+		"exporters::otlp_grpc/gateway::endpoint="+gatewayOTLP,
+		"exporters::otlp_grpc/gateway::tls::insecure=true",
+		"service::pipelines::metrics/gateway::receivers=[gpu]",
+		"service::pipelines::metrics/gateway::processors=[memory_limiter]",
+		"service::pipelines::metrics/gateway::exporters=[otlp_grpc/gateway]",
+		"service::pipelines::logs::exporters=[debug,otlp_grpc/gateway]",
 	)
 	gateway := startCollector(t, filepath.Join(root, "test", "e2e", "testdata", "watchdog.yaml"),
-		"receivers::k8s_watchdog::kubeconfig_path="+cluster.Kubeconfig("watchdog"))
+		"receivers::k8s_watchdog::kubeconfig_path="+cluster.Kubeconfig("watchdog"),
+		"receivers::otlp::protocols::grpc::endpoint="+gatewayOTLP,
+		"connectors::k8s_gpu_health::kubeconfig_path="+cluster.Kubeconfig("watchdog"))
 
 	rules, err := filepath.Glob(filepath.Join(root, "deploy", "prometheus", "rules", "*.yaml"))
 	require.NoError(t, err)
@@ -108,6 +120,10 @@ func startMonitoredCluster(t *testing.T) monitoredCluster {
 		`gpu_nvml_timeouts_total{minor_number="6"}`,
 		`gpu_up{minor_number="6"} == 1`,
 		`task_gpu_mem_percent{job_name="dave~bert-infer"}`,
+		// The writer has judged the agent's faults (XID 79, the lost GPU, the row remaps).
+		`gpu_node_unhealthy{node_name="dgx-07",fault="xid"}`,
+		`gpu_node_faults_total{fault="row_remap_failed"}`,
+		`gpu_node_quarantined{node_name="dgx-07",dry_run="true"}`,
 		`rate(task_cpu_seconds_total{job_name="alice~resnet50"}[30s])`,
 	} {
 		eventually(t, q, func() bool { return series(t, api, q) > 0 })

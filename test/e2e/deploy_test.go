@@ -27,6 +27,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/otelcol-gpu/otelcol-gpu/test/kube"
@@ -160,16 +161,19 @@ func deploySecrets(tb testing.TB) []byte {
 	return out
 }
 
-// TestDeployRBAC applies the base's RBAC for real and asks the API server what the gateway's
-// and the agent's service accounts may do: the gateway reads pods and nodes, nothing else, and
-// writes nothing; the agent may do nothing at all.
+// TestDeployRBAC applies the base's RBAC for real and asks the API server (kubectl auth can-i)
+// what the gateway's and the agent's service accounts may do: the gateway reads pods and nodes
+// and writes only what the GPU health writer needs (a node's status, Events in default, its
+// one Lease), nothing else; the agent may do nothing at all. The quarantine component adds
+// patch on nodes, and nothing else.
 func TestDeployRBAC(t *testing.T) {
 	cluster := kube.Start(t)
 	admin := cluster.Kubeconfig("admin")
+	rendered := objects(t, render(t, overlays["base"]))
 	var rbac []byte
-	for _, o := range objects(t, render(t, overlays["base"])) {
+	for _, o := range rendered {
 		switch o.GetKind() {
-		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding":
+		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
 			j, err := o.MarshalJSON()
 			require.NoError(t, err)
 			rbac = append(append(rbac, j...), '\n')
@@ -178,9 +182,16 @@ func TestDeployRBAC(t *testing.T) {
 	out, err := kubectl(t, admin, rbac, "apply", "-f", "-")
 	require.NoError(t, err, out)
 
-	can := func(sa, verb, resource string) bool {
-		args := []string{"auth", "can-i", verb, "--as=system:serviceaccount:otelcol-gpu:" + sa, "--all-namespaces"}
-		if r, sub, ok := strings.Cut(resource, "/"); ok {
+	// can asks the API server whether sa may verb resource (TYPE, TYPE/NAME, or
+	// TYPE/subresource) in namespace, or in every namespace when namespace is empty.
+	can := func(sa, verb, resource, namespace string) bool {
+		args := []string{"auth", "can-i", verb, "--as=system:serviceaccount:otelcol-gpu:" + sa}
+		if namespace == "" {
+			args = append(args, "--all-namespaces")
+		} else {
+			args = append(args, "--namespace="+namespace)
+		}
+		if r, sub, ok := strings.Cut(resource, "/"); ok && !strings.Contains(r, ".") {
 			args = append(args, r, "--subresource="+sub)
 		} else {
 			args = append(args, resource)
@@ -192,31 +203,90 @@ func TestDeployRBAC(t *testing.T) {
 	writers := []string{"create", "update", "patch", "delete", "deletecollection"}
 	for _, resource := range []string{"pods", "nodes"} {
 		for _, verb := range readers {
-			assert.True(t, can("otelcol-gpu-gateway", verb, resource), "gateway %s %s", verb, resource)
+			assert.True(t, can("otelcol-gpu-gateway", verb, resource, ""), "gateway %s %s", verb, resource)
 		}
 	}
-	for _, resource := range []string{"pods", "nodes", "namespaces", "secrets", "configmaps", "pods/exec", "pods/log", "nodes/proxy", "events", "deployments.apps", "clusterroles.rbac.authorization.k8s.io"} {
+	for _, resource := range []string{"pods", "nodes", "namespaces", "secrets", "configmaps", "pods/exec", "pods/log", "nodes/proxy", "events", "leases.coordination.k8s.io", "deployments.apps", "clusterroles.rbac.authorization.k8s.io"} {
 		for _, verb := range writers {
-			assert.False(t, can("otelcol-gpu-gateway", verb, resource), "gateway %s %s", verb, resource)
-			assert.False(t, can("otelcol-gpu-agent", verb, resource), "agent %s %s", verb, resource)
+			assert.False(t, can("otelcol-gpu-gateway", verb, resource, ""), "gateway %s %s", verb, resource)
+			assert.False(t, can("otelcol-gpu-agent", verb, resource, ""), "agent %s %s", verb, resource)
 		}
 		if resource != "pods" && resource != "nodes" {
-			assert.False(t, can("otelcol-gpu-gateway", "get", resource), "gateway get %s", resource)
+			assert.False(t, can("otelcol-gpu-gateway", "get", resource, ""), "gateway get %s", resource)
 		}
-		assert.False(t, can("otelcol-gpu-agent", "get", resource), "agent get %s", resource)
+		assert.False(t, can("otelcol-gpu-agent", "get", resource, ""), "agent get %s", resource)
 	}
 
-	// The same, read from the manifests: no rule grants more than reading, and none a wildcard.
-	for _, o := range ofKind(objects(t, render(t, overlays["base"])), "ClusterRole") {
-		role := convert[rbacv1.ClusterRole](t, o)
-		for _, rule := range role.Rules {
-			assert.Empty(t, rule.NonResourceURLs, role.Name)
-			for _, verb := range rule.Verbs {
-				assert.Contains(t, readers, verb, "%s may only read", role.Name)
-			}
-			assert.NotContains(t, rule.Resources, "*", role.Name)
-			assert.NotContains(t, rule.APIGroups, "*", role.Name)
+	// The one exception to a read-only gateway, the GPU health writer (health-rbac.yaml): a
+	// node's status, Events where the API server keeps those of nodes, its Lease; nothing more.
+	assert.True(t, can("otelcol-gpu-gateway", "patch", "nodes/status", ""))
+	for _, verb := range []string{"update", "create", "delete"} {
+		assert.False(t, can("otelcol-gpu-gateway", verb, "nodes/status", ""), "gateway %s nodes/status", verb)
+	}
+	for _, verb := range []string{"create", "patch"} {
+		assert.True(t, can("otelcol-gpu-gateway", verb, "events", "default"), "gateway %s events in default", verb)
+		assert.False(t, can("otelcol-gpu-gateway", verb, "events", "otelcol-gpu"), "gateway %s events in its namespace", verb)
+		assert.False(t, can("otelcol-gpu-gateway", verb, "events", "kube-system"), "gateway %s events in kube-system", verb)
+	}
+	for _, verb := range []string{"get", "list", "watch", "update", "delete"} {
+		assert.False(t, can("otelcol-gpu-gateway", verb, "events", "default"), "gateway %s events in default", verb)
+	}
+	assert.True(t, can("otelcol-gpu-gateway", "create", "leases.coordination.k8s.io", "otelcol-gpu"))
+	for _, verb := range []string{"get", "update"} {
+		assert.True(t, can("otelcol-gpu-gateway", verb, "leases.coordination.k8s.io/otelcol-gpu-health", "otelcol-gpu"), "gateway %s its Lease", verb)
+		assert.False(t, can("otelcol-gpu-gateway", verb, "leases.coordination.k8s.io/kube-scheduler", "otelcol-gpu"), "gateway %s another Lease", verb)
+		assert.False(t, can("otelcol-gpu-gateway", verb, "leases.coordination.k8s.io/otelcol-gpu-health", "kube-system"), "gateway %s a Lease elsewhere", verb)
+	}
+	for _, verb := range []string{"list", "watch", "patch", "delete"} {
+		assert.False(t, can("otelcol-gpu-gateway", verb, "leases.coordination.k8s.io/otelcol-gpu-health", "otelcol-gpu"), "gateway %s its Lease", verb)
+	}
+
+	assert.False(t, can("otelcol-gpu-gateway", "patch", "nodes", ""), "no quarantine without its component")
+
+	// The quarantine component adds patch on nodes, and nothing else.
+	for _, o := range objects(t, render(t, overlays["components"])) {
+		if strings.HasPrefix(o.GetName(), "otelcol-gpu-quarantine") {
+			j, err := o.MarshalJSON()
+			require.NoError(t, err)
+			out, err := kubectl(t, admin, j, "apply", "-f", "-")
+			require.NoError(t, err, out)
 		}
+	}
+	assert.True(t, can("otelcol-gpu-gateway", "patch", "nodes", ""), "the quarantine's cordon, taint and annotation")
+	for _, verb := range []string{"update", "delete", "create"} {
+		assert.False(t, can("otelcol-gpu-gateway", verb, "nodes", ""), "gateway %s nodes with quarantine", verb)
+	}
+	for _, resource := range []string{"pods/eviction", "pods"} {
+		assert.False(t, can("otelcol-gpu-gateway", "create", resource, ""), "no drain: gateway create %s", resource)
+		assert.False(t, can("otelcol-gpu-gateway", "delete", resource, ""), "no drain: gateway delete %s", resource)
+	}
+
+	// The same, read from the manifests: no rule grants more than reading, but the writer's
+	// own and the quarantine's, and none a wildcard.
+	exception := map[string][]string{"nodes/status": {"patch"}, "events": {"create", "patch"}, "leases": {"create", "get", "update"}, "nodes": {"patch"}}
+	rules := func(name string, rules []rbacv1.PolicyRule) {
+		for _, rule := range rules {
+			assert.Empty(t, rule.NonResourceURLs, name)
+			assert.NotContains(t, rule.Resources, "*", name)
+			assert.NotContains(t, rule.APIGroups, "*", name)
+			for _, resource := range rule.Resources {
+				allowed := readers
+				if strings.HasPrefix(name, "otelcol-gpu-health") || name == "otelcol-gpu-quarantine" {
+					allowed = exception[resource]
+				}
+				for _, verb := range rule.Verbs {
+					assert.Contains(t, allowed, verb, "%s: %s on %s", name, verb, resource)
+				}
+			}
+		}
+	}
+	for _, o := range ofKind(append(rendered, objects(t, render(t, overlays["components"]))...), "ClusterRole") {
+		role := convert[rbacv1.ClusterRole](t, o)
+		rules(role.Name, role.Rules)
+	}
+	for _, o := range ofKind(rendered, "Role") {
+		role := convert[rbacv1.Role](t, o)
+		rules(role.Name, role.Rules)
 	}
 }
 
@@ -337,7 +407,6 @@ func placeholder(e corev1.EnvVar) string {
 // Deployment of its own whose rollout never runs two (strategy Recreate). The edge overlay runs
 // no gateway at all.
 func TestOneWatchdog(t *testing.T) {
-	setReceivers := regexp.MustCompile(`^--set=service::pipelines::([^:]+)::receivers=\[(.*)\]$`)
 	for name, dir := range overlays {
 		t.Run(name, func(t *testing.T) {
 			objs := objects(t, render(t, dir))
@@ -346,28 +415,7 @@ func TestOneWatchdog(t *testing.T) {
 			gatewayReplicas := int32(0)
 			for _, o := range ofKind(objs, "Deployment") {
 				d := convert[appsv1.Deployment](t, o)
-				var cfg struct {
-					Service struct {
-						Pipelines map[string]struct {
-							Receivers []string `yaml:"receivers"`
-						} `yaml:"pipelines"`
-					} `yaml:"service"`
-				}
-				require.NoError(t, yaml.Unmarshal([]byte(configs[configMapOf(t, d.Spec.Template.Spec)]), &cfg))
-				receivers := map[string][]string{}
-				for p, pipeline := range cfg.Service.Pipelines {
-					receivers[p] = pipeline.Receivers
-				}
-				for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
-					if m := setReceivers.FindStringSubmatch(arg); m != nil {
-						receivers[m[1]] = strings.Split(strings.ReplaceAll(m[2], " ", ""), ",")
-					}
-				}
-				runs := false
-				for _, r := range receivers {
-					runs = runs || slices.Contains(r, "k8s_watchdog")
-				}
-				if runs {
+				if runs(pipelinesOf(t, configs, d), "receivers", "k8s_watchdog") {
 					watchdogs = append(watchdogs, d)
 				} else {
 					gatewayReplicas += *d.Spec.Replicas
@@ -385,6 +433,112 @@ func TestOneWatchdog(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOneHealthWriter checks, in every layout, that the GPU health writer (k8s_gpu_health)
+// runs in one workload, with one replica, and sees every node's health: every other gateway
+// forwards the health data (metrics and logs, through gpu_health_filter) to the writer's
+// Service, which selects the writer's pods.
+func TestOneHealthWriter(t *testing.T) {
+	for name, dir := range overlays {
+		t.Run(name, func(t *testing.T) {
+			objs := objects(t, render(t, dir))
+			configs := collectorConfigs(t, objs)
+			var writers, forwarders []*appsv1.Deployment
+			for _, o := range ofKind(objs, "Deployment") {
+				d := convert[appsv1.Deployment](t, o)
+				pipelines := pipelinesOf(t, configs, d)
+				if runs(pipelines, "exporters", "k8s_gpu_health") {
+					writers = append(writers, d)
+					continue
+				}
+				forwarders = append(forwarders, d)
+				for _, signal := range []string{"metrics", "logs"} {
+					p := pipelines[signal+"/gpu_health"]
+					assert.Equal(t, []string{"otlp"}, p.Receivers, "%s forwards the agents' %s", d.Name, signal)
+					assert.Equal(t, []string{"memory_limiter", "gpu_health_filter"}, p.Processors, "%s forwards the health data alone", d.Name)
+					assert.Equal(t, []string{"otlp_grpc/gpu_health"}, p.Exporters, "%s forwards to the writer", d.Name)
+				}
+			}
+			if name == "edge" {
+				assert.Empty(t, writers, "edge nodes run agents only")
+				return
+			}
+			require.Len(t, writers, 1, "one workload writes the GPU health")
+			writer := writers[0]
+			assert.Equal(t, int32(1), *writer.Spec.Replicas)
+			if len(forwarders) == 0 {
+				return
+			}
+			var gateway struct {
+				Exporters map[string]struct {
+					Endpoint string `yaml:"endpoint"`
+				} `yaml:"exporters"`
+			}
+			require.NoError(t, yaml.Unmarshal([]byte(configs[configMapOf(t, forwarders[0].Spec.Template.Spec)]), &gateway))
+			service, _, ok := strings.Cut(gateway.Exporters["otlp_grpc/gpu_health"].Endpoint, ".")
+			require.True(t, ok, "the forwarding's endpoint names a Service")
+			i := slices.IndexFunc(ofKind(objs, "Service"), func(o *unstructured.Unstructured) bool { return o.GetName() == service })
+			require.GreaterOrEqual(t, i, 0, "the Service %s the gateways forward to", service)
+			selector := convert[corev1.Service](t, ofKind(objs, "Service")[i]).Spec.Selector
+			for k, v := range selector {
+				assert.Equal(t, v, writer.Spec.Template.Labels[k], "%s selects the writer's pods", service)
+			}
+			assert.Equal(t, []corev1.ServicePort{{Name: "otlp-grpc", Port: 4317, TargetPort: intstr.FromString("otlp-grpc")}},
+				convert[corev1.Service](t, ofKind(objs, "Service")[i]).Spec.Ports)
+		})
+	}
+}
+
+// pipeline is a collector's pipeline as its configuration and --set arguments leave it.
+type pipeline struct {
+	Receivers, Processors, Exporters []string
+}
+
+// pipelinesOf are a gateway Deployment's pipelines: its ConfigMap's, with the container's
+// --set=service::pipelines::<name>::<field>=[...] arguments applied.
+func pipelinesOf(t *testing.T, configs map[string]string, d *appsv1.Deployment) map[string]pipeline {
+	t.Helper()
+	var cfg struct {
+		Service struct {
+			Pipelines map[string]pipeline `yaml:"pipelines"`
+		} `yaml:"service"`
+	}
+	require.NoError(t, yaml.Unmarshal([]byte(configs[configMapOf(t, d.Spec.Template.Spec)]), &cfg))
+	pipelines := cfg.Service.Pipelines
+	set := regexp.MustCompile(`^--set=service::pipelines::([^:]+)::(receivers|processors|exporters)=\[(.*)\]$`)
+	for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
+		m := set.FindStringSubmatch(arg)
+		if m == nil {
+			continue
+		}
+		p := pipelines[m[1]]
+		names := strings.Split(strings.ReplaceAll(m[3], " ", ""), ",")
+		switch m[2] {
+		case "receivers":
+			p.Receivers = names
+		case "processors":
+			p.Processors = names
+		case "exporters":
+			p.Exporters = names
+		}
+		pipelines[m[1]] = p
+	}
+	return pipelines
+}
+
+// runs reports whether a pipeline has component among its receivers or exporters (field).
+func runs(pipelines map[string]pipeline, field, component string) bool {
+	for _, p := range pipelines {
+		names := p.Receivers
+		if field == "exporters" {
+			names = p.Exporters
+		}
+		if slices.Contains(names, component) {
+			return true
+		}
+	}
+	return false
 }
 
 // TestAgentMemorySettings keeps the DaemonSet's memory settings in step with each other: the

@@ -42,7 +42,7 @@ var chartValues = map[string][]string{
 	"base":       nil,
 	"edge":       {"layout=edge", "agent.gateway=otelcol-gpu-gateway.example.com"},
 	"scale-out":  {"layout=scale-out", "scaleOut.remoteWriteEndpoint=http://mimir-distributor.monitoring:8080/api/v1/push"},
-	"components": {"agent.runtimeClassName=nvidia", "textfile.enabled=true"},
+	"components": {"agent.runtimeClassName=nvidia", "textfile.enabled=true", "quarantine.enabled=true"},
 }
 
 // monitoring are the chart's switches for prometheus-operator and Grafana's sidecar, in the
@@ -225,6 +225,8 @@ func TestHelmLint(t *testing.T) {
 		{[]string{"layout=edge"}, "/agent/gateway"},
 		{[]string{"layout=scale-out"}, "/scaleOut/remoteWriteEndpoint"},
 		{[]string{"serviceMonitor.enabled=true", "podMonitor.enabled=true"}, "/podMonitor/enabled"},
+		{[]string{"layout=edge", "agent.gateway=gateway.example.com", "quarantine.enabled=true"}, "/quarantine/enabled"},
+		{[]string{"quarantine.dryRun=no"}, "dryRun"},
 	} {
 		t.Run(strings.Join(tc.values, ","), func(t *testing.T) {
 			out, err := helm(t, append([]string{"lint", "--strict", chart}, setFlags(tc.values)...)...)
@@ -400,7 +402,7 @@ func TestHelmInstall(t *testing.T) {
 	made := func() string {
 		out, err := kubectl(t, admin, nil, "get", "--ignore-not-found", "--output=name", "--all-namespaces",
 			"--selector=app.kubernetes.io/part-of=otelcol-gpu",
-			"daemonsets,deployments,services,configmaps,serviceaccounts,clusterroles,clusterrolebindings,servicemonitors,podmonitors,prometheusrules")
+			"daemonsets,deployments,services,configmaps,serviceaccounts,clusterroles,clusterrolebindings,roles,rolebindings,servicemonitors,podmonitors,prometheusrules")
 		require.NoError(t, err, out)
 		return out
 	}

@@ -137,7 +137,9 @@ type Gateway struct {
 
 // StartGateway runs distro/gateway.yaml with s's certificate, key and token. The k8s_watchdog
 // receiver is left out of its pipelines unless the test's sets put it back (it needs an API
-// server: see test/kube). sets are more --set overrides.
+// server: see test/kube). The k8s_gpu_health connector stays in them, as a gateway's whose API
+// server is down: it reads the agents' data, writes nothing and holds nothing up; its
+// kubeconfig points where nothing listens. sets are more --set overrides.
 func StartGateway(tb testing.TB, s *Secrets, sets ...string) *Gateway {
 	tb.Helper()
 	ep, args := newEndpoints(tb)
@@ -149,9 +151,29 @@ func StartGateway(tb testing.TB, s *Secrets, sets ...string) *Gateway {
 		"extensions::bearertokenauth/agents::filename="+s.GatewayToken,
 		"service::pipelines::metrics::receivers=[otlp]",
 		"service::pipelines::logs::receivers=[otlp]",
+		"connectors::k8s_gpu_health::auth_type=kubeConfig",
+		"connectors::k8s_gpu_health::kubeconfig_path="+unreachableKubeconfig(tb),
+		"connectors::k8s_gpu_health::sync_timeout=1ms",
 	)
-	g.Process = Start(tb, Binary(tb), config("gateway.yaml", append(args, sets...)), []string{"MY_POD_IP=127.0.0.1"})
+	g.Process = Start(tb, Binary(tb), config("gateway.yaml", append(args, sets...)), []string{"MY_POD_IP=127.0.0.1", "MY_POD_NAMESPACE=otelcol-gpu"})
 	return g
+}
+
+// unreachableKubeconfig writes a kubeconfig of an API server that nothing serves.
+func unreachableKubeconfig(tb testing.TB) string {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "kubeconfig")
+	kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: down, cluster: {server: "https://127.0.0.1:%d"}}]
+contexts: [{name: down, context: {cluster: down, user: nobody}}]
+current-context: down
+users: [{name: nobody, user: {token: none}}]
+`, FreePort(tb))
+	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return path
 }
 
 // Agent is a collector running distro/agent.yaml.

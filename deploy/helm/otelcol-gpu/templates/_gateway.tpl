@@ -54,12 +54,14 @@ spec:
           imagePullPolicy: {{ .Values.image.pullPolicy }}
           args:
             - --config=/etc/otelcol-gpu/config/config.yaml
-            {{- range concat $.args .Values.gateway.extraArgs }}
+            {{- range concat $.args (include "otelcol-gpu.quarantineArgs" . | fromYamlArray) .Values.gateway.extraArgs }}
             - {{ . | quote }}
             {{- end }}
           env:
             - name: MY_POD_IP
               valueFrom: {fieldRef: {fieldPath: status.podIP}}
+            - name: MY_POD_NAMESPACE
+              valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
             - name: GOMEMLIMIT
               valueFrom: {resourceFieldRef: {resource: limits.memory}}
           ports:
@@ -89,5 +91,16 @@ spec:
           configMap: {name: {{ $.name }}}
         - name: secret
           secret: {secretName: {{ .Values.gateway.secretName | quote }}, defaultMode: 0440}
+{{- end }}
+{{- end }}
+
+{{- /* deploy/components/quarantine's arguments of every gateway Deployment (the one that writes
+is the base's gateway, or the scale-out layout's watchdog), as a YAML list. */}}
+{{- define "otelcol-gpu.quarantineArgs" -}}
+{{- if .Values.quarantine.enabled }}
+- --set=connectors::k8s_gpu_health::quarantine::enabled=true
+- --set=connectors::k8s_gpu_health::quarantine::dry_run={{ .Values.quarantine.dryRun }}
+{{- else }}
+[]
 {{- end }}
 {{- end }}
