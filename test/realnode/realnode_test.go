@@ -54,6 +54,7 @@ func TestRealNode(t *testing.T) {
 			t.Run("host access", testHostAccess)
 			t.Run("a pod ends", func(t *testing.T) { testPodEnds(t, w) })
 			t.Run("restarts", testRestarts)
+			t.Run("gpu health", func(t *testing.T) { testGPUHealth(t, in) })
 		})
 	}
 	t.Run("edge queue", func(t *testing.T) { testEdgeQueue(t, w) })
