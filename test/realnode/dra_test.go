@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,19 +126,24 @@ func testDRA(t *testing.T, plugin *draplugin.Plugin) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	claims := draAllocations(ctx, t)
-	want := draplugin.CDIKind + "="
+	// The claim, its device (driver, pool, device) and the CDI device the driver prepared.
+	want := fmt.Sprintf("%s/%s: %s/%s/gpu-%d %s=", draNamespace, draClaim, draDriver, realnode.NodeName, draGPU, draplugin.CDIKind)
 	if assert.Len(t, claims, 1, "the kubelet lists the DRA pod's claim in pod-resources' dynamic_resources") {
-		assert.Contains(t, claims[0], want, "a CDI device of the driver's")
+		assert.True(t, strings.HasPrefix(claims[0], want), "%q starts with %q", claims[0], want)
 	}
 	assert.NoError(t, plugin.Err())
+	// The kubelet deletes its node's ResourceSlices when it starts (the restarts check restarts
+	// it): the driver has published its slice again.
+	_, err := node.Admin.ResourceV1().ResourceSlices().Get(ctx, realnode.NodeName+"-"+draDriver, metav1.GetOptions{})
+	assert.NoError(t, err, "the DRA driver's ResourceSlice")
 
 	uuid := gpus[draGPU].UUID
 	match := labels("pod_name", draPod, "namespace", draNamespace, "uuid", uuid)
 	var p page
-	if err := poll.For(waitFor, func() error {
-		var err error
-		if p, err = scrape(agentMetrics); err != nil {
-			return err
+	if err = poll.For(waitFor, func() error {
+		var scrapeErr error
+		if p, scrapeErr = scrape(agentMetrics); scrapeErr != nil {
+			return scrapeErr
 		}
 		if got := p.find("task_gpu_percent", match); len(got) != 1 {
 			return fmt.Errorf("task_gpu_percent of %s/%s on GPU %d: %v; of the pod: %v; external: %v", draNamespace, draPod, draGPU, got,

@@ -192,7 +192,7 @@ func testGPUHealth(t *testing.T, in installer) {
 	}
 
 	// A person marks the node's faults resolved (after a GPU reset): True again, and an Event.
-	// The agent's XID has come by now (30 s after its start, the restarts test's).
+	// The running agent's XID came before (the first wait): none comes after this time.
 	resolvedAt := time.Now().UTC().Format(time.RFC3339)
 	patchNode(t, map[string]any{"metadata": map[string]any{"annotations": map[string]any{annotationResolved: resolvedAt}}})
 	cond = waitCondition(t, "GPUHealthy True once the faults are marked resolved", func(c *corev1.NodeCondition) error {
