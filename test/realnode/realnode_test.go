@@ -32,6 +32,7 @@ var (
 // it, and uninstalls it; then the edge overlay.
 func TestRealNode(t *testing.T) {
 	begin := time.Now()
+	dra := startDRA(t)
 	w := startWorkload(t)
 	t.Logf("workload running in %s", time.Since(begin).Round(100*time.Millisecond))
 	checkAllocations(t)
@@ -49,11 +50,13 @@ func TestRealNode(t *testing.T) {
 			rolledOut(t, "daemonset/otelcol-gpu-agent", "deployment/otelcol-gpu-gateway")
 			t.Logf("installed and ready in %s", time.Since(begin).Round(100*time.Millisecond))
 			t.Run("agent", func(t *testing.T) { testAgent(t, w) })
+			t.Run("dra", func(t *testing.T) { testDRA(t, dra) })
 			t.Run("gateway", testGateway)
 			t.Run("prometheus", testPrometheus)
 			t.Run("host access", testHostAccess)
 			t.Run("a pod ends", func(t *testing.T) { testPodEnds(t, w) })
 			t.Run("restarts", testRestarts)
+			t.Run("gpu health", func(t *testing.T) { testGPUHealth(t, in) })
 		})
 	}
 	t.Run("edge queue", func(t *testing.T) { testEdgeQueue(t, w) })
