@@ -86,9 +86,9 @@ run: $(AGENT_BIN)
 ## demo: a simulated 8-GPU node with its jobs' pods, plus this machine's node and task metrics on http://127.0.0.1:9102/metrics
 demo: $(AGENT_BIN) $(DEMONODE)
 	$(DEMONODE) -- $(AGENT_BIN) --config distro/demo.yaml
-## demo-dcgm: the same demo node under dcgm-exporter's names on http://127.0.0.1:9400/metrics
+## demo-dcgm: a simulated DGX H100 node (the demo's jobs, GPM's profiling fields) under dcgm-exporter's names on http://127.0.0.1:9400/metrics
 demo-dcgm: $(AGENT_BIN) $(DEMONODE)
-	$(DEMONODE) -- $(AGENT_BIN) --config distro/demo-dcgm.yaml
+	$(DEMONODE) -scenario distro/scenarios/dgx-h100-demo.yaml -- $(AGENT_BIN) --config distro/demo-dcgm.yaml
 $(DEMONODE): $(SOURCES) $(wildcard cmd/demonode/*.go)
 	CGO_ENABLED=1 $(GO) build -o $@ ./cmd/demonode
 
