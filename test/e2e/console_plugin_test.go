@@ -6,6 +6,10 @@
 package e2e
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -121,4 +125,34 @@ func TestConsolePluginOnTheDemo(t *testing.T) {
 		require.NoError(t, err, expr)
 		assert.Zero(t, n, "needs another exporter than ours: %s", expr)
 	}
+}
+
+// TestJobDashboardGPM runs the job dashboard's queries on GPM's activity (onGPM) on make
+// demo-dcgm's H100s, for each job there that holds a whole GPU or a MIG slice alone: each
+// returns data, and grace's busy but inefficient job shows its few busy SMs beside its high
+// utilization.
+func TestJobDashboardGPM(t *testing.T) {
+	mc := startDCGMDemo(t)
+	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "grafana", "job.json"))
+	require.NoError(t, err)
+	var d dashboard
+	require.NoError(t, json.Unmarshal(raw, &d))
+	ran := 0
+	for _, job := range []string{"alice~resnet50", "grace~tokenize", "dave~bert-infer", "frank~llm-eval"} {
+		for _, p := range d.Panels {
+			for _, target := range p.Targets {
+				key := d.UID + "/" + p.Title + "/" + target.RefID
+				if !onGPM[key] {
+					continue
+				}
+				ran++
+				expr := expand(target.Expr, map[string]string{"job": regexp.QuoteMeta(job)})
+				n, err := mc.query(expr)
+				require.NoError(t, err, expr)
+				assert.Positive(t, n, "no data for %s: %s", job, expr)
+			}
+		}
+	}
+	assert.Equal(t, 4*len(onGPM), ran)
+	assert.Equal(t, 2, count(t, mc, `task_gpu_sm_active_percent{job_name="grace~tokenize"} < 30 and on(UUID) task_gpu_percent > 80`), "busy but inefficient, GPU by GPU")
 }
