@@ -98,9 +98,10 @@ report: $(GPUREPORT)
 	$(if $(PROM_URL),,@test/deps.sh promtool prometheus)
 	$(GPUREPORT) $(if $(PROM_URL),-prometheus '$(PROM_URL)',-demo) -out report $(REPORT_FLAGS)
 
-## test-gpu: compare the gpu receiver with nvidia-smi on this machine's GPUs (skips without NVML)
+## test-gpu: compare the gpu receiver with nvidia-smi (GPM: nvidia-smi dmon or dcgmi dmon) on this
+## machine's GPUs, idle and, with DCGM's dcgmproftester, under load (test/gpu/run.sh; skips without NVML)
 test-gpu:
-	$(GO) test -tags gpu -count=1 -v -run TestAgainstNvidiaSMI ./receiver/gpureceiver/
+	GO=$(GO) test/gpu/run.sh
 
 ## generate: metric builders, docs and generated tests from each component's metadata.yaml
 generate: $(MDATAGEN)
