@@ -145,12 +145,12 @@ func TestGPMAgainstNvidiaSMI(t *testing.T) {
 	ids, scale := make([]string, len(gpmReference)), 1.0
 	var cmd *exec.Cmd
 	seconds := strconv.Itoa(int(gpmWindow / time.Second))
-	if smi, err := exec.LookPath("nvidia-smi"); err == nil {
+	if smi, lookErr := exec.LookPath("nvidia-smi"); lookErr == nil {
 		for i, r := range gpmReference {
 			ids[i] = r.smi
 		}
 		cmd = exec.Command(smi, "dmon", "--gpm-metrics", strings.Join(ids, ","), "-d", "1", "-c", seconds)
-	} else if dcgmi, err := exec.LookPath("dcgmi"); err == nil {
+	} else if dcgmi, lookErr := exec.LookPath("dcgmi"); lookErr == nil {
 		for i, r := range gpmReference {
 			ids[i] = r.dcgm
 		}
