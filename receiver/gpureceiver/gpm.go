@@ -168,8 +168,18 @@ func readGPM(r *gpuRead) {
 	}
 	st := &r.gpu.gpm
 	if !st.asked {
-		support, ok := read(r, "GpmQueryDeviceSupport", r.dev.GpmQueryDeviceSupport)
+		// ret is read only when the call returned in time: a late one still writes it.
+		var ret nvml.Return
+		support, ok := read(r, "GpmQueryDeviceSupport", func() (nvml.GpmSupport, nvml.Return) {
+			v, rt := r.dev.GpmQueryDeviceSupport()
+			ret = rt
+			return v, rt
+		})
 		if !ok {
+			// A GPU that says NOT_SUPPORTED is not asked again; another error is, next time.
+			if r.down == nvml.SUCCESS && ret == nvml.ERROR_NOT_SUPPORTED {
+				st.asked = true
+			}
 			return
 		}
 		st.asked, st.supported = true, support.IsSupportedDevice != 0

@@ -210,3 +210,32 @@ func TestGPMLateCall(t *testing.T) {
 	assert.Zero(t, lib.liveAtShutdown.Load(), "the buffers were freed before NVML was shut down")
 	assert.Zero(t, lib.GPMSamplesMisused(), "no buffer used after it was freed")
 }
+
+// noGPMQuery is a GPU whose driver answers GpmQueryDeviceSupport with NOT_SUPPORTED (a vGPU
+// guest, say), counting the calls.
+type noGPMQuery struct {
+	*simulated.Device
+	calls *atomic.Int32
+}
+
+func (d noGPMQuery) GpmQueryDeviceSupport() (nvml.GpmSupport, nvml.Return) {
+	d.calls.Add(1)
+	return nvml.GpmSupport{}, nvml.ERROR_NOT_SUPPORTED
+}
+
+// TestGPMNotSupportedAskedOnce: a GPU that says GPM is not supported is asked once, not every
+// collection, and reports none of GPM's metrics.
+func TestGPMNotSupportedAskedOnce(t *testing.T) {
+	clock := newFakeClock()
+	var calls atomic.Int32
+	srv := writeScenario(t, clock, "profile: dgxh100\ngpus: 1\n")
+	src := startScraper(t, testConfig(), withGPUs(srv, func(d *simulated.Device) nvml.Device { return noGPMQuery{d, &calls} }), clock, nil)
+	for range 3 {
+		clock.Advance(10 * time.Second)
+		rm := gpuResource(t, src.scrape(), "0")
+		assert.Equal(t, int64(1), value(t, rm, "gpu_up"))
+		assertNoGPM(t, rm, "GPM not supported")
+	}
+	assert.Equal(t, int32(1), calls.Load())
+	assert.Zero(t, srv.GPMSamplesLive())
+}
