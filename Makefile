@@ -86,9 +86,9 @@ run: $(AGENT_BIN)
 ## demo: a simulated 8-GPU node with its jobs' pods, plus this machine's node and task metrics on http://127.0.0.1:9102/metrics
 demo: $(AGENT_BIN) $(DEMONODE)
 	$(DEMONODE) -- $(AGENT_BIN) --config distro/demo.yaml
-## demo-dcgm: the same demo node under dcgm-exporter's names on http://127.0.0.1:9400/metrics
+## demo-dcgm: a simulated DGX H100 node (the demo's jobs, GPM's profiling fields) under dcgm-exporter's names on http://127.0.0.1:9400/metrics
 demo-dcgm: $(AGENT_BIN) $(DEMONODE)
-	$(DEMONODE) -- $(AGENT_BIN) --config distro/demo-dcgm.yaml
+	$(DEMONODE) -scenario distro/scenarios/dgx-h100-demo.yaml -- $(AGENT_BIN) --config distro/demo-dcgm.yaml
 $(DEMONODE): $(SOURCES) $(wildcard cmd/demonode/*.go)
 	CGO_ENABLED=1 $(GO) build -o $@ ./cmd/demonode
 
@@ -98,9 +98,10 @@ report: $(GPUREPORT)
 	$(if $(PROM_URL),,@test/deps.sh promtool prometheus)
 	$(GPUREPORT) $(if $(PROM_URL),-prometheus '$(PROM_URL)',-demo) -out report $(REPORT_FLAGS)
 
-## test-gpu: compare the gpu receiver with nvidia-smi on this machine's GPUs (skips without NVML)
+## test-gpu: compare the gpu receiver with nvidia-smi (GPM: nvidia-smi dmon or dcgmi dmon) on this
+## machine's GPUs, idle and, with DCGM's dcgmproftester, under load (test/gpu/run.sh; skips without NVML)
 test-gpu:
-	$(GO) test -tags gpu -count=1 -v -run TestAgainstNvidiaSMI ./receiver/gpureceiver/
+	GO=$(GO) test/gpu/run.sh
 
 ## generate: metric builders, docs and generated tests from each component's metadata.yaml
 generate: $(MDATAGEN)

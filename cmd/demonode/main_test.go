@@ -19,10 +19,22 @@ const (
 	podsFile = "../../distro/scenarios/pods/dgx-a100-demo.yaml"
 )
 
-// TestDemoPodsOwnTheScenarioProcesses: every GPU process of the demo scenario belongs to a pod
-// container or a host process of the pods file, so the demo's attribution has no accidental
+// demos are make demo's node and make demo-dcgm's, scenario and pods file.
+var demos = map[string][2]string{
+	"dgx-a100": {scenario, podsFile},
+	"dgx-h100": {"../../distro/scenarios/dgx-h100-demo.yaml", "../../distro/scenarios/pods/dgx-h100-demo.yaml"},
+}
+
+// TestDemoPodsOwnTheScenarioProcesses: every GPU process of each demo scenario belongs to a pod
+// container or a host process of its pods file, so the demo's attribution has no accidental
 // externals.
 func TestDemoPodsOwnTheScenarioProcesses(t *testing.T) {
+	for name, demo := range demos {
+		t.Run(name, func(t *testing.T) { podsOwnProcesses(t, demo[0], demo[1]) })
+	}
+}
+
+func podsOwnProcesses(t *testing.T, scenario, podsFile string) {
 	pods, err := demonode.LoadPods(podsFile)
 	require.NoError(t, err)
 	batch, err := gpureceivertest.SimulatedBatch(scenario)
@@ -54,17 +66,21 @@ func TestDemoPodsOwnTheScenarioProcesses(t *testing.T) {
 	assert.Positive(t, seen)
 }
 
-// TestRun lays out the node for the demo scenario, whose GPUs every device of the pods file
+// TestRun lays out the node for each demo scenario, whose GPUs every device of the pods file
 // names (8, GPU 6 in MIG mode with two slices, as internal/demonode's tests take them), and runs
 // the command beside it.
 func TestRun(t *testing.T) {
-	batch, err := gpureceivertest.SimulatedBatch(scenario)
-	require.NoError(t, err)
-	gpus := gpureceivertest.GPUs(batch)
-	require.Len(t, gpus, 8)
-	require.Len(t, gpus[6].MIG, 2, "GPU 6 is in MIG mode")
+	for name, demo := range demos {
+		t.Run(name, func(t *testing.T) {
+			batch, err := gpureceivertest.SimulatedBatch(demo[0])
+			require.NoError(t, err)
+			gpus := gpureceivertest.GPUs(batch)
+			require.Len(t, gpus, 8)
+			require.Len(t, gpus[6].MIG, 2, "GPU 6 is in MIG mode")
 
-	code, err := run(scenario, podsFile, []string{"true"})
-	require.NoError(t, err)
-	assert.Zero(t, code)
+			code, err := run(demo[0], demo[1], []string{"true"})
+			require.NoError(t, err)
+			assert.Zero(t, code)
+		})
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -43,6 +44,22 @@ func TestDemoReport(t *testing.T) {
 	assert.Len(t, r.Users, 6)
 	assert.Len(t, r.VirtualClusters, 3)
 	assert.NotEmpty(t, r.Jobs)
+	// The Hopper node's jobs have GPM's SM and tensor activity; resnet50's small kernels keep
+	// its GPUs busy with few SMs working: busy but inefficient.
+	var measured, flagged int
+	for _, j := range r.Jobs {
+		if !math.IsNaN(float64(j.SMActive)) {
+			measured++
+		}
+		if j.BusyInefficient {
+			flagged++
+			assert.Contains(t, j.Name, "resnet50", "only the demo's inefficient kind is flagged")
+			assert.Less(t, float64(j.SMActive), r.Options.LowSMBelow)
+		}
+	}
+	assert.Positive(t, measured, "jobs on the Hopper node have SM activity")
+	assert.Less(t, measured, len(r.Jobs), "the other nodes' have none")
+	assert.Positive(t, flagged, "a busy but inefficient job")
 	for _, g := range r.GPUs {
 		switch {
 		case g.Node == "gpu-node-03" && g.MinorNumber == "3":

@@ -29,6 +29,11 @@ const (
 	metricProcessSM     = "gpu_process_sm_utilization"
 	metricMIGUsed       = "gpu_mig_memory_used_bytes"
 	metricMIGTotal      = "gpu_mig_memory_total_bytes"
+	metricSMActive      = "gpu_sm_active_percent"
+	metricPipeActive    = "gpu_pipe_active_percent"
+	metricDRAMActive    = "gpu_dram_active_percent"
+	attrPipe            = "pipe"
+	pipeTensor          = "tensor"
 	attrMinor           = "minor_number"
 	attrUUID            = "uuid"
 	attrNodeName        = "node_name"
@@ -48,6 +53,37 @@ type gpuReading struct {
 	hasUtil, hasMemUtil bool
 	procs               []gpuProcess
 	migs                []migReading
+	// activity is GPM's, of the whole GPU (gi "") and of each MIG instance: Hopper and newer.
+	activity []gpmActivity
+}
+
+// gpmActivity is what GPM measured on a GPU or one of its MIG instances (gi, its GPU instance
+// id; "" for the whole GPU) over the collection interval, in percent.
+type gpmActivity struct {
+	gi                        string
+	sm, tensor, dram          float64
+	hasSM, hasTensor, hasDRAM bool
+}
+
+// activityOf is the GPU's GPM reading for instance gi ("" the whole GPU), added when new.
+func (g *gpuReading) activityOf(gi string) *gpmActivity {
+	for i := range g.activity {
+		if g.activity[i].gi == gi {
+			return &g.activity[i]
+		}
+	}
+	g.activity = append(g.activity, gpmActivity{gi: gi})
+	return &g.activity[len(g.activity)-1]
+}
+
+// findActivity is the GPU's GPM reading for instance gi, if GPM measured it.
+func (g *gpuReading) findActivity(gi string) (gpmActivity, bool) {
+	for _, a := range g.activity {
+		if a.gi == gi {
+			return a, true
+		}
+	}
+	return gpmActivity{}, false
 }
 
 type gpuProcess struct {
@@ -305,6 +341,24 @@ func (g *gpuReading) read(m pmetric.Metric) {
 			} else {
 				mr.total = int64(number(dp))
 			}
+		case metricSMActive, metricPipeActive, metricDRAMActive:
+			var gi string
+			if v, ok := dp.Attributes().Get(attrGPUInstance); ok {
+				gi = v.AsString()
+			}
+			switch m.Name() {
+			case metricSMActive:
+				a := g.activityOf(gi)
+				a.sm, a.hasSM = number(dp), true
+			case metricDRAMActive:
+				a := g.activityOf(gi)
+				a.dram, a.hasDRAM = number(dp), true
+			default:
+				if pipe, ok := dp.Attributes().Get(attrPipe); ok && pipe.Str() == pipeTensor {
+					a := g.activityOf(gi)
+					a.tensor, a.hasTensor = number(dp), true
+				}
+			}
 		}
 	}
 }
@@ -553,6 +607,10 @@ func (p *gpuAttribution) recordShare(gpus []gpuReading, h holding, holders int, 
 	if t.mig >= 0 {
 		m := g.migs[t.mig]
 		p.mb.RecordTaskGpuMemPercentDataPoint(ts, float64(m.used)/float64(m.total)*100, g.minor, g.uuid, m.uuid, claim...)
+		// GPM measures each MIG instance: its activity is the slice's, however many share it.
+		if a, ok := g.findActivity(m.gi); ok && m.gi != "" {
+			p.recordActivity(ts, a, g, m.uuid, claim)
+		}
 		return
 	}
 	if holders == 1 {
@@ -561,6 +619,9 @@ func (p *gpuAttribution) recordShare(gpus []gpuReading, h holding, holders int, 
 		}
 		if g.hasMemUtil {
 			p.mb.RecordTaskGpuMemPercentDataPoint(ts, g.memUtil, g.minor, g.uuid, "", claim...)
+		}
+		if a, ok := g.findActivity(""); ok {
+			p.recordActivity(ts, a, g, "", claim)
 		}
 		return
 	}
@@ -578,6 +639,26 @@ func (p *gpuAttribution) recordShare(gpus []gpuReading, h holding, holders int, 
 	}
 	if g.hasMemUtil {
 		p.mb.RecordTaskGpuMemPercentDataPoint(ts, share(g.memUtil, mem, memAll), g.minor, g.uuid, "", claim...)
+	}
+	// GPM measures the whole device. SM activity is split as utilization is, by the processes'
+	// SM utilization; which process kept the tensor pipes or the memory busy no counter says, so
+	// those two are not divided and stay the device's (gpu_pipe_active_percent, ...).
+	if a, ok := g.findActivity(""); ok && a.hasSM {
+		p.mb.RecordTaskGpuSmActivePercentDataPoint(ts, share(a.sm, sm, smAll), g.minor, g.uuid, "", claim...)
+	}
+}
+
+// recordActivity records GPM's activity of what a task holds alone: a whole GPU, or a MIG
+// instance (migUUID set).
+func (p *gpuAttribution) recordActivity(ts pcommon.Timestamp, a gpmActivity, g *gpuReading, migUUID string, claim []metadata.MetricAttributeOption) {
+	if a.hasSM {
+		p.mb.RecordTaskGpuSmActivePercentDataPoint(ts, a.sm, g.minor, g.uuid, migUUID, claim...)
+	}
+	if a.hasTensor {
+		p.mb.RecordTaskGpuTensorActivePercentDataPoint(ts, a.tensor, g.minor, g.uuid, migUUID, claim...)
+	}
+	if a.hasDRAM {
+		p.mb.RecordTaskGpuDramActivePercentDataPoint(ts, a.dram, g.minor, g.uuid, migUUID, claim...)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/goldentest"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources/podresourcestest"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpureceivertest"
 )
 
 const scenario = "testdata/scenarios/node.yaml"
@@ -224,4 +226,81 @@ func TestProcessThatExited(t *testing.T) {
 	byGPU := points(e.process(batch), "node_name", "pid", "source")
 	assert.Empty(t, byGPU["gpu_used_by_external_process_count"])
 	assert.Equal(t, 1.0, byGPU["gpu_attribution_source_errors_total"]["gpu-node-07||process"].value)
+}
+
+// TestAttributionGPM: on Hopper each task gets GPM's activity of what it holds: the device's on
+// a GPU it holds alone, the slice's on a MIG slice; on a time-sliced GPU its share of the SM
+// activity by its processes' SM utilization, and no tensor or DRAM activity (GPM measures the
+// device: which process kept those busy is unknown). The A100 has no GPM: none at all.
+func TestAttributionGPM(t *testing.T) {
+	batch, err := gpureceivertest.SimulatedIntervalBatch("testdata/scenarios/node-h100.yaml")
+	require.NoError(t, err)
+	ids := idsOf(batch)
+	e := newTestEnv(t, testHost(), startKubelet(t, ids))
+	out := e.process(batch)
+	byJob := points(out, "job_name", "minor_number", "mig_uuid")
+	sm, tensor, dram := byJob["task_gpu_sm_active_percent"], byJob["task_gpu_tensor_active_percent"], byJob["task_gpu_dram_active_percent"]
+
+	gpus := readGPUs(batch)
+	activity := func(minor, gi string) gpmActivity {
+		t.Helper()
+		for i := range gpus {
+			if gpus[i].minor == minor {
+				a, ok := gpus[i].findActivity(gi)
+				require.True(t, ok, "GPM of GPU %s instance %q", minor, gi)
+				return a
+			}
+		}
+		require.FailNow(t, "no GPU "+minor)
+		return gpmActivity{}
+	}
+	for _, gpu := range []string{"0", "1"} {
+		a := activity(gpu, "")
+		require.True(t, a.hasSM && a.hasTensor && a.hasDRAM)
+		assert.Equal(t, a.sm, sm["alice~resnet|"+gpu+"|"].value, "an exclusive GPU: the device's SM activity")
+		assert.Equal(t, a.tensor, tensor["alice~resnet|"+gpu+"|"].value)
+		assert.Equal(t, a.dram, dram["alice~resnet|"+gpu+"|"].value)
+	}
+	assert.Greater(t, tensor["alice~resnet|1|"].value, 5*tensor["alice~resnet|0|"].value, "GPU 1 is tensor bound")
+
+	shared := activity("2", "")
+	assert.Positive(t, shared.sm)
+	assert.InDelta(t, shared.sm*30/40, sm["bob~explore|2|"].value, 1e-9, "bob's processes ran 30 of the GPU's 40 SM percent")
+	assert.InDelta(t, shared.sm*10/40, sm["team-c/notebook-carol|2|"].value, 1e-9)
+	for _, job := range []string{"bob~explore|2|", "team-c/notebook-carol|2|"} {
+		assert.NotContains(t, tensor, job, "not divisible on a shared GPU")
+		assert.NotContains(t, dram, job, "not divisible on a shared GPU")
+	}
+
+	migKey := "dave~bert|3|" + ids[3].MIG[0]
+	var gi string
+	for i := range gpus {
+		for _, m := range gpus[i].migs {
+			if m.uuid == ids[3].MIG[0] {
+				gi = m.gi
+			}
+		}
+	}
+	require.NotEmpty(t, gi)
+	slice := activity("3", gi)
+	assert.Positive(t, slice.sm, "the busy slice")
+	assert.Equal(t, slice.sm, sm[migKey].value, "a MIG slice: the instance's")
+	assert.Equal(t, slice.tensor, tensor[migKey].value)
+	assert.NotContains(t, sm, "dave~bert|3|", "the MIG pod holds its slice, not the GPU")
+	assert.Equal(t, 0.0, sm["grace~queued|6|"].value, "an idle holder: its GPU's SMs idle")
+
+	// The same node's batch without GPM in this processor ends the series (staleness markers).
+	a100Batch := gpuBatch(t, scenario)
+	for name, pts := range points(e.process(a100Batch), "job_name") {
+		if strings.HasSuffix(name, "_active_percent") {
+			for job, pt := range pts {
+				assert.True(t, pt.absent, "%s of %s ends without GPM", name, job)
+			}
+		}
+	}
+	fresh := newTestEnv(t, testHost(), startKubelet(t, idsOf(a100Batch)))
+	a100 := points(fresh.process(a100Batch), "job_name")
+	for _, name := range []string{"task_gpu_sm_active_percent", "task_gpu_tensor_active_percent", "task_gpu_dram_active_percent"} {
+		assert.Empty(t, a100[name], "%s without GPM", name)
+	}
 }

@@ -321,6 +321,7 @@ func copyPoints(src, dst pmetric.Metric, r *rename, extra []attribute) {
 		for _, k := range r.drop {
 			out.Attributes().Remove(k)
 		}
+		renameKeys(out.Attributes(), r.keys)
 		attrs := resourceAttrs{out.Attributes()}
 		for _, a := range r.set {
 			attrs.put(a.key, a.value)

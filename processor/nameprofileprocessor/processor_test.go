@@ -227,6 +227,10 @@ func TestUnits(t *testing.T) {
 		{profile: ProfileDCGM, to: "DCGM_FI_DEV_SM_CLOCK", from: "gpu_clock_mhz", key: "clock", value: "sm", convert: same},
 		{profile: ProfileDCGM, to: "DCGM_FI_DEV_MEM_CLOCK", from: "gpu_clock_mhz", key: "clock", value: "memory", convert: same},
 		{profile: ProfileDCGM, to: "DCGM_FI_DEV_POWER_USAGE", from: "gpu_power_watts", convert: same},
+		{profile: ProfileDCGM, to: "DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX", from: "gpu_power_limit_max_watts", convert: same},
+		{profile: ProfileDCGM, to: "DCGM_FI_DEV_POWER_MGMT_LIMIT_MIN", from: "gpu_power_limit_min_watts", convert: same},
+		{profile: ProfileDCGM, to: "DCGM_FI_DEV_MAX_SM_CLOCK", from: "gpu_clock_max_mhz", key: "clock", value: "sm", convert: same},
+		{profile: ProfileDCGM, to: "DCGM_FI_DEV_MAX_MEM_CLOCK", from: "gpu_clock_max_mhz", key: "clock", value: "memory", convert: same},
 		{profile: ProfileSemconv, to: "hw.gpu.utilization", from: "gpu_utilization", convert: percentToRatio, toKey: "hw.gpu.task", toValue: "general"},
 		{profile: ProfileSemconv, to: "hw.gpu.utilization", from: "gpu_codec_utilization", key: "codec", value: "decoder", convert: percentToRatio, toKey: "hw.gpu.task", toValue: "decoder"},
 		{profile: ProfileSemconv, to: "hw.temperature", from: "gpu_memory_temperature_celsius", convert: same, toKey: "hw.sensor_location", toValue: "memory"},
@@ -247,6 +251,90 @@ func TestUnits(t *testing.T) {
 				assert.InDelta(t, v, got[id], 1e-9, "GPU %s", id)
 			}
 		})
+	}
+}
+
+// h100Scenario is make demo-dcgm's simulated DGX H100, which has GPM.
+var h100Scenario = filepath.Join("..", "..", "distro", "scenarios", "dgx-h100-demo.yaml")
+
+// instanceValues are a metric's values in a batch by GPU and MIG instance ("<uuid>/<instance>",
+// the instance empty for the whole GPU's), for the points whose attribute key has value.
+func instanceValues(md pmetric.Metrics, metric, key, value string) map[string]float64 {
+	out := map[string]float64{}
+	for i := 0; i < md.ResourceMetrics().Len(); i++ {
+		rm := md.ResourceMetrics().At(i)
+		res := resourceAttrs{rm.Resource().Attributes()}
+		m, ok := findMetric(rm, metric)
+		if !ok || res.has("job_name") {
+			continue
+		}
+		pts, _ := metricpoints.Numbers(m)
+		for j := 0; j < pts.Len(); j++ {
+			attrs := resourceAttrs{pts.At(j).Attributes()}
+			if key != "" && attrs.str(key) != value {
+				continue
+			}
+			id := cmp.Or(res.str("uuid"), res.str("UUID")) + "/" + cmp.Or(attrs.str("gpu_instance_id"), attrs.str("GPU_I_ID"))
+			out[id] = pts.At(j).DoubleValue()
+		}
+	}
+	return out
+}
+
+// TestProfilingFields: on Hopper the dcgm profile's DCGM_FI_PROF_* are GPM's percents as DCGM's
+// ratios (0-1) and its traffic in bytes per second, per GPU and per MIG instance (GPU_I_ID, as
+// dcgm-exporter labels it); on the A100 they are absent, as NVML has none.
+func TestProfilingFields(t *testing.T) {
+	collected, err := gpureceivertest.SimulatedIntervalBatch(h100Scenario)
+	require.NoError(t, err)
+	md := pmetric.NewMetrics()
+	collected.CopyTo(md)
+	renamed := runProfile(t, ProfileDCGM, md)[0]
+	ratio := func(p float64) float64 { return p / 100 }
+	same := func(v float64) float64 { return v }
+	for _, tc := range []struct {
+		to, from, key, value string
+		convert              func(float64) float64
+		instances            bool
+	}{
+		{to: "DCGM_FI_PROF_GR_ENGINE_ACTIVE", from: "gpu_graphics_engine_active_percent", convert: ratio, instances: true},
+		{to: "DCGM_FI_PROF_SM_ACTIVE", from: "gpu_sm_active_percent", convert: ratio, instances: true},
+		{to: "DCGM_FI_PROF_SM_OCCUPANCY", from: "gpu_sm_occupancy_percent", convert: ratio, instances: true},
+		{to: "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", from: "gpu_pipe_active_percent", key: "pipe", value: "tensor", convert: ratio, instances: true},
+		{to: "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE", from: "gpu_pipe_active_percent", key: "pipe", value: "tensor_hmma", convert: ratio, instances: true},
+		{to: "DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE", from: "gpu_pipe_active_percent", key: "pipe", value: "tensor_imma", convert: ratio, instances: true},
+		{to: "DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE", from: "gpu_pipe_active_percent", key: "pipe", value: "tensor_dfma", convert: ratio, instances: true},
+		{to: "DCGM_FI_PROF_PIPE_FP64_ACTIVE", from: "gpu_pipe_active_percent", key: "pipe", value: "fp64", convert: ratio, instances: true},
+		{to: "DCGM_FI_PROF_PIPE_FP32_ACTIVE", from: "gpu_pipe_active_percent", key: "pipe", value: "fp32", convert: ratio, instances: true},
+		{to: "DCGM_FI_PROF_PIPE_FP16_ACTIVE", from: "gpu_pipe_active_percent", key: "pipe", value: "fp16", convert: ratio, instances: true},
+		{to: "DCGM_FI_PROF_DRAM_ACTIVE", from: "gpu_dram_active_percent", convert: ratio, instances: true},
+		{to: "DCGM_FI_PROF_PCIE_TX_BYTES", from: "gpu_pcie_average_bytes_per_second", key: "direction", value: "tx", convert: same},
+		{to: "DCGM_FI_PROF_PCIE_RX_BYTES", from: "gpu_pcie_average_bytes_per_second", key: "direction", value: "rx", convert: same},
+		{to: "DCGM_FI_PROF_NVLINK_TX_BYTES", from: "gpu_nvlink_average_bytes_per_second", key: "direction", value: "tx", convert: same},
+		{to: "DCGM_FI_PROF_NVLINK_RX_BYTES", from: "gpu_nvlink_average_bytes_per_second", key: "direction", value: "rx", convert: same},
+	} {
+		t.Run(tc.to, func(t *testing.T) {
+			from := instanceValues(collected, tc.from, tc.key, tc.value)
+			got := instanceValues(renamed, tc.to, "", "")
+			// Every GPU of the demo is up; GPU 6's two MIG instances have their own.
+			want := 8
+			if tc.instances {
+				want += 2
+			}
+			require.Len(t, from, want)
+			require.Len(t, got, want)
+			for id, v := range from {
+				assert.InDelta(t, tc.convert(v), got[id], 1e-9, "%s", id)
+				if tc.convert(1) != 1 {
+					assert.True(t, got[id] >= 0 && got[id] <= 1, "a ratio: %s %v", id, got[id])
+				}
+			}
+		})
+	}
+
+	a100 := runProfile(t, ProfileDCGM, demoBatch(t))[0]
+	for _, name := range []string{"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE"} {
+		assert.Empty(t, instanceValues(a100, name, "", ""), "%s on the A100, which has no GPM", name)
 	}
 }
 

@@ -22,9 +22,11 @@ type rename struct {
 	desc  string
 	kind  kind
 	scale float64 // 0 leaves values as they are; integer points are truncated
-	// drop are data point attributes the new name makes redundant; set are added.
+	// drop are data point attributes the new name makes redundant; set are added; keys are
+	// renamed.
 	drop []string
 	set  []attribute
+	keys map[string]string
 }
 
 type attribute struct{ key, value string }
@@ -49,6 +51,19 @@ type profile struct {
 
 const mib = 1.0 / (1 << 20)
 
+// dcgmMIGKeys is how dcgm-exporter labels a MIG instance's profiling series.
+var dcgmMIGKeys = map[string]string{"gpu_instance_id": "GPU_I_ID"}
+
+// dcgmRatio is a DCGM profiling field from a GPM percent: DCGM's ratio from 0 to 1, per GPU and
+// per MIG instance.
+func dcgmRatio(from string, where attribute, to, desc string) rename {
+	r := rename{from: from, where: where, to: to, unit: "1", desc: desc, scale: 0.01, keys: dcgmMIGKeys}
+	if where.key != "" {
+		r.drop = []string{where.key}
+	}
+	return r
+}
+
 // dcgm is dcgm-exporter's default counter set (etc/default-counters.csv) where NVML gives the
 // same quantity, with its units, types and help texts. The others are listed in the README.
 var dcgm = profile{
@@ -71,6 +86,27 @@ var dcgm = profile{
 		{from: "gpu_memory_free_bytes", to: "DCGM_FI_DEV_FB_FREE", unit: "MiBy", desc: "Framebuffer memory free (in MiB).", scale: mib},
 		{from: "gpu_memory_reserved_bytes", to: "DCGM_FI_DEV_FB_RESERVED", unit: "MiBy", desc: "Framebuffer memory reserved (in MiB).", scale: mib},
 		{from: "gpu_vgpu_licensed", to: "DCGM_FI_DEV_VGPU_LICENSE_STATUS", unit: "1", desc: "vGPU License status"},
+		// What the OpenShift console plugin reads its limits from.
+		{from: "gpu_power_limit_max_watts", to: "DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX", unit: "W", desc: "Maximum power management limit (in W)."},
+		{from: "gpu_power_limit_min_watts", to: "DCGM_FI_DEV_POWER_MGMT_LIMIT_MIN", unit: "W", desc: "Minimum power management limit (in W)."},
+		{from: "gpu_clock_max_mhz", where: attribute{"clock", "sm"}, to: "DCGM_FI_DEV_MAX_SM_CLOCK", unit: "MHz", desc: "Maximum SM clock frequency (in MHz).", drop: []string{"clock"}},
+		{from: "gpu_clock_max_mhz", where: attribute{"clock", "memory"}, to: "DCGM_FI_DEV_MAX_MEM_CLOCK", unit: "MHz", desc: "Maximum memory clock frequency (in MHz).", drop: []string{"clock"}},
+		// DCGM's profiling fields (etc/dcp-metrics-included.csv) from GPM, Hopper and newer.
+		dcgmRatio("gpu_graphics_engine_active_percent", attribute{}, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active."),
+		dcgmRatio("gpu_sm_active_percent", attribute{}, "DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned."),
+		dcgmRatio("gpu_sm_occupancy_percent", attribute{}, "DCGM_FI_PROF_SM_OCCUPANCY", "The ratio of number of warps resident on an SM."),
+		dcgmRatio("gpu_pipe_active_percent", attribute{"pipe", "tensor"}, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "Ratio of cycles the tensor (HMMA) pipe is active."),
+		dcgmRatio("gpu_pipe_active_percent", attribute{"pipe", "tensor_hmma"}, "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE", "Ratio of cycles the HMMA tensor pipe is active."),
+		dcgmRatio("gpu_pipe_active_percent", attribute{"pipe", "tensor_imma"}, "DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE", "Ratio of cycles the IMMA tensor pipe is active."),
+		dcgmRatio("gpu_pipe_active_percent", attribute{"pipe", "tensor_dfma"}, "DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE", "Ratio of cycles the DFMA tensor pipe is active."),
+		dcgmRatio("gpu_pipe_active_percent", attribute{"pipe", "fp64"}, "DCGM_FI_PROF_PIPE_FP64_ACTIVE", "Ratio of cycles the fp64 pipes are active."),
+		dcgmRatio("gpu_pipe_active_percent", attribute{"pipe", "fp32"}, "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "Ratio of cycles the fp32 pipes are active."),
+		dcgmRatio("gpu_pipe_active_percent", attribute{"pipe", "fp16"}, "DCGM_FI_PROF_PIPE_FP16_ACTIVE", "Ratio of cycles the fp16 pipes are active."),
+		dcgmRatio("gpu_dram_active_percent", attribute{}, "DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of cycles the device memory interface is active sending or receiving data."),
+		{from: "gpu_pcie_average_bytes_per_second", where: attribute{"direction", "tx"}, to: "DCGM_FI_PROF_PCIE_TX_BYTES", unit: "By/s", desc: "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", drop: []string{"direction"}},
+		{from: "gpu_pcie_average_bytes_per_second", where: attribute{"direction", "rx"}, to: "DCGM_FI_PROF_PCIE_RX_BYTES", unit: "By/s", desc: "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", drop: []string{"direction"}},
+		{from: "gpu_nvlink_average_bytes_per_second", where: attribute{"direction", "tx"}, to: "DCGM_FI_PROF_NVLINK_TX_BYTES", unit: "By/s", desc: "The rate of data transmitted over NVLink, including both protocol headers and data payloads, in bytes per second.", drop: []string{"direction"}},
+		{from: "gpu_nvlink_average_bytes_per_second", where: attribute{"direction", "rx"}, to: "DCGM_FI_PROF_NVLINK_RX_BYTES", unit: "By/s", desc: "The rate of data received over NVLink, including both protocol headers and data payloads, in bytes per second.", drop: []string{"direction"}},
 	},
 	labelGPU: func(res resourceAttrs, id gpuIdentity) {
 		res.rename("minor_number", "gpu")

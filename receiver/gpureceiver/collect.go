@@ -44,6 +44,10 @@ type gpuRead struct {
 	// processes are the PIDs on the GPU in order, when haveProcesses.
 	processes     []uint32
 	haveProcesses bool
+	// instances are the GPU instance ids of its MIG instances in order (none outside MIG mode),
+	// when instancesKnown.
+	instances      []int
+	instancesKnown bool
 }
 
 // read makes one NVML call on the GPU through callGPU. It reports false when the value is
@@ -73,8 +77,8 @@ func (s *gpuScraper) collectGPU(g *gpuState, now pcommon.Timestamp) {
 	if r.down == nvml.SUCCESS {
 		for _, step := range []func(*gpuRead){
 			readUtilization, readMemory, readProcesses, readMemoryLeak, readProcessUtilization,
-			readThermalAndPower, readFieldValues, readClocks, readPCIe, readNVLink, readECC,
-			readRetiredPages, readRemappedRows, readMIG, readVGPULicense,
+			readThermalAndPower, readFieldValues, readClocks, readLimits, readPCIe, readNVLink, readECC,
+			readRetiredPages, readRemappedRows, readMIG, readGPM, readVGPULicense,
 		} {
 			step(r)
 		}
@@ -87,9 +91,11 @@ func (s *gpuScraper) collectGPU(g *gpuState, now pcommon.Timestamp) {
 	case nvml.ERROR_GPU_IS_LOST, nvml.ERROR_RESET_REQUIRED:
 		mb.RecordGpuUpDataPoint(now, 0)
 		r.health[metadata.AttributeConditionNvml] = healthFatal
+		g.gpm.release()
 	default:
 		mb.RecordGpuUpDataPoint(now, 0)
 		r.health[metadata.AttributeConditionNvml] = healthWarning
+		g.gpm.forgetPrevious()
 	}
 	r.health[metadata.AttributeConditionXid] = s.xids.healthOf(g.id.uuid)
 	for cond, level := range r.health {
@@ -305,12 +311,15 @@ var clockReasons = []struct {
 	{nvml.ClocksEventReasonReliability, metadata.AttributeReasonReliability},
 }
 
+// clockDomains are the clocks reported, with NVML's names for them.
+var clockDomains = []struct {
+	typ   nvml.ClockType
+	clock metadata.AttributeClock
+}{{nvml.CLOCK_SM, metadata.AttributeClockSm}, {nvml.CLOCK_MEM, metadata.AttributeClockMemory}}
+
 func readClocks(r *gpuRead) {
 	mb := r.mb
-	for _, c := range []struct {
-		typ   nvml.ClockType
-		clock metadata.AttributeClock
-	}{{nvml.CLOCK_SM, metadata.AttributeClockSm}, {nvml.CLOCK_MEM, metadata.AttributeClockMemory}} {
+	for _, c := range clockDomains {
 		if mhz, ok := read(r, "GetClockInfo", func() (uint32, nvml.Return) { return r.dev.GetClockInfo(c.typ) }); ok {
 			mb.RecordGpuClockMhzDataPoint(r.now, int64(mhz), c.clock)
 		}
@@ -340,6 +349,24 @@ func readClocks(r *gpuRead) {
 	}
 	if p, ok := read(r, "GetPerformanceState", r.dev.GetPerformanceState); ok && p != nvml.PSTATE_UNKNOWN {
 		mb.RecordNvidiasmiPerformanceStateDataPoint(r.now, int64(p), strings.Join(active, ","))
+	}
+}
+
+// readLimits reports how far the GPU's clocks and power limit can go: what current clocks and
+// power draw are read against.
+func readLimits(r *gpuRead) {
+	for _, c := range clockDomains {
+		if mhz, ok := read(r, "GetMaxClockInfo", func() (uint32, nvml.Return) { return r.dev.GetMaxClockInfo(c.typ) }); ok {
+			r.mb.RecordGpuClockMaxMhzDataPoint(r.now, int64(mhz), c.clock)
+		}
+	}
+	limits, ok := read(r, "GetPowerManagementLimitConstraints", func() ([2]uint32, nvml.Return) {
+		lowest, highest, ret := r.dev.GetPowerManagementLimitConstraints()
+		return [2]uint32{lowest, highest}, ret
+	})
+	if ok {
+		r.mb.RecordGpuPowerLimitMinWattsDataPoint(r.now, float64(limits[0])/1000)
+		r.mb.RecordGpuPowerLimitMaxWattsDataPoint(r.now, float64(limits[1])/1000)
 	}
 }
 
@@ -497,7 +524,7 @@ type migInstance struct {
 }
 
 // readMIG reports the MIG instances of a GPU in MIG mode: identity and memory, which is what
-// NVML gives per instance (utilization needs DCGM or GPM, and is not invented here).
+// NVML gives per instance (their activity is GPM's, readGPM), and hands on their GPU instances.
 func readMIG(r *gpuRead) {
 	if !r.s.symbols[symMigMode] {
 		return
@@ -511,12 +538,19 @@ func readMIG(r *gpuRead) {
 	}
 	r.mb.RecordGpuMigEnabledDataPoint(r.now, boolLevel(mode == nvml.DEVICE_MIG_ENABLE, 1))
 	if mode != nvml.DEVICE_MIG_ENABLE {
+		r.instancesKnown = true
 		return
 	}
 	slots, ok := read(r, "GetMaxMigDeviceCount", r.dev.GetMaxMigDeviceCount)
 	if !ok {
 		return
 	}
+	// A GPU instance with several compute instances has a MIG device for each.
+	defer func() {
+		slices.Sort(r.instances)
+		r.instances = slices.Compact(r.instances)
+		r.instancesKnown = r.down == nvml.SUCCESS
+	}()
 	for i := range slots {
 		// ERROR_NOT_FOUND: no instance in this slot.
 		mig, ok := read(r, "GetMigDeviceHandleByIndex", func() (nvml.Device, nvml.Return) { return r.dev.GetMigDeviceHandleByIndex(i) })
@@ -542,6 +576,7 @@ func readMIG(r *gpuRead) {
 		if !ok {
 			continue
 		}
+		r.instances = append(r.instances, inst.gi)
 		gi, ci := strconv.Itoa(inst.gi), strconv.Itoa(inst.ci)
 		r.mb.RecordGpuMigMemoryTotalBytesDataPoint(r.now, int64(inst.memory.Total), inst.uuid, gi, ci)
 		r.mb.RecordGpuMigMemoryUsedBytesDataPoint(r.now, int64(inst.memory.Used), inst.uuid, gi, ci)

@@ -61,9 +61,12 @@ func TestValidateErrors(t *testing.T) {
 		{"missing_scenario", `scenario "testdata/scenarios/does-not-exist.yaml": open testdata/scenarios/does-not-exist.yaml: no such file or directory`},
 		{"invalid_scenario", `scenario "testdata/scenarios/invalid.yaml": profile must be one of dgxa100, dgxh100, dgxh200, dgxb200, got "dgxz100"
 signals.utilization: set exactly one of constant, step, sine, random_walk
+activity.sm: a fraction between 0 and 1, got 1.5
+devices[0].activity.dram: a fraction between 0 and 1, got -0.1
 processes[0]: gpu index 5 is outside 0..1
 processes[0]: pid must be set
 processes[0]: sm is a percent, got 150
+mig[0]: busy must be between 0 and instances (2), got 3
 faults[0]: kind hang needs a duration
 faults[1]: kind must be one of xid, gpu_lost, reset_required, hang, ecc, row_remap_pending, row_remap_failed, pcie_downgrade, thermal_slowdown, got "meltdown"`},
 		{"relative_root", `root_path must be an absolute path, got "hostfs"`},

@@ -24,9 +24,11 @@ const (
 	symRemappedRows       = "nvmlDeviceGetRemappedRows"              // R450
 	symTotalEnergy        = "nvmlDeviceGetTotalEnergyConsumption"    // R418
 	symMigMode            = "nvmlDeviceGetMigMode"                   // R450
+	symGPM                = "nvmlGpmQueryDeviceSupport"              // R520
+	symGPMMig             = "nvmlGpmMigSampleGet"                    // after GPM itself
 )
 
-var optionalSymbols = []string{symClocksEventReasons, symMemoryInfoV2, symRemappedRows, symTotalEnergy, symMigMode}
+var optionalSymbols = []string{symClocksEventReasons, symMemoryInfoV2, symRemappedRows, symTotalEnergy, symMigMode, symGPM, symGPMMig}
 
 // gpuIdentity is what a GPU is known by. It is immutable once published, so the XID
 // goroutines can read it while a scrape replaces it.
@@ -53,6 +55,8 @@ type gpuState struct {
 	// lastProcessSample is the newest per-process utilization sample seen, so each collection
 	// asks NVML only for the samples of its own interval.
 	lastProcessSample uint64
+	// gpm is the GPU's GPM sample buffers, kept from one collection to the next.
+	gpm gpmState
 }
 
 // start initializes NVML, or keeps retrying in the background with exponential backoff: the
@@ -138,6 +142,9 @@ func (s *gpuScraper) enumerate() nvml.Return {
 		i := len(s.gpus)
 		s.gpus = append(s.gpus, &gpuState{id: &gpuIdentity{index: i}, mb: s.newMB(), timeouts: map[string]int64{}})
 	}
+	for _, gone := range s.gpus[count:] {
+		gone.gpm.release()
+	}
 	s.gpus = s.gpus[:count]
 	ids := make([]*gpuIdentity, count)
 	for i, st := range s.gpus {
@@ -145,6 +152,8 @@ func (s *gpuScraper) enumerate() nvml.Return {
 		h, st.handleErr = callGPU(s, st, "DeviceGetHandleByIndex", func() (nvml.Device, nvml.Return) { return s.lib.DeviceGetHandleByIndex(i) })
 		if st.handleErr == nvml.SUCCESS && (st.id.handle != h || st.id.uuid == "") {
 			st.id = s.identify(st, i, h)
+			// Another GPU, or the same one back: its GPM support is asked again.
+			st.gpm.release()
 		}
 		ids[i] = st.id
 	}
@@ -270,8 +279,8 @@ func (s *gpuScraper) onKmsgLine(line string) {
 	s.xids.add(occ)
 }
 
-// shutdown stops the goroutines and lets go of NVML: shut down now, or by the event watcher
-// once its wait returns.
+// shutdown stops the goroutines and lets go of NVML: shut down now, or by the last of the
+// event watcher and the GPM sample buffers a late call still uses, once it lets go.
 func (s *gpuScraper) shutdown() {
 	close(s.stop)
 	if s.kmsg != nil {
@@ -280,6 +289,11 @@ func (s *gpuScraper) shutdown() {
 	s.release()
 	s.wg.Wait() // the Init retries: after it, ready no longer changes
 	if s.ready.Load() {
+		s.enumMu.Lock()
+		for _, st := range s.gpus {
+			st.gpm.release()
+		}
+		s.enumMu.Unlock()
 		s.letGoOfNVML()
 	}
 }

@@ -36,7 +36,10 @@ func TestAgainstNvidiaSMI(t *testing.T) {
 	if err != nil {
 		t.Skip("nvidia-smi is not on PATH: nothing to compare with")
 	}
-	fields := []string{"index", "uuid", "name", "memory.total", "temperature.gpu", "power.draw", "pcie.link.gen.max", "pcie.link.width.max", "pcie.link.width.current", "memory.reserved", "temperature.memory"}
+	fields := []string{
+		"index", "uuid", "name", "memory.total", "temperature.gpu", "power.draw", "pcie.link.gen.max", "pcie.link.width.max", "pcie.link.width.current", "memory.reserved", "temperature.memory",
+		"clocks.max.sm", "clocks.max.memory", "power.min_limit", "power.max_limit",
+	}
 	out, err := exec.Command(smi, "--query-gpu="+strings.Join(fields, ","), "--format=csv,noheader,nounits").Output()
 	require.NoError(t, err)
 	rows, err := csv.NewReader(strings.NewReader(string(out))).ReadAll()
@@ -85,5 +88,106 @@ func TestAgainstNvidiaSMI(t *testing.T) {
 			assert.InDelta(t, num(row[10]), hbm[0].DoubleValue(), 3, "temperature.memory of GPU %s", row[0])
 		}
 		assert.Equal(t, int64(1), value(t, rm, "gpu_up"))
+		assert.Equal(t, int64(num(row[11])), value(t, rm, "gpu_clock_max_mhz", "clock", "sm"), "clocks.max.sm of GPU %s", row[0])
+		assert.Equal(t, int64(num(row[12])), value(t, rm, "gpu_clock_max_mhz", "clock", "memory"), "clocks.max.memory of GPU %s", row[0])
+		if !strings.Contains(row[13], "N/A") {
+			assert.InDelta(t, num(row[13]), gauge(t, rm, "gpu_power_limit_min_watts"), 1, "power.min_limit of GPU %s", row[0])
+			assert.InDelta(t, num(row[14]), gauge(t, rm, "gpu_power_limit_max_watts"), 1, "power.max_limit of GPU %s", row[0])
+		}
+	}
+}
+
+// gpmWindow is how long the reference tool samples, and the interval between the receiver's
+// two collections around it.
+const gpmWindow = 10 * time.Second
+
+// gpmReference are the GPM metrics compared, as the receiver names them and as each reference
+// tool asks for them: nvidia-smi dmon's --gpm-metrics ids are NVML's (1 graphics, 2 SM, 3 SM
+// occupancy, 5 any tensor, 10 DRAM bandwidth), dcgmi dmon's DCGM's profiling fields (1001
+// GR_ENGINE_ACTIVE, 1002 SM_ACTIVE, 1003 SM_OCCUPANCY, 1004 PIPE_TENSOR_ACTIVE, 1005
+// DRAM_ACTIVE), which are ratios.
+var gpmReference = []struct {
+	metric, pipe string
+	smi, dcgm    string
+}{
+	{"gpu_graphics_engine_active_percent", "", "1", "1001"},
+	{"gpu_sm_active_percent", "", "2", "1002"},
+	{"gpu_sm_occupancy_percent", "", "3", "1003"},
+	{"gpu_pipe_active_percent", "tensor", "5", "1004"},
+	{"gpu_dram_active_percent", "", "10", "1005"},
+}
+
+// TestGPMAgainstNvidiaSMI compares the receiver's GPM metrics over one interval with what
+// nvidia-smi dmon --gpm-metrics (or, without it, dcgmi dmon) samples every second over the same
+// interval, on each GPU that has GPM: the means agree within 10 percentage points (the tools'
+// windows start and end a moment apart from the collections'). test/gpu/run.sh runs it idle and
+// under load. It skips without NVML, without a GPU with GPM, or without either tool.
+func TestGPMAgainstNvidiaSMI(t *testing.T) {
+	cfg := testConfig()
+	lib, release, err := openLibrary(cfg)
+	require.NoError(t, err)
+	clock := newFakeClock()
+	src := startScraper(t, cfg, lib, clock, nil)
+	defer release()
+	if !src.ready.Load() {
+		t.Skip("NVML is not available on this machine (no NVIDIA driver): nothing to compare")
+	}
+	src.scrape() // the first samples
+	var gpm []string
+	for _, g := range src.gpus {
+		if g.gpm.supported {
+			gpm = append(gpm, strconv.Itoa(g.id.index))
+		}
+	}
+	if len(gpm) == 0 {
+		t.Skip("no GPU here has GPM (Hopper and newer): nothing to compare")
+	}
+	ids, scale := make([]string, len(gpmReference)), 1.0
+	var cmd *exec.Cmd
+	seconds := strconv.Itoa(int(gpmWindow / time.Second))
+	if smi, lookErr := exec.LookPath("nvidia-smi"); lookErr == nil {
+		for i, r := range gpmReference {
+			ids[i] = r.smi
+		}
+		cmd = exec.Command(smi, "dmon", "--gpm-metrics", strings.Join(ids, ","), "-d", "1", "-c", seconds)
+	} else if dcgmi, lookErr := exec.LookPath("dcgmi"); lookErr == nil {
+		for i, r := range gpmReference {
+			ids[i] = r.dcgm
+		}
+		cmd, scale = exec.Command(dcgmi, "dmon", "-e", strings.Join(ids, ","), "-d", "1000", "-c", seconds), 100
+	} else {
+		t.Skip("neither nvidia-smi nor dcgmi is on PATH: nothing to compare with")
+	}
+	out, err := cmd.Output()
+	require.NoError(t, err, "%s", cmd)
+	clock.Advance(gpmWindow)
+	md := src.scrape()
+	t.Logf("%s:\n%s", cmd, out)
+	samples := parseDmon(string(out), len(gpmReference))
+	for _, gpu := range gpm {
+		index, _ := strconv.Atoi(gpu)
+		rm := gpuResource(t, md, gpu)
+		for i, r := range gpmReference {
+			var want []float64
+			if samples[index] != nil {
+				want = samples[index][i]
+			}
+			attrs := []string{}
+			if r.pipe != "" {
+				attrs = append(attrs, "pipe", r.pipe)
+			}
+			if len(want) == 0 {
+				t.Logf("GPU %s: the tool gave no %s", gpu, r.metric)
+				continue
+			}
+			var sum float64
+			for _, v := range want {
+				sum += v * scale
+			}
+			mean := sum / float64(len(want))
+			got := gauge(t, rm, r.metric, attrs...)
+			t.Logf("GPU %s %s: receiver %.2f, reference mean %.2f of %d samples", gpu, r.metric, got, mean, len(want))
+			assert.InDelta(t, mean, got, 10, "GPU %s %s", gpu, r.metric)
+		}
 	}
 }

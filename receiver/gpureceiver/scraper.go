@@ -67,8 +67,9 @@ type gpuScraper struct {
 	driver  string
 	symbols map[string]bool
 	// nvmlHolds counts who still uses the library after Init: the scraper until its shutdown,
-	// the event watcher until its wait returns. The last to let go shuts NVML down, so neither
-	// the event set is freed nor the library unloaded under a wait in progress.
+	// the event watcher until its wait returns, each GPM sample buffer until it is freed. The
+	// last to let go shuts NVML down, so neither the event set nor a sample buffer is freed, nor
+	// the library shut down, under a call that still runs.
 	nvmlHolds atomic.Int32
 	// stop ends the goroutines: wg has the Init retries and the kernel log reader; watcher the
 	// XID event watcher, apart: shutdown cannot wake NVML's event wait, so it does not wait for

@@ -30,7 +30,8 @@ var compareOptions = []pmetrictest.CompareMetricsOption{
 }
 
 // TestScrapeGolden reads each golden scenario 30 s in, on the nvml backend's code path with
-// go-nvml's DGX mock servers injected as the library.
+// go-nvml's DGX mock servers injected as the library, after a first collection at 0 s: GPM's
+// metrics are those of the interval between the two.
 func TestScrapeGolden(t *testing.T) {
 	for _, name := range []string{"dgxa100", "dgxh100"} {
 		t.Run(name, func(t *testing.T) {
@@ -38,6 +39,7 @@ func TestScrapeGolden(t *testing.T) {
 			cfg := testConfig()
 			sink := &logSink{}
 			src := startScraper(t, cfg, simServer(t, name+".yaml", clock), clock, sink.emit)
+			src.scrape()
 			clock.Advance(30 * time.Second)
 			// XIDs arrive through the event watcher's goroutine: read once it has them all.
 			xids := scenarioXIDs(t, name+".yaml")

@@ -7,6 +7,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -42,36 +43,52 @@ var dcgmDashboard = []struct{ panel, expr string }{
 	{"Tensor Core Utilization", `DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{instance=~"$instance", gpu=~"$gpu"}`},
 }
 
-// absentFromNVML are the dashboard's panels on DCGM profiling fields, which NVML cannot give:
-// they stay empty rather than show made-up data.
-var absentFromNVML = map[string]bool{"Tensor Core Utilization": true}
+// dcgmDemo is `make demo-dcgm`'s node: the simulated DGX H100 and its pods.
+func dcgmDemo(t *testing.T) (scenario, pods string) {
+	root := repoRoot(t)
+	return filepath.Join(root, "distro", "scenarios", "dgx-h100-demo.yaml"), filepath.Join(root, "distro", "scenarios", "pods", "dgx-h100-demo.yaml")
+}
 
 // startDCGMDemo runs `make demo-dcgm` with 1 s collections, up to the demo's steady state:
-// every GPU reported, the jobs attributed, the zombie container confirmed.
+// every GPU reported, the jobs attributed, the zombie container confirmed, GPM measured.
 func startDCGMDemo(t *testing.T, sets ...string) monitoredCluster {
 	t.Helper()
-	root := repoRoot(t)
-	metrics, _ := startDemoWith(t, "demo-dcgm.yaml", filepath.Join(root, "distro", "scenarios", "dgx-a100-demo.yaml"),
-		filepath.Join(root, "distro", "scenarios", "pods", "dgx-a100-demo.yaml"),
+	return startDCGMDemoScraped(t, "", sets...)
+}
+
+// startDCGMDemoScraped is startDCGMDemo with the scrape's target labels (a YAML flow map, "" for
+// none), as Kubernetes discovery sets them on the agent's pod.
+func startDCGMDemoScraped(t *testing.T, targetLabels string, sets ...string) monitoredCluster {
+	t.Helper()
+	scenario, pods := dcgmDemo(t)
+	metrics, _ := startDemoWith(t, "demo-dcgm.yaml", scenario, pods,
 		append([]string{
 			"receivers::gpu::collection_interval=1s",
 			"processors::gpu_attribution::refresh_interval=1s",
 			"processors::gpu_attribution::pod_resources::timeout=500ms",
 			"processors::gpu_attribution::zombie_after=2s",
 		}, sets...)...)
-	api := startPrometheus(t, map[string]string{"dcgm": metrics})
+	job := fmt.Sprintf("  - job_name: dcgm\n    static_configs: [{targets: [%q]}]\n", hostPort(metrics))
+	// The GPUs' pod label, renamed by Prometheus when the target has its own.
+	pod := "pod"
+	if targetLabels != "" {
+		job = fmt.Sprintf("  - job_name: dcgm\n    static_configs: [{targets: [%q], labels: %s}]\n", hostPort(metrics), targetLabels)
+		pod = "exported_pod"
+	}
+	api := startPrometheusWith(t, job)
 	mc := monitoredCluster{api: api, base: strings.TrimSuffix(api, "/api/v1/query?query=")}
 	eventually(t, "the demo's GPUs and jobs under dcgm-exporter's names", func() bool {
 		return series(t, api, `DCGM_FI_DEV_GPU_TEMP`) == 8 &&
-			series(t, api, `DCGM_FI_DEV_GPU_UTIL{pod!=""}`) == 5 && // alice's GPUs 0-3, frank's GPU 7 (DRA)
-			series(t, api, `zombie_container_count{type="pod_gone"} == 1`) == 1
+			series(t, api, `DCGM_FI_DEV_GPU_UTIL{`+pod+`!=""}`) == 5 && // alice's GPUs 0-1, grace's 2-3, frank's 7 (DRA)
+			series(t, api, `zombie_container_count{type="pod_gone"} == 1`) == 1 &&
+			series(t, api, `DCGM_FI_PROF_GR_ENGINE_ACTIVE`) == 10 // 8 GPUs, GPU 6's two MIG instances
 	})
 	return mc
 }
 
 // TestDCGMDashboardOnTheDemo runs every query of NVIDIA's dcgm-exporter dashboard, unchanged,
-// in a real Prometheus scraping the demo under the dcgm profile: each returns data, except the
-// panels on profiling fields, which return none.
+// in a real Prometheus scraping the demo under the dcgm profile: each returns data, "Tensor Core
+// Utilization" too, from GPM on the demo's H100s.
 func TestDCGMDashboardOnTheDemo(t *testing.T) {
 	mc := startDCGMDemo(t)
 
@@ -93,16 +110,12 @@ func TestDCGMDashboardOnTheDemo(t *testing.T) {
 			expr := expand(q.expr, vars)
 			n, err := mc.query(expr)
 			require.NoError(t, err, expr)
-			if absentFromNVML[q.panel] {
-				assert.Zero(t, n, "a profiling field NVML cannot give has data: %s", expr)
-				return
-			}
 			assert.Positive(t, n, "no data: %s", expr)
 		})
 	}
 
 	// dcgm-exporter's labels, on each GPU; pod labels where one container holds the GPU.
-	assert.Equal(t, 8, count(t, mc, `DCGM_FI_DEV_FB_USED{UUID=~"GPU-.+", pci_bus_id=~"0000.+", modelName=~".*A100.*", Hostname="dgx-a100-demo", hostname="dgx-a100-demo", DCGM_FI_DRIVER_VERSION!="", simulated="true"}`))
+	assert.Equal(t, 8, count(t, mc, `DCGM_FI_DEV_FB_USED{UUID=~"GPU-.+", pci_bus_id=~"0000.+", modelName=~".*H100.*", Hostname="dgx-h100-demo", hostname="dgx-h100-demo", DCGM_FI_DRIVER_VERSION!="", simulated="true"}`))
 	assert.Equal(t, 1, count(t, mc, `DCGM_FI_DEV_FB_USED{gpu="0", device="nvidia0", pod!="", namespace!="", container!=""}`))
 	assert.Equal(t, 0, count(t, mc, `DCGM_FI_DEV_FB_USED{gpu="5", pod!=""}`), "two pods share GPU 5: their shares are task_gpu_percent")
 	assert.Equal(t, 2, count(t, mc, `task_gpu_percent{gpu="5", UUID=~"GPU-.+"}`))
@@ -133,6 +146,28 @@ func TestDCGMDashboardOnTheDemo(t *testing.T) {
 	// The last XID, 0 on every GPU until one happens (the demo's first comes at 90 s), beside
 	// the counter.
 	assert.Equal(t, 8, count(t, mc, `DCGM_FI_DEV_XID_ERRORS == 0`))
+
+	// GPM's profiling fields as DCGM's ratios, per GPU and per MIG instance (GPU_I_ID), following
+	// the demo's jobs: alice's tensor-bound training on GPUs 0-1, grace's busy but inefficient
+	// job on GPUs 2-3 (utilization above 90 %, few SMs busy, almost no tensor work), frank's
+	// idle GPU 7.
+	for _, f := range []string{"GR_ENGINE_ACTIVE", "SM_ACTIVE", "SM_OCCUPANCY", "PIPE_TENSOR_ACTIVE", "PIPE_FP32_ACTIVE", "DRAM_ACTIVE"} {
+		assert.Equal(t, 10, count(t, mc, "DCGM_FI_PROF_"+f+" >= 0 <= 1"), "%s: a ratio on each GPU and MIG instance", f)
+	}
+	assert.Equal(t, 2, count(t, mc, `DCGM_FI_PROF_SM_ACTIVE{gpu="6", GPU_I_ID=~"1|2"}`))
+	assert.Equal(t, 1, count(t, mc, `DCGM_FI_PROF_SM_ACTIVE{gpu="6", GPU_I_ID="2"} == 0`), "the idle slice")
+	assert.Equal(t, 2, count(t, mc, `DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{gpu=~"0|1"} > 0.4`), "tensor bound")
+	assert.Equal(t, 2, count(t, mc, `DCGM_FI_PROF_SM_ACTIVE{gpu=~"2|3"} < 0.3 and on(UUID) DCGM_FI_DEV_GPU_UTIL > 90`), "busy but inefficient")
+	assert.Equal(t, 2, count(t, mc, `DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{gpu=~"2|3"} < 0.05`))
+	assert.Equal(t, 1, count(t, mc, `DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="7"} == 0`), "held, idle")
+	assert.Equal(t, 8, count(t, mc, `DCGM_FI_PROF_PCIE_RX_BYTES >= 0`))
+	assert.Equal(t, 8, count(t, mc, `DCGM_FI_PROF_NVLINK_TX_BYTES >= 0`))
+	assert.Equal(t, 0, count(t, mc, `gpu_sm_active_percent or gpu_pipe_active_percent`), "renamed, not copied")
+	// The limits the OpenShift console plugin draws its panels against: the H100 SXM's.
+	assert.Equal(t, 8, count(t, mc, `DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX == 700`))
+	assert.Equal(t, 8, count(t, mc, `DCGM_FI_DEV_MAX_SM_CLOCK == 1980`))
+	assert.Equal(t, 8, count(t, mc, `DCGM_FI_DEV_MAX_MEM_CLOCK == 2619`))
+	assert.Equal(t, 8, count(t, mc, `DCGM_FI_DEV_SM_CLOCK <= on(UUID) DCGM_FI_DEV_MAX_SM_CLOCK`))
 }
 
 // TestDCGMLastXID: the demo with GPU 3 falling off the bus a second in reports XID 79 as
@@ -154,9 +189,8 @@ func TestDCGMLastXID(t *testing.T) {
 // values (they follow the simulation's clock; the processor's tests check them), with
 // testdata/demo-dcgm.metrics (-update rewrites it): every name, type, help text and label.
 func TestDCGMPage(t *testing.T) {
-	root := repoRoot(t)
-	metrics, _ := startDemoWith(t, "demo-dcgm.yaml", filepath.Join(root, "distro", "scenarios", "dgx-a100-demo.yaml"),
-		filepath.Join(root, "distro", "scenarios", "pods", "dgx-a100-demo.yaml"),
+	scenario, pods := dcgmDemo(t)
+	metrics, _ := startDemoWith(t, "demo-dcgm.yaml", scenario, pods,
 		"receivers::gpu::collection_interval=1s",
 		"processors::gpu_attribution::refresh_interval=1s",
 		"processors::gpu_attribution::pod_resources::timeout=500ms",
@@ -167,7 +201,8 @@ func TestDCGMPage(t *testing.T) {
 		_, body, err := scrape(metrics)
 		page = string(body)
 		return err == nil && strings.Contains(page, `simulated="true",type="pod_gone"} 1`) &&
-			strings.Count(page, "DCGM_FI_DEV_GPU_UTIL{") == 7 && strings.Contains(page, "gpu_used_by_zombie_container_count{")
+			strings.Count(page, "DCGM_FI_DEV_GPU_UTIL{") == 7 && strings.Contains(page, "gpu_used_by_zombie_container_count{") &&
+			strings.Count(page, "DCGM_FI_PROF_SM_ACTIVE{") == 10 && strings.Count(page, "task_gpu_sm_active_percent{") == 8
 	})
 	// Not linted: dcgm-exporter's names are what promtool objects to (modelName, Hostname,
 	// counters without _total), and dashboards query them as they are.

@@ -102,7 +102,7 @@ func byLabels(f *dto.MetricFamily) map[string]float64 {
 	return out
 }
 
-func sortedKeys(m map[string]float64) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

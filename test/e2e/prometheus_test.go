@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -145,4 +146,43 @@ func query(tb testing.TB, api, q string) []map[string]string {
 		labels[i] = r.Metric
 	}
 	return labels
+}
+
+// queryValues runs an instant query and returns each result's value (of a vector, or a scalar's
+// one); none if Prometheus did not answer.
+func queryValues(tb testing.TB, api, q string) []float64 {
+	body, err := httpGet(api + url.QueryEscape(q))
+	if err != nil {
+		return nil
+	}
+	var resp struct {
+		Data struct {
+			ResultType string          `json:"resultType"`
+			Result     json.RawMessage `json:"result"`
+		} `json:"data"`
+	}
+	require.NoError(tb, json.Unmarshal(body, &resp))
+	var samples [][2]any
+	switch resp.Data.ResultType {
+	case "vector":
+		var vec []struct {
+			Value [2]any `json:"value"`
+		}
+		require.NoError(tb, json.Unmarshal(resp.Data.Result, &vec))
+		for _, v := range vec {
+			samples = append(samples, v.Value)
+		}
+	case "scalar":
+		var v [2]any
+		require.NoError(tb, json.Unmarshal(resp.Data.Result, &v))
+		samples = append(samples, v)
+	}
+	values := make([]float64, 0, len(samples))
+	for _, s := range samples {
+		str, _ := s[1].(string)
+		f, err := strconv.ParseFloat(str, 64)
+		require.NoError(tb, err, q)
+		values = append(values, f)
+	}
+	return values
 }

@@ -26,19 +26,37 @@ const batchWait = 30 * time.Second
 
 // SimulatedBatch is one collection of the gpu receiver on scenario's simulated GPUs.
 func SimulatedBatch(scenario string) (pmetric.Metrics, error) {
+	return simulatedBatch(scenario, 1, time.Hour)
+}
+
+// SimulatedIntervalBatch is the second collection of the gpu receiver on scenario's simulated
+// GPUs, a second after the first: it has what is measured between two collections (GPM's
+// activity, on the Hopper and Blackwell profiles). Its values follow the wall clock.
+func SimulatedIntervalBatch(scenario string) (pmetric.Metrics, error) {
+	return simulatedBatch(scenario, 2, time.Second)
+}
+
+// simulatedBatch is collection n of the gpu receiver, collecting every interval.
+func simulatedBatch(scenario string, n int, interval time.Duration) (pmetric.Metrics, error) {
 	f := gpureceiver.NewFactory()
 	cfg := f.CreateDefaultConfig().(*gpureceiver.Config)
 	cfg.Backend = gpureceiver.BackendSimulated
 	cfg.Scenario = scenario
 	cfg.NodeName = "gpu-node-07"
-	cfg.CollectionInterval = time.Hour
+	cfg.CollectionInterval = interval
 	cfg.InitialDelay = 0
 	cfg.XID.Kmsg = false
 	batches := make(chan pmetric.Metrics, 1)
+	seen := 0
 	first, err := consumer.NewMetrics(func(_ context.Context, md pmetric.Metrics) error {
+		// Collections are sequential: seen needs no lock.
+		seen++
+		if seen != n {
+			return nil
+		}
 		select {
 		case batches <- md:
-		default: // a later collection: the first is the one asked for
+		default:
 		}
 		return nil
 	})
@@ -57,7 +75,7 @@ func SimulatedBatch(scenario string) (pmetric.Metrics, error) {
 	case md := <-batches:
 		return md, nil
 	case <-time.After(batchWait):
-		return pmetric.Metrics{}, fmt.Errorf("the simulated gpu receiver sent no batch within %s", batchWait)
+		return pmetric.Metrics{}, fmt.Errorf("the simulated gpu receiver sent no batch %d within %s", n, batchWait)
 	}
 }
 

@@ -36,18 +36,22 @@ const (
 type jobKind struct {
 	name    string
 	profile profile
+	// sm and tensor are the fractions of its utilization that GPM sees as SM and tensor-pipe
+	// activity, on the Hopper node: resnet50's small kernels keep the GPUs busy with few SMs
+	// working (busy but inefficient), the large models' keep the tensor cores busy.
+	sm, tensor float64
 }
 
 var kinds = []jobKind{
-	{"resnet50", training},
-	{"bert-large", training},
-	{"llama-ft", training},
-	{"diffusion", training},
-	{"infer-api", serving},
-	{"hparam-sweep", sweep},
-	{"notebook", notebook},
-	{"eval-harness", sweep},
-	{"data-prep", stalled},
+	{"resnet50", training, 0.25, 0.03},
+	{"bert-large", training, 0.9, 0.7},
+	{"llama-ft", training, 0.92, 0.75},
+	{"diffusion", training, 0.8, 0.5},
+	{"infer-api", serving, 0.6, 0.4},
+	{"hparam-sweep", sweep, 0.7, 0.3},
+	{"notebook", notebook, 0.5, 0.2},
+	{"eval-harness", sweep, 0.4, 0.1},
+	{"data-prep", stalled, 0, 0},
 }
 
 var users = []struct{ name, vc string }{
@@ -59,18 +63,20 @@ var users = []struct{ name, vc string }{
 	{"frank", "default"},
 }
 
-// node is one demo node: its GPUs split into groups, each group running one job at a time.
+// node is one demo node: its GPUs split into groups, each group running one job at a time;
+// hopper ones have GPM (SM and tensor activity per task).
 type node struct {
 	name, instance string
 	groups         []int
+	hopper         bool
 }
 
 var nodes = []node{
-	{"gpu-node-01", "10.0.0.11:9102", []int{4}},
-	{"gpu-node-02", "10.0.0.12:9102", []int{2, 2}},
-	{"gpu-node-03", "10.0.0.13:9102", []int{2, 1, 1}},
-	{"gpu-node-04", "10.0.0.14:9102", []int{1, 1, 1, 1}},
-	{"gpu-node-05", "10.0.0.15:9102", []int{4}},
+	{"gpu-node-01", "10.0.0.11:9102", []int{4}, false},
+	{"gpu-node-02", "10.0.0.12:9102", []int{2, 2}, false},
+	{"gpu-node-03", "10.0.0.13:9102", []int{2, 1, 1}, false},
+	{"gpu-node-04", "10.0.0.14:9102", []int{1, 1, 1, 1}, false},
+	{"gpu-node-05", "10.0.0.15:9102", []int{4}, true},
 }
 
 // gpuRef is one GPU of the demo: node and GPU index, and its labels.
@@ -85,6 +91,7 @@ type allocation struct {
 	gpus     []int
 	from, to time.Time
 	profile  profile
+	kind     jobKind
 }
 
 // Faults of the week, offsets from its start.
@@ -182,6 +189,29 @@ func Write(w io.Writer, end time.Time) error {
 				om.Series(a.task.Labels(gpuOf[[2]int{n, g}]), gauge(n, func(t time.Time) (float64, bool) {
 					return memory(a.profile, t.Sub(a.from)), !t.Before(a.from) && t.Before(a.to) && !lost(n, g, t)
 				}))
+			}
+		}
+	}
+	// GPM's activity of the tasks on the Hopper node, a fraction of their utilization.
+	for _, m := range []struct {
+		name, help string
+		of         func(jobKind) float64
+	}{
+		{"task_gpu_sm_active_percent", "SM activity (GPM) of each GPU allocated to the task.", func(k jobKind) float64 { return k.sm }},
+		{"task_gpu_tensor_active_percent", "Tensor pipe activity (GPM) of each GPU allocated to the task.", func(k jobKind) float64 { return k.tensor }},
+	} {
+		om.Gauge(m.name, m.help)
+		for n := range nodes {
+			if !nodes[n].hopper {
+				continue
+			}
+			for i := range allocs[n] {
+				a := &allocs[n][i]
+				for _, g := range a.gpus {
+					om.Series(a.task.Labels(gpuOf[[2]int{n, g}]), gauge(n, func(t time.Time) (float64, bool) {
+						return math.Round(util(*a, g, t)*m.of(a.kind)*10) / 10, !t.Before(a.from) && t.Before(a.to) && !lost(n, g, t)
+					}))
+				}
 			}
 		}
 	}
@@ -294,7 +324,7 @@ func schedule(rng *rand.Rand, from, to time.Time) [][]allocation {
 						VirtualCluster: user.vc, Namespace: "default", PodName: fmt.Sprintf("%s-worker-0", name[len(user.name)+1:]),
 						ContainerName: "main", ContainerID: fmt.Sprintf("%064x", jobs),
 					},
-					gpus: gpus, from: t, to: t.Add(d), profile: kind.profile,
+					gpus: gpus, from: t, to: t.Add(d), profile: kind.profile, kind: kind,
 				})
 				t = t.Add(d + time.Duration(rng.IntN(8*60))*time.Minute)
 			}

@@ -157,9 +157,9 @@ func knownRuns(r *Report, values []JSONNum) []plotter.XYs {
 // idleByUserChart ranks users by idle GPU-hours.
 func idleByUserChart(r *Report) (*Chart, error) {
 	users := make([]Usage, 0, len(r.Users))
-	for _, u := range r.Users {
-		if u.IdleHours > 0 {
-			users = append(users, u)
+	for i := range r.Users {
+		if r.Users[i].IdleHours > 0 {
+			users = append(users, r.Users[i])
 		}
 	}
 	if len(users) == 0 {
@@ -170,8 +170,8 @@ func idleByUserChart(r *Report) (*Chart, error) {
 	// Bars are drawn bottom up: the most idle user goes last, on top.
 	idle, idleHeld := make(plotter.Values, len(users)), make(plotter.Values, len(users))
 	names := make([]string, len(users))
-	for i, u := range users {
-		j := len(users) - 1 - i
+	for i := range users {
+		j, u := len(users)-1-i, &users[i]
 		idle[j], idleHeld[j], names[j] = u.IdleHours, u.IdleHeldHours, u.Name
 	}
 	p := newPlot(fmt.Sprintf("Idle GPU-hours by user (utilization below %g %%)", r.Options.IdleBelow))

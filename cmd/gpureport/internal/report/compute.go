@@ -24,14 +24,17 @@ import (
 const (
 	metricTaskGPU       = "task_gpu_percent"
 	metricTaskGPUMemory = "task_gpu_mem_percent"
-	metricGPUUtil       = "gpu_utilization"
-	metricGPUUp         = "gpu_up"
-	metricXID           = "gpu_xid_errors_total"
-	metricECC           = "nvidiasmi_ecc_error_count"
-	metricRetiredPages  = "nvidiasmi_retired_page_count"
-	metricRemappedRows  = "gpu_remapped_rows"
-	metricRemapPending  = "gpu_remapped_rows_pending"
-	metricRemapFailed   = "gpu_remapped_rows_failed"
+	// GPM's activity per task (Hopper and newer GPUs): what its utilization was made of.
+	metricTaskSM       = "task_gpu_sm_active_percent"
+	metricTaskTensor   = "task_gpu_tensor_active_percent"
+	metricGPUUtil      = "gpu_utilization"
+	metricGPUUp        = "gpu_up"
+	metricXID          = "gpu_xid_errors_total"
+	metricECC          = "nvidiasmi_ecc_error_count"
+	metricRetiredPages = "nvidiasmi_retired_page_count"
+	metricRemappedRows = "gpu_remapped_rows"
+	metricRemapPending = "gpu_remapped_rows_pending"
+	metricRemapFailed  = "gpu_remapped_rows_failed"
 
 	labelJob            = "job_name"
 	labelUser           = "username"
@@ -61,6 +64,9 @@ type Options struct {
 	// the job keeps framebuffer memory allocated.
 	IdleHeldUtilBelow     float64
 	IdleHeldMemoryAtLeast float64
+	// BusyAtLeast and LowSMBelow define busy but inefficient: mean utilization at least
+	// BusyAtLeast while the mean SM activity (GPM) is below LowSMBelow, both percent.
+	BusyAtLeast, LowSMBelow float64
 	// Bucket is the resolution of the charts' time axes.
 	Bucket time.Duration
 	// Chunk bounds the time range of one query, NodesPerQuery the nodes it reads; together they
@@ -86,6 +92,9 @@ func (o Options) Validate() error {
 	}
 	if o.IdleBelow < 0 || o.IdleBelow > 100 || o.IdleHeldUtilBelow < 0 || o.IdleHeldUtilBelow > 100 || o.IdleHeldMemoryAtLeast < 0 || o.IdleHeldMemoryAtLeast > 100 {
 		errs = append(errs, errors.New("idle thresholds are percentages between 0 and 100"))
+	}
+	if o.BusyAtLeast < 0 || o.BusyAtLeast > 100 || o.LowSMBelow < 0 || o.LowSMBelow > 100 {
+		errs = append(errs, errors.New("busy-at-least and low-sm-active-below are percentages between 0 and 100"))
 	}
 	return errors.Join(errs...)
 }
@@ -116,6 +125,8 @@ type ReportOpts struct {
 	IdleBelow             float64 `json:"idle_below_percent"`
 	IdleHeldUtilBelow     float64 `json:"idle_held_utilization_below_percent"`
 	IdleHeldMemoryAtLeast float64 `json:"idle_held_memory_at_least_percent"`
+	BusyAtLeast           float64 `json:"busy_at_least_percent"`
+	LowSMBelow            float64 `json:"low_sm_active_below_percent"`
 }
 
 // Summary is the cluster's week in a few numbers.
@@ -145,6 +156,12 @@ type Usage struct {
 	UnknownHours   float64 `json:"gpu_hours_unknown"`
 	PeakUtil       float64 `json:"peak_utilization_percent"`
 	MedianUtil     float64 `json:"median_utilization_percent"`
+	// SMActive and TensorActive are the mean SM and tensor activity over the time GPM measured
+	// them (Hopper and newer GPUs); null without GPM. BusyInefficient: busy (Efficiency at
+	// least BusyAtLeast) with SMActive below LowSMBelow.
+	SMActive        JSONNum `json:"sm_active_percent"`
+	TensorActive    JSONNum `json:"tensor_active_percent"`
+	BusyInefficient bool    `json:"busy_but_inefficient"`
 }
 
 // GPU is one GPU's availability and errors in the period.
@@ -235,6 +252,8 @@ func Build(ctx context.Context, api querier, o Options) (*Report, error) {
 		}{
 			{&in.taskUtil, metricTaskGPU},
 			{&in.taskMem, metricTaskGPUMemory},
+			{&in.taskSM, metricTaskSM},
+			{&in.taskTensor, metricTaskTensor},
 			{&in.gpuUtil, metricGPUUtil},
 			{&in.gpuUp, metricGPUUp},
 			{&in.xid, metricXID},
@@ -260,7 +279,7 @@ func Build(ctx context.Context, api querier, o Options) (*Report, error) {
 
 // inputs are the raw series a report is computed from.
 type inputs struct {
-	taskUtil, taskMem, gpuUtil, gpuUp, xid, ecc, retired, remapped, remapPending, remapFailed []series
+	taskUtil, taskMem, taskSM, taskTensor, gpuUtil, gpuUp, xid, ecc, retired, remapped, remapPending, remapFailed []series
 }
 
 // usageAcc sums one group's task series.
@@ -272,9 +291,39 @@ type usageAcc struct {
 	peak           float64
 	timeAt         timeAtValue
 	usernames, vcs map[string]bool
+	// sm and tensor are GPM's activity, over the time it measured.
+	sm, tensor activityAcc
 }
 
-func (a *usageAcc) usage(name string) Usage {
+// activityAcc is a percent integrated over the time it was known.
+type activityAcc struct {
+	ms    int64
+	msPct float64
+}
+
+func (a *activityAcc) add(segs []segment) {
+	for _, seg := range segs {
+		a.ms += seg.duration()
+		a.msPct += float64(seg.duration()) * seg.v
+	}
+}
+
+// mean is the time-weighted mean, NaN when never measured.
+func (a activityAcc) mean() JSONNum {
+	if a.ms == 0 {
+		return JSONNum(math.NaN())
+	}
+	return JSONNum(a.msPct / float64(a.ms))
+}
+
+func (a *usageAcc) usage(name string, o Options) Usage {
+	u := a.usageOf(name)
+	u.SMActive, u.TensorActive = a.sm.mean(), a.tensor.mean()
+	u.BusyInefficient = a.sm.ms > 0 && u.Efficiency*100 >= o.BusyAtLeast && float64(u.SMActive) < o.LowSMBelow
+	return u
+}
+
+func (a *usageAcc) usageOf(name string) Usage {
 	return Usage{
 		Name:          name,
 		GPUs:          len(a.gpus),
@@ -358,6 +407,26 @@ func (a *accumulator) add(in inputs) {
 		}
 		a.jobBuckets.add(string(s.labels[labelJob]), tl.segments)
 	}
+	// GPM's activity, to the groups whose utilization is known: a task on a MIG slice has no
+	// utilization, and no row to add it to.
+	for _, act := range []struct {
+		series []series
+		of     func(*usageAcc) *activityAcc
+	}{
+		{in.taskSM, func(u *usageAcc) *activityAcc { return &u.sm }},
+		{in.taskTensor, func(u *usageAcc) *activityAcc { return &u.tensor }},
+	} {
+		for _, s := range act.series {
+			if a.groups[labelJob][string(s.labels[labelJob])] == nil {
+				continue
+			}
+			accs := existingGroupAccs(a.groups, s.labels)
+			segs := stepTimeline(s.samples, w, maxGap).segments
+			for _, acc := range append(accs, a.total) {
+				act.of(acc).add(segs)
+			}
+		}
+	}
 	for _, s := range in.gpuUtil {
 		tl := stepTimeline(s.samples, w, maxGap)
 		a.nodeBuckets.add(string(s.labels[labelNode]), tl.segments)
@@ -379,21 +448,22 @@ func (a *accumulator) report() *Report {
 		Options: ReportOpts{
 			MaxGapSeconds: o.MaxGap.Seconds(), IdleBelow: o.IdleBelow,
 			IdleHeldUtilBelow: o.IdleHeldUtilBelow, IdleHeldMemoryAtLeast: o.IdleHeldMemoryAtLeast,
+			BusyAtLeast: o.BusyAtLeast, LowSMBelow: o.LowSMBelow,
 		},
 		BucketSeconds:   o.Bucket.Seconds(),
-		Jobs:            usages(a.groups[labelJob], true),
-		Users:           usages(a.groups[labelUser], false),
-		VirtualClusters: usages(a.groups[labelVirtualCluster], false),
+		Jobs:            usages(a.groups[labelJob], true, o),
+		Users:           usages(a.groups[labelUser], false, o),
+		VirtualClusters: usages(a.groups[labelVirtualCluster], false, o),
 		GPUs:            a.gpus,
 		Simulated:       a.simulated,
 	}
 	r.Summary.TaskSeries = a.taskSeries
-	r.Summary.Jobs = Usage{Name: "all jobs"}
+	r.Summary.Jobs = Usage{Name: "all jobs", SMActive: JSONNum(math.NaN()), TensorActive: JSONNum(math.NaN())}
 	if a.total.heldMs > 0 {
-		r.Summary.Jobs = a.total.usage("all jobs")
+		r.Summary.Jobs = a.total.usage("all jobs", o)
 	}
-	for _, j := range r.Jobs {
-		r.JobUtil = append(r.JobUtil, a.jobBuckets.series(j.Name))
+	for i := range r.Jobs {
+		r.JobUtil = append(r.JobUtil, a.jobBuckets.series(r.Jobs[i].Name))
 	}
 	if a.utilMs > 0 {
 		r.Summary.GPUUtilization = a.utilMsPct / float64(a.utilMs)
@@ -432,6 +502,17 @@ func groupAccs(groups map[string]map[string]*usageAcc, labels model.Metric) []*u
 	return out
 }
 
+// existingGroupAccs are the groups of labels that already have an accumulator.
+func existingGroupAccs(groups map[string]map[string]*usageAcc, labels model.Metric) []*usageAcc {
+	var out []*usageAcc
+	for label, byName := range groups {
+		if acc := byName[string(labels[model.LabelName(label)])]; acc != nil {
+			out = append(out, acc)
+		}
+	}
+	return out
+}
+
 func newUsageAcc() *usageAcc {
 	return &usageAcc{gpus: map[string]bool{}, usernames: map[string]bool{}, vcs: map[string]bool{}, timeAt: timeAtValue{}}
 }
@@ -446,19 +527,21 @@ func (a *usageAcc) add(one *usageAcc, labels model.Metric) {
 	a.idleMs += one.idleMs
 	a.ihMs += one.ihMs
 	a.peak = max(a.peak, one.peak)
+	a.sm.ms, a.sm.msPct = a.sm.ms+one.sm.ms, a.sm.msPct+one.sm.msPct
+	a.tensor.ms, a.tensor.msPct = a.tensor.ms+one.tensor.ms, a.tensor.msPct+one.tensor.msPct
 	for v, ms := range one.timeAt {
 		a.timeAt[v] += ms
 	}
 }
 
 // usages lists groups by GPU-hours held, most first; groups with no known time are left out.
-func usages(byName map[string]*usageAcc, job bool) []Usage {
+func usages(byName map[string]*usageAcc, job bool, o Options) []Usage {
 	var out []Usage
 	for name, acc := range byName {
 		if acc.heldMs == 0 {
 			continue
 		}
-		u := acc.usage(name)
+		u := acc.usage(name, o)
 		if job {
 			u.Username, u.VirtualCluster = joinKeys(acc.usernames), joinKeys(acc.vcs)
 		}

@@ -47,8 +47,8 @@ func assertFiles(t *testing.T, dir string, r *Report) {
 	}{{FileJobs, r.Jobs, true}, {FileUsers, r.Users, false}, {FileVirtualClusters, r.VirtualClusters, false}} {
 		records := readCSV(t, filepath.Join(dir, f.file))
 		require.Len(t, records, len(f.rows)+1, f.file)
-		for i, u := range f.rows {
-			rec := records[i+1]
+		for i := range f.rows {
+			u, rec := &f.rows[i], records[i+1]
 			if f.job {
 				assert.Equal(t, []string{u.Name, u.Username, u.VirtualCluster}, rec[:3], f.file)
 				rec = append(rec[:1:1], rec[3:]...)
@@ -58,7 +58,9 @@ func assertFiles(t *testing.T, dir string, r *Report) {
 			assert.Equal(t, []float64{
 				u.HeldHours, u.UsedHours, u.Efficiency, u.IdleHours, u.IdleHeldHours,
 				u.UnknownHours, u.PeakUtil, u.MedianUtil,
-			}, floats(t, rec[2:]), "%s %s", f.file, u.Name)
+			}, floats(t, rec[2:10]), "%s %s", f.file, u.Name)
+			// GPM's activity: empty where it was not measured (no Hopper GPU), as null in JSON.
+			assert.Equal(t, []string{optNum(u.SMActive), optNum(u.TensorActive), strconv.FormatBool(u.BusyInefficient)}, rec[10:], "%s %s", f.file, u.Name)
 		}
 	}
 

@@ -8,6 +8,7 @@ import (
 	_ "embed"
 	"fmt"
 	"html/template"
+	"math"
 	"time"
 )
 
@@ -18,8 +19,15 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"hours": func(h float64) string { return fmt.Sprintf("%.1f", h) },
 	"pct":   func(f float64) string { return fmt.Sprintf("%.1f %%", f*100) },
 	"util":  func(u float64) string { return fmt.Sprintf("%.0f %%", u) },
-	"time":  func(t time.Time) string { return t.UTC().Format("Mon 2 Jan 2006 15:04 UTC") },
-	"url":   func(s string) template.URL { return template.URL(s) }, //nolint:gosec // G203: our own PNG data URLs, never outside text
+	// activity is GPM's, which GPUs older than Hopper lack: a dash there.
+	"activity": func(u JSONNum) string {
+		if math.IsNaN(float64(u)) {
+			return "–"
+		}
+		return fmt.Sprintf("%.0f %%", float64(u))
+	},
+	"time": func(t time.Time) string { return t.UTC().Format("Mon 2 Jan 2006 15:04 UTC") },
+	"url":  func(s string) template.URL { return template.URL(s) }, //nolint:gosec // G203: our own PNG data URLs, never outside text
 	"usageTable": func(title string, job bool, rows []Usage) usageTable {
 		return usageTable{Title: title, Job: job, Rows: rows}
 	},

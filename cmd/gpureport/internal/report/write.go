@@ -7,6 +7,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -56,23 +57,33 @@ func publish(path string, data []byte) error {
 
 func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
+// optNum is a value that may be unknown (NaN): empty then.
+func optNum(v JSONNum) string {
+	if math.IsNaN(float64(v)) {
+		return ""
+	}
+	return num(float64(v))
+}
+
 func usageCSV(rows []Usage, job bool) [][]string {
 	head := []string{
 		"name", "gpus", "gpu_hours_held", "gpu_hours_used", "efficiency", "gpu_hours_idle",
 		"gpu_hours_idle_held", "gpu_hours_unknown", "peak_utilization_percent", "median_utilization_percent",
+		"sm_active_percent", "tensor_active_percent", "busy_but_inefficient",
 	}
 	if job {
 		head = append(head[:1:1], append([]string{"username", "virtual_cluster"}, head[1:]...)...)
 	}
 	out := [][]string{head}
-	for _, u := range rows {
+	for i := range rows {
+		u := &rows[i]
 		row := []string{u.Name}
 		if job {
 			row = append(row, u.Username, u.VirtualCluster)
 		}
 		out = append(out, append(row, strconv.Itoa(u.GPUs), num(u.HeldHours), num(u.UsedHours),
 			num(u.Efficiency), num(u.IdleHours), num(u.IdleHeldHours), num(u.UnknownHours),
-			num(u.PeakUtil), num(u.MedianUtil)))
+			num(u.PeakUtil), num(u.MedianUtil), optNum(u.SMActive), optNum(u.TensorActive), strconv.FormatBool(u.BusyInefficient)))
 	}
 	return out
 }

@@ -25,8 +25,11 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings processor.Settings, op
 		metricGpuAttributionSourceErrorsTotal: newMetricGpuAttributionSourceErrorsTotal(mbc.Metrics.GpuAttributionSourceErrorsTotal),
 		metricGpuUsedByExternalProcessCount:   newMetricGpuUsedByExternalProcessCount(mbc.Metrics.GpuUsedByExternalProcessCount),
 		metricGpuUsedByZombieContainerCount:   newMetricGpuUsedByZombieContainerCount(mbc.Metrics.GpuUsedByZombieContainerCount),
+		metricTaskGpuDramActivePercent:        newMetricTaskGpuDramActivePercent(mbc.Metrics.TaskGpuDramActivePercent),
 		metricTaskGpuMemPercent:               newMetricTaskGpuMemPercent(mbc.Metrics.TaskGpuMemPercent),
 		metricTaskGpuPercent:                  newMetricTaskGpuPercent(mbc.Metrics.TaskGpuPercent),
+		metricTaskGpuSmActivePercent:          newMetricTaskGpuSmActivePercent(mbc.Metrics.TaskGpuSmActivePercent),
+		metricTaskGpuTensorActivePercent:      newMetricTaskGpuTensorActivePercent(mbc.Metrics.TaskGpuTensorActivePercent),
 		metricZombieContainerCount:            newMetricZombieContainerCount(mbc.Metrics.ZombieContainerCount),
 	}
 	for name, rac := range resourceAttributes(mbc.ResourceAttributes) {

@@ -67,6 +67,26 @@ func (ms *GpuUsedByZombieContainerCountMetricConfig) Unmarshal(parser *confmap.C
 	return nil
 }
 
+// TaskGpuDramActivePercentMetricConfig provides config for the task_gpu_dram_active_percent metric.
+type TaskGpuDramActivePercentMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *TaskGpuDramActivePercentMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
 // TaskGpuMemPercentMetricConfig provides config for the task_gpu_mem_percent metric.
 type TaskGpuMemPercentMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
@@ -107,6 +127,46 @@ func (ms *TaskGpuPercentMetricConfig) Unmarshal(parser *confmap.Conf) error {
 	return nil
 }
 
+// TaskGpuSmActivePercentMetricConfig provides config for the task_gpu_sm_active_percent metric.
+type TaskGpuSmActivePercentMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *TaskGpuSmActivePercentMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// TaskGpuTensorActivePercentMetricConfig provides config for the task_gpu_tensor_active_percent metric.
+type TaskGpuTensorActivePercentMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *TaskGpuTensorActivePercentMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
 // ZombieContainerCountMetricConfig provides config for the zombie_container_count metric.
 type ZombieContainerCountMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
@@ -132,8 +192,11 @@ type MetricsConfig struct {
 	GpuAttributionSourceErrorsTotal GpuAttributionSourceErrorsTotalMetricConfig `mapstructure:"gpu_attribution_source_errors_total"`
 	GpuUsedByExternalProcessCount   GpuUsedByExternalProcessCountMetricConfig   `mapstructure:"gpu_used_by_external_process_count"`
 	GpuUsedByZombieContainerCount   GpuUsedByZombieContainerCountMetricConfig   `mapstructure:"gpu_used_by_zombie_container_count"`
+	TaskGpuDramActivePercent        TaskGpuDramActivePercentMetricConfig        `mapstructure:"task_gpu_dram_active_percent"`
 	TaskGpuMemPercent               TaskGpuMemPercentMetricConfig               `mapstructure:"task_gpu_mem_percent"`
 	TaskGpuPercent                  TaskGpuPercentMetricConfig                  `mapstructure:"task_gpu_percent"`
+	TaskGpuSmActivePercent          TaskGpuSmActivePercentMetricConfig          `mapstructure:"task_gpu_sm_active_percent"`
+	TaskGpuTensorActivePercent      TaskGpuTensorActivePercentMetricConfig      `mapstructure:"task_gpu_tensor_active_percent"`
 	ZombieContainerCount            ZombieContainerCountMetricConfig            `mapstructure:"zombie_container_count"`
 }
 
@@ -148,10 +211,19 @@ func DefaultMetricsConfig() MetricsConfig {
 		GpuUsedByZombieContainerCount: GpuUsedByZombieContainerCountMetricConfig{
 			Enabled: true,
 		},
+		TaskGpuDramActivePercent: TaskGpuDramActivePercentMetricConfig{
+			Enabled: true,
+		},
 		TaskGpuMemPercent: TaskGpuMemPercentMetricConfig{
 			Enabled: true,
 		},
 		TaskGpuPercent: TaskGpuPercentMetricConfig{
+			Enabled: true,
+		},
+		TaskGpuSmActivePercent: TaskGpuSmActivePercentMetricConfig{
+			Enabled: true,
+		},
+		TaskGpuTensorActivePercent: TaskGpuTensorActivePercentMetricConfig{
 			Enabled: true,
 		},
 		ZombieContainerCount: ZombieContainerCountMetricConfig{

@@ -35,10 +35,19 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpuUsedByZombieContainerCount: GpuUsedByZombieContainerCountMetricConfig{
 						Enabled: true,
 					},
+					TaskGpuDramActivePercent: TaskGpuDramActivePercentMetricConfig{
+						Enabled: true,
+					},
 					TaskGpuMemPercent: TaskGpuMemPercentMetricConfig{
 						Enabled: true,
 					},
 					TaskGpuPercent: TaskGpuPercentMetricConfig{
+						Enabled: true,
+					},
+					TaskGpuSmActivePercent: TaskGpuSmActivePercentMetricConfig{
+						Enabled: true,
+					},
+					TaskGpuTensorActivePercent: TaskGpuTensorActivePercentMetricConfig{
 						Enabled: true,
 					},
 					ZombieContainerCount: ZombieContainerCountMetricConfig{
@@ -79,10 +88,19 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpuUsedByZombieContainerCount: GpuUsedByZombieContainerCountMetricConfig{
 						Enabled: false,
 					},
+					TaskGpuDramActivePercent: TaskGpuDramActivePercentMetricConfig{
+						Enabled: false,
+					},
 					TaskGpuMemPercent: TaskGpuMemPercentMetricConfig{
 						Enabled: false,
 					},
 					TaskGpuPercent: TaskGpuPercentMetricConfig{
+						Enabled: false,
+					},
+					TaskGpuSmActivePercent: TaskGpuSmActivePercentMetricConfig{
+						Enabled: false,
+					},
+					TaskGpuTensorActivePercent: TaskGpuTensorActivePercentMetricConfig{
 						Enabled: false,
 					},
 					ZombieContainerCount: ZombieContainerCountMetricConfig{
@@ -114,7 +132,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpuAttributionSourceErrorsTotalMetricConfig{}, GpuUsedByExternalProcessCountMetricConfig{}, GpuUsedByZombieContainerCountMetricConfig{}, TaskGpuMemPercentMetricConfig{}, TaskGpuPercentMetricConfig{}, ZombieContainerCountMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpuAttributionSourceErrorsTotalMetricConfig{}, GpuUsedByExternalProcessCountMetricConfig{}, GpuUsedByZombieContainerCountMetricConfig{}, TaskGpuDramActivePercentMetricConfig{}, TaskGpuMemPercentMetricConfig{}, TaskGpuPercentMetricConfig{}, TaskGpuSmActivePercentMetricConfig{}, TaskGpuTensorActivePercentMetricConfig{}, ZombieContainerCountMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}

@@ -90,12 +90,24 @@ var MetricsInfo = metricsInfo{
 		Name:       "gpu_used_by_zombie_container_count",
 		Attributes: []string{"minor_number", "uuid", "zombie_container_id"},
 	},
+	TaskGpuDramActivePercent: metricInfo{
+		Name:       "task_gpu_dram_active_percent",
+		Attributes: []string{"minor_number", "uuid", "mig_uuid", "dra_claim_name", "dra_claim_namespace"},
+	},
 	TaskGpuMemPercent: metricInfo{
 		Name:       "task_gpu_mem_percent",
 		Attributes: []string{"minor_number", "uuid", "mig_uuid", "dra_claim_name", "dra_claim_namespace"},
 	},
 	TaskGpuPercent: metricInfo{
 		Name:       "task_gpu_percent",
+		Attributes: []string{"minor_number", "uuid", "mig_uuid", "dra_claim_name", "dra_claim_namespace"},
+	},
+	TaskGpuSmActivePercent: metricInfo{
+		Name:       "task_gpu_sm_active_percent",
+		Attributes: []string{"minor_number", "uuid", "mig_uuid", "dra_claim_name", "dra_claim_namespace"},
+	},
+	TaskGpuTensorActivePercent: metricInfo{
+		Name:       "task_gpu_tensor_active_percent",
 		Attributes: []string{"minor_number", "uuid", "mig_uuid", "dra_claim_name", "dra_claim_namespace"},
 	},
 	ZombieContainerCount: metricInfo{
@@ -108,8 +120,11 @@ type metricsInfo struct {
 	GpuAttributionSourceErrorsTotal metricInfo
 	GpuUsedByExternalProcessCount   metricInfo
 	GpuUsedByZombieContainerCount   metricInfo
+	TaskGpuDramActivePercent        metricInfo
 	TaskGpuMemPercent               metricInfo
 	TaskGpuPercent                  metricInfo
+	TaskGpuSmActivePercent          metricInfo
+	TaskGpuTensorActivePercent      metricInfo
 	ZombieContainerCount            metricInfo
 }
 
@@ -302,6 +317,63 @@ func newMetricGpuUsedByZombieContainerCount(cfg GpuUsedByZombieContainerCountMet
 	return m
 }
 
+type metricTaskGpuDramActivePercent struct {
+	data     pmetric.Metric                       // data buffer for generated metric.
+	config   TaskGpuDramActivePercentMetricConfig // metric config provided by user.
+	capacity int                                  // max observed number of data points added to the metric.
+}
+
+// init fills task_gpu_dram_active_percent metric with initial data.
+func (m *metricTaskGpuDramActivePercent) init() {
+	m.data.SetName("task_gpu_dram_active_percent")
+	m.data.SetDescription("Device memory bandwidth used (GPM) on each GPU allocated to the task, percent of the peak. The device's on a GPU the task holds alone, the instance's on a MIG slice; absent on a GPU several tasks share (not divisible by process) and where the GPU has no GPM.")
+	m.data.SetUnit("%")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricTaskGpuDramActivePercent) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, minorNumberAttributeValue string, uuidAttributeValue string, migUUIDAttributeValue string, options ...MetricAttributeOption) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	dp.Attributes().PutStr("minor_number", minorNumberAttributeValue)
+	dp.Attributes().PutStr("uuid", uuidAttributeValue)
+	dp.Attributes().PutStr("mig_uuid", migUUIDAttributeValue)
+	for _, op := range options {
+		op.apply(dp)
+	}
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricTaskGpuDramActivePercent) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricTaskGpuDramActivePercent) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricTaskGpuDramActivePercent(cfg TaskGpuDramActivePercentMetricConfig) metricTaskGpuDramActivePercent {
+	m := metricTaskGpuDramActivePercent{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricTaskGpuMemPercent struct {
 	data     pmetric.Metric                // data buffer for generated metric.
 	config   TaskGpuMemPercentMetricConfig // metric config provided by user.
@@ -416,6 +488,120 @@ func newMetricTaskGpuPercent(cfg TaskGpuPercentMetricConfig) metricTaskGpuPercen
 	return m
 }
 
+type metricTaskGpuSmActivePercent struct {
+	data     pmetric.Metric                     // data buffer for generated metric.
+	config   TaskGpuSmActivePercentMetricConfig // metric config provided by user.
+	capacity int                                // max observed number of data points added to the metric.
+}
+
+// init fills task_gpu_sm_active_percent metric with initial data.
+func (m *metricTaskGpuSmActivePercent) init() {
+	m.data.SetName("task_gpu_sm_active_percent")
+	m.data.SetDescription("SM activity (GPM, Hopper and newer) of each GPU allocated to the task - the percent of SMs busy over the collection interval. The device's on a GPU the task holds alone, the instance's on a MIG slice; on a shared GPU the task's share, the device's split by its processes' SM utilization (GPM measures the device, not processes). Absent where the GPU has no GPM.")
+	m.data.SetUnit("%")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricTaskGpuSmActivePercent) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, minorNumberAttributeValue string, uuidAttributeValue string, migUUIDAttributeValue string, options ...MetricAttributeOption) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	dp.Attributes().PutStr("minor_number", minorNumberAttributeValue)
+	dp.Attributes().PutStr("uuid", uuidAttributeValue)
+	dp.Attributes().PutStr("mig_uuid", migUUIDAttributeValue)
+	for _, op := range options {
+		op.apply(dp)
+	}
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricTaskGpuSmActivePercent) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricTaskGpuSmActivePercent) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricTaskGpuSmActivePercent(cfg TaskGpuSmActivePercentMetricConfig) metricTaskGpuSmActivePercent {
+	m := metricTaskGpuSmActivePercent{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricTaskGpuTensorActivePercent struct {
+	data     pmetric.Metric                         // data buffer for generated metric.
+	config   TaskGpuTensorActivePercentMetricConfig // metric config provided by user.
+	capacity int                                    // max observed number of data points added to the metric.
+}
+
+// init fills task_gpu_tensor_active_percent metric with initial data.
+func (m *metricTaskGpuTensorActivePercent) init() {
+	m.data.SetName("task_gpu_tensor_active_percent")
+	m.data.SetDescription("Tensor pipe activity (GPM, any tensor operation) of each GPU allocated to the task. The device's on a GPU the task holds alone, the instance's on a MIG slice; absent on a GPU several tasks share, as no counter says whose work kept the tensor pipes busy (the device's is gpu_pipe_active_percent), and where the GPU has no GPM.")
+	m.data.SetUnit("%")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricTaskGpuTensorActivePercent) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, minorNumberAttributeValue string, uuidAttributeValue string, migUUIDAttributeValue string, options ...MetricAttributeOption) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	dp.Attributes().PutStr("minor_number", minorNumberAttributeValue)
+	dp.Attributes().PutStr("uuid", uuidAttributeValue)
+	dp.Attributes().PutStr("mig_uuid", migUUIDAttributeValue)
+	for _, op := range options {
+		op.apply(dp)
+	}
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricTaskGpuTensorActivePercent) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricTaskGpuTensorActivePercent) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricTaskGpuTensorActivePercent(cfg TaskGpuTensorActivePercentMetricConfig) metricTaskGpuTensorActivePercent {
+	m := metricTaskGpuTensorActivePercent{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricZombieContainerCount struct {
 	data     pmetric.Metric                   // data buffer for generated metric.
 	config   ZombieContainerCountMetricConfig // metric config provided by user.
@@ -481,8 +667,11 @@ type MetricsBuilder struct {
 	metricGpuAttributionSourceErrorsTotal metricGpuAttributionSourceErrorsTotal
 	metricGpuUsedByExternalProcessCount   metricGpuUsedByExternalProcessCount
 	metricGpuUsedByZombieContainerCount   metricGpuUsedByZombieContainerCount
+	metricTaskGpuDramActivePercent        metricTaskGpuDramActivePercent
 	metricTaskGpuMemPercent               metricTaskGpuMemPercent
 	metricTaskGpuPercent                  metricTaskGpuPercent
+	metricTaskGpuSmActivePercent          metricTaskGpuSmActivePercent
+	metricTaskGpuTensorActivePercent      metricTaskGpuTensorActivePercent
 	metricZombieContainerCount            metricZombieContainerCount
 }
 
@@ -569,8 +758,11 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGpuAttributionSourceErrorsTotal.emit(ils.Metrics())
 	mb.metricGpuUsedByExternalProcessCount.emit(ils.Metrics())
 	mb.metricGpuUsedByZombieContainerCount.emit(ils.Metrics())
+	mb.metricTaskGpuDramActivePercent.emit(ils.Metrics())
 	mb.metricTaskGpuMemPercent.emit(ils.Metrics())
 	mb.metricTaskGpuPercent.emit(ils.Metrics())
+	mb.metricTaskGpuSmActivePercent.emit(ils.Metrics())
+	mb.metricTaskGpuTensorActivePercent.emit(ils.Metrics())
 	mb.metricZombieContainerCount.emit(ils.Metrics())
 
 	for _, op := range options {
@@ -618,6 +810,11 @@ func (mb *MetricsBuilder) RecordGpuUsedByZombieContainerCountDataPoint(ts pcommo
 	mb.metricGpuUsedByZombieContainerCount.recordDataPoint(mb.startTime, ts, val, minorNumberAttributeValue, uuidAttributeValue, zombieContainerIDAttributeValue)
 }
 
+// RecordTaskGpuDramActivePercentDataPoint adds a data point to task_gpu_dram_active_percent metric.
+func (mb *MetricsBuilder) RecordTaskGpuDramActivePercentDataPoint(ts pcommon.Timestamp, val float64, minorNumberAttributeValue string, uuidAttributeValue string, migUUIDAttributeValue string, options ...MetricAttributeOption) {
+	mb.metricTaskGpuDramActivePercent.recordDataPoint(mb.startTime, ts, val, minorNumberAttributeValue, uuidAttributeValue, migUUIDAttributeValue, options...)
+}
+
 // RecordTaskGpuMemPercentDataPoint adds a data point to task_gpu_mem_percent metric.
 func (mb *MetricsBuilder) RecordTaskGpuMemPercentDataPoint(ts pcommon.Timestamp, val float64, minorNumberAttributeValue string, uuidAttributeValue string, migUUIDAttributeValue string, options ...MetricAttributeOption) {
 	mb.metricTaskGpuMemPercent.recordDataPoint(mb.startTime, ts, val, minorNumberAttributeValue, uuidAttributeValue, migUUIDAttributeValue, options...)
@@ -626,6 +823,16 @@ func (mb *MetricsBuilder) RecordTaskGpuMemPercentDataPoint(ts pcommon.Timestamp,
 // RecordTaskGpuPercentDataPoint adds a data point to task_gpu_percent metric.
 func (mb *MetricsBuilder) RecordTaskGpuPercentDataPoint(ts pcommon.Timestamp, val float64, minorNumberAttributeValue string, uuidAttributeValue string, migUUIDAttributeValue string, options ...MetricAttributeOption) {
 	mb.metricTaskGpuPercent.recordDataPoint(mb.startTime, ts, val, minorNumberAttributeValue, uuidAttributeValue, migUUIDAttributeValue, options...)
+}
+
+// RecordTaskGpuSmActivePercentDataPoint adds a data point to task_gpu_sm_active_percent metric.
+func (mb *MetricsBuilder) RecordTaskGpuSmActivePercentDataPoint(ts pcommon.Timestamp, val float64, minorNumberAttributeValue string, uuidAttributeValue string, migUUIDAttributeValue string, options ...MetricAttributeOption) {
+	mb.metricTaskGpuSmActivePercent.recordDataPoint(mb.startTime, ts, val, minorNumberAttributeValue, uuidAttributeValue, migUUIDAttributeValue, options...)
+}
+
+// RecordTaskGpuTensorActivePercentDataPoint adds a data point to task_gpu_tensor_active_percent metric.
+func (mb *MetricsBuilder) RecordTaskGpuTensorActivePercentDataPoint(ts pcommon.Timestamp, val float64, minorNumberAttributeValue string, uuidAttributeValue string, migUUIDAttributeValue string, options ...MetricAttributeOption) {
+	mb.metricTaskGpuTensorActivePercent.recordDataPoint(mb.startTime, ts, val, minorNumberAttributeValue, uuidAttributeValue, migUUIDAttributeValue, options...)
 }
 
 // RecordZombieContainerCountDataPoint adds a data point to zombie_container_count metric.

@@ -75,10 +75,19 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordGpuUsedByZombieContainerCountDataPoint(ts, 1, "minor_number-val", "uuid-val", "zombie_container_id-val")
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordTaskGpuDramActivePercentDataPoint(ts, 1, "minor_number-val", "uuid-val", "mig_uuid-val", WithDraClaimNameMetricAttribute("dra_claim_name-val"), WithDraClaimNamespaceMetricAttribute("dra_claim_namespace-val"))
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordTaskGpuMemPercentDataPoint(ts, 1, "minor_number-val", "uuid-val", "mig_uuid-val", WithDraClaimNameMetricAttribute("dra_claim_name-val"), WithDraClaimNamespaceMetricAttribute("dra_claim_namespace-val"))
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordTaskGpuPercentDataPoint(ts, 1, "minor_number-val", "uuid-val", "mig_uuid-val", WithDraClaimNameMetricAttribute("dra_claim_name-val"), WithDraClaimNamespaceMetricAttribute("dra_claim_namespace-val"))
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordTaskGpuSmActivePercentDataPoint(ts, 1, "minor_number-val", "uuid-val", "mig_uuid-val", WithDraClaimNameMetricAttribute("dra_claim_name-val"), WithDraClaimNamespaceMetricAttribute("dra_claim_namespace-val"))
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordTaskGpuTensorActivePercentDataPoint(ts, 1, "minor_number-val", "uuid-val", "mig_uuid-val", WithDraClaimNameMetricAttribute("dra_claim_name-val"), WithDraClaimNamespaceMetricAttribute("dra_claim_namespace-val"))
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordZombieContainerCountDataPoint(ts, 1, AttributeZombieTypePodFinished)
@@ -188,6 +197,33 @@ func TestMetricsBuilder(t *testing.T) {
 					zombieContainerIDAttrVal, ok := dp.Attributes().Get("container_id")
 					assert.True(t, ok)
 					assert.Equal(t, "zombie_container_id-val", zombieContainerIDAttrVal.Str())
+				case "task_gpu_dram_active_percent":
+					assert.False(t, validatedMetrics["task_gpu_dram_active_percent"], "Found a duplicate in the metrics slice: task_gpu_dram_active_percent")
+					validatedMetrics["task_gpu_dram_active_percent"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Device memory bandwidth used (GPM) on each GPU allocated to the task, percent of the peak. The device's on a GPU the task holds alone, the instance's on a MIG slice; absent on a GPU several tasks share (not divisible by process) and where the GPU has no GPM.", mi.Description())
+					assert.Equal(t, "%", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					minorNumberAttrVal, ok := dp.Attributes().Get("minor_number")
+					assert.True(t, ok)
+					assert.Equal(t, "minor_number-val", minorNumberAttrVal.Str())
+					uuidAttrVal, ok := dp.Attributes().Get("uuid")
+					assert.True(t, ok)
+					assert.Equal(t, "uuid-val", uuidAttrVal.Str())
+					migUUIDAttrVal, ok := dp.Attributes().Get("mig_uuid")
+					assert.True(t, ok)
+					assert.Equal(t, "mig_uuid-val", migUUIDAttrVal.Str())
+					draClaimNameAttrVal, ok := dp.Attributes().Get("dra_claim_name")
+					assert.True(t, ok)
+					assert.Equal(t, "dra_claim_name-val", draClaimNameAttrVal.Str())
+					draClaimNamespaceAttrVal, ok := dp.Attributes().Get("dra_claim_namespace")
+					assert.True(t, ok)
+					assert.Equal(t, "dra_claim_namespace-val", draClaimNamespaceAttrVal.Str())
 				case "task_gpu_mem_percent":
 					assert.False(t, validatedMetrics["task_gpu_mem_percent"], "Found a duplicate in the metrics slice: task_gpu_mem_percent")
 					validatedMetrics["task_gpu_mem_percent"] = true
@@ -221,6 +257,60 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
 					assert.Equal(t, "Utilization of each GPU allocated to the task. The device's on a GPU the task holds alone; on a shared GPU the task's share, the device's utilization split by its processes' SM utilization. Absent on a MIG slice (NVML has no utilization in MIG mode).", mi.Description())
+					assert.Equal(t, "%", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					minorNumberAttrVal, ok := dp.Attributes().Get("minor_number")
+					assert.True(t, ok)
+					assert.Equal(t, "minor_number-val", minorNumberAttrVal.Str())
+					uuidAttrVal, ok := dp.Attributes().Get("uuid")
+					assert.True(t, ok)
+					assert.Equal(t, "uuid-val", uuidAttrVal.Str())
+					migUUIDAttrVal, ok := dp.Attributes().Get("mig_uuid")
+					assert.True(t, ok)
+					assert.Equal(t, "mig_uuid-val", migUUIDAttrVal.Str())
+					draClaimNameAttrVal, ok := dp.Attributes().Get("dra_claim_name")
+					assert.True(t, ok)
+					assert.Equal(t, "dra_claim_name-val", draClaimNameAttrVal.Str())
+					draClaimNamespaceAttrVal, ok := dp.Attributes().Get("dra_claim_namespace")
+					assert.True(t, ok)
+					assert.Equal(t, "dra_claim_namespace-val", draClaimNamespaceAttrVal.Str())
+				case "task_gpu_sm_active_percent":
+					assert.False(t, validatedMetrics["task_gpu_sm_active_percent"], "Found a duplicate in the metrics slice: task_gpu_sm_active_percent")
+					validatedMetrics["task_gpu_sm_active_percent"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "SM activity (GPM, Hopper and newer) of each GPU allocated to the task - the percent of SMs busy over the collection interval. The device's on a GPU the task holds alone, the instance's on a MIG slice; on a shared GPU the task's share, the device's split by its processes' SM utilization (GPM measures the device, not processes). Absent where the GPU has no GPM.", mi.Description())
+					assert.Equal(t, "%", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					minorNumberAttrVal, ok := dp.Attributes().Get("minor_number")
+					assert.True(t, ok)
+					assert.Equal(t, "minor_number-val", minorNumberAttrVal.Str())
+					uuidAttrVal, ok := dp.Attributes().Get("uuid")
+					assert.True(t, ok)
+					assert.Equal(t, "uuid-val", uuidAttrVal.Str())
+					migUUIDAttrVal, ok := dp.Attributes().Get("mig_uuid")
+					assert.True(t, ok)
+					assert.Equal(t, "mig_uuid-val", migUUIDAttrVal.Str())
+					draClaimNameAttrVal, ok := dp.Attributes().Get("dra_claim_name")
+					assert.True(t, ok)
+					assert.Equal(t, "dra_claim_name-val", draClaimNameAttrVal.Str())
+					draClaimNamespaceAttrVal, ok := dp.Attributes().Get("dra_claim_namespace")
+					assert.True(t, ok)
+					assert.Equal(t, "dra_claim_namespace-val", draClaimNamespaceAttrVal.Str())
+				case "task_gpu_tensor_active_percent":
+					assert.False(t, validatedMetrics["task_gpu_tensor_active_percent"], "Found a duplicate in the metrics slice: task_gpu_tensor_active_percent")
+					validatedMetrics["task_gpu_tensor_active_percent"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Tensor pipe activity (GPM, any tensor operation) of each GPU allocated to the task. The device's on a GPU the task holds alone, the instance's on a MIG slice; absent on a GPU several tasks share, as no counter says whose work kept the tensor pipes busy (the device's is gpu_pipe_active_percent), and where the GPU has no GPM.", mi.Description())
 					assert.Equal(t, "%", mi.Unit())
 					dp := mi.Gauge().DataPoints().At(0)
 					assert.Equal(t, start, dp.StartTimestamp())

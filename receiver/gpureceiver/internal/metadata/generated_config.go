@@ -125,6 +125,54 @@ func (ms *GpuClockEventReasonMetricConfig) Validate() error {
 	return nil
 }
 
+// GpuClockMaxMhzMetricAttributeKey specifies the key of an attribute for the gpu_clock_max_mhz metric.
+type GpuClockMaxMhzMetricAttributeKey string
+
+const (
+	GpuClockMaxMhzMetricAttributeKeyClock GpuClockMaxMhzMetricAttributeKey = "clock"
+)
+
+// GpuClockMaxMhzMetricConfig provides config for the gpu_clock_max_mhz metric.
+type GpuClockMaxMhzMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                             `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpuClockMaxMhzMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpuClockMaxMhzMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpuClockMaxMhzMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpuClockMaxMhzMetricAttributeKeyClock:
+		default:
+			return fmt.Errorf("metric gpu_clock_max_mhz doesn't have an attribute %v, valid attributes: [clock]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // GpuClockMhzMetricAttributeKey specifies the key of an attribute for the gpu_clock_mhz metric.
 type GpuClockMhzMetricAttributeKey string
 
@@ -241,6 +289,26 @@ func (ms *GpuDevicesDetectedMetricConfig) Unmarshal(parser *confmap.Conf) error 
 	return nil
 }
 
+// GpuDramActivePercentMetricConfig provides config for the gpu_dram_active_percent metric.
+type GpuDramActivePercentMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuDramActivePercentMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
 // GpuEccErrorsMetricAttributeKey specifies the key of an attribute for the gpu_ecc_errors metric.
 type GpuEccErrorsMetricAttributeKey string
 
@@ -297,6 +365,26 @@ type GpuEnergyJoulesTotalMetricConfig struct {
 }
 
 func (ms *GpuEnergyJoulesTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// GpuGraphicsEngineActivePercentMetricConfig provides config for the gpu_graphics_engine_active_percent metric.
+type GpuGraphicsEngineActivePercentMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuGraphicsEngineActivePercentMetricConfig) Unmarshal(parser *confmap.Conf) error {
 	if parser == nil {
 		return nil
 	}
@@ -696,6 +784,54 @@ func (ms *GpuMigMemoryUsedBytesMetricConfig) Validate() error {
 	return nil
 }
 
+// GpuNvlinkAverageBytesPerSecondMetricAttributeKey specifies the key of an attribute for the gpu_nvlink_average_bytes_per_second metric.
+type GpuNvlinkAverageBytesPerSecondMetricAttributeKey string
+
+const (
+	GpuNvlinkAverageBytesPerSecondMetricAttributeKeyDirection GpuNvlinkAverageBytesPerSecondMetricAttributeKey = "direction"
+)
+
+// GpuNvlinkAverageBytesPerSecondMetricConfig provides config for the gpu_nvlink_average_bytes_per_second metric.
+type GpuNvlinkAverageBytesPerSecondMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                             `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpuNvlinkAverageBytesPerSecondMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpuNvlinkAverageBytesPerSecondMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpuNvlinkAverageBytesPerSecondMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpuNvlinkAverageBytesPerSecondMetricAttributeKeyDirection:
+		default:
+			return fmt.Errorf("metric gpu_nvlink_average_bytes_per_second doesn't have an attribute %v, valid attributes: [direction]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // GpuNvlinkDataBytesTotalMetricAttributeKey specifies the key of an attribute for the gpu_nvlink_data_bytes_total metric.
 type GpuNvlinkDataBytesTotalMetricAttributeKey string
 
@@ -861,6 +997,54 @@ func (ms *GpuNvmlUpMetricConfig) Unmarshal(parser *confmap.Conf) error {
 	return nil
 }
 
+// GpuPcieAverageBytesPerSecondMetricAttributeKey specifies the key of an attribute for the gpu_pcie_average_bytes_per_second metric.
+type GpuPcieAverageBytesPerSecondMetricAttributeKey string
+
+const (
+	GpuPcieAverageBytesPerSecondMetricAttributeKeyDirection GpuPcieAverageBytesPerSecondMetricAttributeKey = "direction"
+)
+
+// GpuPcieAverageBytesPerSecondMetricConfig provides config for the gpu_pcie_average_bytes_per_second metric.
+type GpuPcieAverageBytesPerSecondMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                           `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpuPcieAverageBytesPerSecondMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpuPcieAverageBytesPerSecondMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpuPcieAverageBytesPerSecondMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpuPcieAverageBytesPerSecondMetricAttributeKeyDirection:
+		default:
+			return fmt.Errorf("metric gpu_pcie_average_bytes_per_second doesn't have an attribute %v, valid attributes: [direction]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // GpuPcieLinkGenCurrentMetricConfig provides config for the gpu_pcie_link_gen_current metric.
 type GpuPcieLinkGenCurrentMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
@@ -1006,6 +1190,95 @@ func (ms *GpuPcieThroughputBytesPerSecondMetricConfig) Validate() error {
 		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
 	}
 
+	return nil
+}
+
+// GpuPipeActivePercentMetricAttributeKey specifies the key of an attribute for the gpu_pipe_active_percent metric.
+type GpuPipeActivePercentMetricAttributeKey string
+
+const (
+	GpuPipeActivePercentMetricAttributeKeyPipe             GpuPipeActivePercentMetricAttributeKey = "pipe"
+	GpuPipeActivePercentMetricAttributeKeyGpmGpuInstanceID GpuPipeActivePercentMetricAttributeKey = "gpu_instance_id"
+)
+
+// GpuPipeActivePercentMetricConfig provides config for the gpu_pipe_active_percent metric.
+type GpuPipeActivePercentMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                   `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpuPipeActivePercentMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpuPipeActivePercentMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpuPipeActivePercentMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpuPipeActivePercentMetricAttributeKeyPipe, GpuPipeActivePercentMetricAttributeKeyGpmGpuInstanceID:
+		default:
+			return fmt.Errorf("metric gpu_pipe_active_percent doesn't have an attribute %v, valid attributes: [pipe, gpu_instance_id]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// GpuPowerLimitMaxWattsMetricConfig provides config for the gpu_power_limit_max_watts metric.
+type GpuPowerLimitMaxWattsMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuPowerLimitMaxWattsMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// GpuPowerLimitMinWattsMetricConfig provides config for the gpu_power_limit_min_watts metric.
+type GpuPowerLimitMinWattsMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuPowerLimitMinWattsMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
 	return nil
 }
 
@@ -1200,6 +1473,46 @@ type GpuRemappedRowsPendingMetricConfig struct {
 }
 
 func (ms *GpuRemappedRowsPendingMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// GpuSmActivePercentMetricConfig provides config for the gpu_sm_active_percent metric.
+type GpuSmActivePercentMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuSmActivePercentMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// GpuSmOccupancyPercentMetricConfig provides config for the gpu_sm_occupancy_percent metric.
+type GpuSmOccupancyPercentMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuSmOccupancyPercentMetricConfig) Unmarshal(parser *confmap.Conf) error {
 	if parser == nil {
 		return nil
 	}
@@ -1579,11 +1892,14 @@ type MetricsConfig struct {
 	CollectorIterationCountTotal    CollectorIterationCountTotalMetricConfig    `mapstructure:"collector_iteration_count_total"`
 	ConfiguredGpuCount              ConfiguredGpuCountMetricConfig              `mapstructure:"configured_gpu_count"`
 	GpuClockEventReason             GpuClockEventReasonMetricConfig             `mapstructure:"gpu_clock_event_reason"`
+	GpuClockMaxMhz                  GpuClockMaxMhzMetricConfig                  `mapstructure:"gpu_clock_max_mhz"`
 	GpuClockMhz                     GpuClockMhzMetricConfig                     `mapstructure:"gpu_clock_mhz"`
 	GpuCodecUtilization             GpuCodecUtilizationMetricConfig             `mapstructure:"gpu_codec_utilization"`
 	GpuDevicesDetected              GpuDevicesDetectedMetricConfig              `mapstructure:"gpu_devices_detected"`
+	GpuDramActivePercent            GpuDramActivePercentMetricConfig            `mapstructure:"gpu_dram_active_percent"`
 	GpuEccErrors                    GpuEccErrorsMetricConfig                    `mapstructure:"gpu_ecc_errors"`
 	GpuEnergyJoulesTotal            GpuEnergyJoulesTotalMetricConfig            `mapstructure:"gpu_energy_joules_total"`
+	GpuGraphicsEngineActivePercent  GpuGraphicsEngineActivePercentMetricConfig  `mapstructure:"gpu_graphics_engine_active_percent"`
 	GpuHealth                       GpuHealthMetricConfig                       `mapstructure:"gpu_health"`
 	GpuInfo                         GpuInfoMetricConfig                         `mapstructure:"gpu_info"`
 	GpuMemUtilization               GpuMemUtilizationMetricConfig               `mapstructure:"gpu_mem_utilization"`
@@ -1596,22 +1912,29 @@ type MetricsConfig struct {
 	GpuMigEnabled                   GpuMigEnabledMetricConfig                   `mapstructure:"gpu_mig_enabled"`
 	GpuMigMemoryTotalBytes          GpuMigMemoryTotalBytesMetricConfig          `mapstructure:"gpu_mig_memory_total_bytes"`
 	GpuMigMemoryUsedBytes           GpuMigMemoryUsedBytesMetricConfig           `mapstructure:"gpu_mig_memory_used_bytes"`
+	GpuNvlinkAverageBytesPerSecond  GpuNvlinkAverageBytesPerSecondMetricConfig  `mapstructure:"gpu_nvlink_average_bytes_per_second"`
 	GpuNvlinkDataBytesTotal         GpuNvlinkDataBytesTotalMetricConfig         `mapstructure:"gpu_nvlink_data_bytes_total"`
 	GpuNvlinkErrorsTotal            GpuNvlinkErrorsTotalMetricConfig            `mapstructure:"gpu_nvlink_errors_total"`
 	GpuNvmlTimeoutsTotal            GpuNvmlTimeoutsTotalMetricConfig            `mapstructure:"gpu_nvml_timeouts_total"`
 	GpuNvmlUp                       GpuNvmlUpMetricConfig                       `mapstructure:"gpu_nvml_up"`
+	GpuPcieAverageBytesPerSecond    GpuPcieAverageBytesPerSecondMetricConfig    `mapstructure:"gpu_pcie_average_bytes_per_second"`
 	GpuPcieLinkGenCurrent           GpuPcieLinkGenCurrentMetricConfig           `mapstructure:"gpu_pcie_link_gen_current"`
 	GpuPcieLinkGenMax               GpuPcieLinkGenMaxMetricConfig               `mapstructure:"gpu_pcie_link_gen_max"`
 	GpuPcieLinkWidthCurrent         GpuPcieLinkWidthCurrentMetricConfig         `mapstructure:"gpu_pcie_link_width_current"`
 	GpuPcieLinkWidthMax             GpuPcieLinkWidthMaxMetricConfig             `mapstructure:"gpu_pcie_link_width_max"`
 	GpuPcieReplaysTotal             GpuPcieReplaysTotalMetricConfig             `mapstructure:"gpu_pcie_replays_total"`
 	GpuPcieThroughputBytesPerSecond GpuPcieThroughputBytesPerSecondMetricConfig `mapstructure:"gpu_pcie_throughput_bytes_per_second"`
+	GpuPipeActivePercent            GpuPipeActivePercentMetricConfig            `mapstructure:"gpu_pipe_active_percent"`
+	GpuPowerLimitMaxWatts           GpuPowerLimitMaxWattsMetricConfig           `mapstructure:"gpu_power_limit_max_watts"`
+	GpuPowerLimitMinWatts           GpuPowerLimitMinWattsMetricConfig           `mapstructure:"gpu_power_limit_min_watts"`
 	GpuPowerWatts                   GpuPowerWattsMetricConfig                   `mapstructure:"gpu_power_watts"`
 	GpuProcessMemoryUsedBytes       GpuProcessMemoryUsedBytesMetricConfig       `mapstructure:"gpu_process_memory_used_bytes"`
 	GpuProcessSmUtilization         GpuProcessSmUtilizationMetricConfig         `mapstructure:"gpu_process_sm_utilization"`
 	GpuRemappedRows                 GpuRemappedRowsMetricConfig                 `mapstructure:"gpu_remapped_rows"`
 	GpuRemappedRowsFailed           GpuRemappedRowsFailedMetricConfig           `mapstructure:"gpu_remapped_rows_failed"`
 	GpuRemappedRowsPending          GpuRemappedRowsPendingMetricConfig          `mapstructure:"gpu_remapped_rows_pending"`
+	GpuSmActivePercent              GpuSmActivePercentMetricConfig              `mapstructure:"gpu_sm_active_percent"`
+	GpuSmOccupancyPercent           GpuSmOccupancyPercentMetricConfig           `mapstructure:"gpu_sm_occupancy_percent"`
 	GpuUp                           GpuUpMetricConfig                           `mapstructure:"gpu_up"`
 	GpuUtilization                  GpuUtilizationMetricConfig                  `mapstructure:"gpu_utilization"`
 	GpuVgpuLicensed                 GpuVgpuLicensedMetricConfig                 `mapstructure:"gpu_vgpu_licensed"`
@@ -1640,6 +1963,11 @@ func DefaultMetricsConfig() MetricsConfig {
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []GpuClockEventReasonMetricAttributeKey{GpuClockEventReasonMetricAttributeKeyReason},
 		},
+		GpuClockMaxMhz: GpuClockMaxMhzMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpuClockMaxMhzMetricAttributeKey{GpuClockMaxMhzMetricAttributeKeyClock},
+		},
 		GpuClockMhz: GpuClockMhzMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
@@ -1653,12 +1981,18 @@ func DefaultMetricsConfig() MetricsConfig {
 		GpuDevicesDetected: GpuDevicesDetectedMetricConfig{
 			Enabled: true,
 		},
+		GpuDramActivePercent: GpuDramActivePercentMetricConfig{
+			Enabled: true,
+		},
 		GpuEccErrors: GpuEccErrorsMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []GpuEccErrorsMetricAttributeKey{GpuEccErrorsMetricAttributeKeyErrorType, GpuEccErrorsMetricAttributeKeyCounterType},
 		},
 		GpuEnergyJoulesTotal: GpuEnergyJoulesTotalMetricConfig{
+			Enabled: true,
+		},
+		GpuGraphicsEngineActivePercent: GpuGraphicsEngineActivePercentMetricConfig{
 			Enabled: true,
 		},
 		GpuHealth: GpuHealthMetricConfig{
@@ -1707,6 +2041,11 @@ func DefaultMetricsConfig() MetricsConfig {
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []GpuMigMemoryUsedBytesMetricAttributeKey{GpuMigMemoryUsedBytesMetricAttributeKeyMigUUID, GpuMigMemoryUsedBytesMetricAttributeKeyGpuInstanceID, GpuMigMemoryUsedBytesMetricAttributeKeyComputeInstanceID},
 		},
+		GpuNvlinkAverageBytesPerSecond: GpuNvlinkAverageBytesPerSecondMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpuNvlinkAverageBytesPerSecondMetricAttributeKey{GpuNvlinkAverageBytesPerSecondMetricAttributeKeyDirection},
+		},
 		GpuNvlinkDataBytesTotal: GpuNvlinkDataBytesTotalMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
@@ -1724,6 +2063,11 @@ func DefaultMetricsConfig() MetricsConfig {
 		},
 		GpuNvmlUp: GpuNvmlUpMetricConfig{
 			Enabled: true,
+		},
+		GpuPcieAverageBytesPerSecond: GpuPcieAverageBytesPerSecondMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpuPcieAverageBytesPerSecondMetricAttributeKey{GpuPcieAverageBytesPerSecondMetricAttributeKeyDirection},
 		},
 		GpuPcieLinkGenCurrent: GpuPcieLinkGenCurrentMetricConfig{
 			Enabled: true,
@@ -1744,6 +2088,17 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []GpuPcieThroughputBytesPerSecondMetricAttributeKey{GpuPcieThroughputBytesPerSecondMetricAttributeKeyDirection},
+		},
+		GpuPipeActivePercent: GpuPipeActivePercentMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpuPipeActivePercentMetricAttributeKey{GpuPipeActivePercentMetricAttributeKeyPipe, GpuPipeActivePercentMetricAttributeKeyGpmGpuInstanceID},
+		},
+		GpuPowerLimitMaxWatts: GpuPowerLimitMaxWattsMetricConfig{
+			Enabled: true,
+		},
+		GpuPowerLimitMinWatts: GpuPowerLimitMinWattsMetricConfig{
+			Enabled: true,
 		},
 		GpuPowerWatts: GpuPowerWattsMetricConfig{
 			Enabled: true,
@@ -1767,6 +2122,12 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled: true,
 		},
 		GpuRemappedRowsPending: GpuRemappedRowsPendingMetricConfig{
+			Enabled: true,
+		},
+		GpuSmActivePercent: GpuSmActivePercentMetricConfig{
+			Enabled: true,
+		},
+		GpuSmOccupancyPercent: GpuSmOccupancyPercentMetricConfig{
 			Enabled: true,
 		},
 		GpuUp: GpuUpMetricConfig{

@@ -39,6 +39,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuClockEventReasonMetricAttributeKey{GpuClockEventReasonMetricAttributeKeyReason},
 					},
+					GpuClockMaxMhz: GpuClockMaxMhzMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpuClockMaxMhzMetricAttributeKey{GpuClockMaxMhzMetricAttributeKeyClock},
+					},
 					GpuClockMhz: GpuClockMhzMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
@@ -52,12 +57,18 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpuDevicesDetected: GpuDevicesDetectedMetricConfig{
 						Enabled: true,
 					},
+					GpuDramActivePercent: GpuDramActivePercentMetricConfig{
+						Enabled: true,
+					},
 					GpuEccErrors: GpuEccErrorsMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuEccErrorsMetricAttributeKey{GpuEccErrorsMetricAttributeKeyErrorType, GpuEccErrorsMetricAttributeKeyCounterType},
 					},
 					GpuEnergyJoulesTotal: GpuEnergyJoulesTotalMetricConfig{
+						Enabled: true,
+					},
+					GpuGraphicsEngineActivePercent: GpuGraphicsEngineActivePercentMetricConfig{
 						Enabled: true,
 					},
 					GpuHealth: GpuHealthMetricConfig{
@@ -106,6 +117,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuMigMemoryUsedBytesMetricAttributeKey{GpuMigMemoryUsedBytesMetricAttributeKeyMigUUID, GpuMigMemoryUsedBytesMetricAttributeKeyGpuInstanceID, GpuMigMemoryUsedBytesMetricAttributeKeyComputeInstanceID},
 					},
+					GpuNvlinkAverageBytesPerSecond: GpuNvlinkAverageBytesPerSecondMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpuNvlinkAverageBytesPerSecondMetricAttributeKey{GpuNvlinkAverageBytesPerSecondMetricAttributeKeyDirection},
+					},
 					GpuNvlinkDataBytesTotal: GpuNvlinkDataBytesTotalMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
@@ -123,6 +139,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					},
 					GpuNvmlUp: GpuNvmlUpMetricConfig{
 						Enabled: true,
+					},
+					GpuPcieAverageBytesPerSecond: GpuPcieAverageBytesPerSecondMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpuPcieAverageBytesPerSecondMetricAttributeKey{GpuPcieAverageBytesPerSecondMetricAttributeKeyDirection},
 					},
 					GpuPcieLinkGenCurrent: GpuPcieLinkGenCurrentMetricConfig{
 						Enabled: true,
@@ -143,6 +164,17 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuPcieThroughputBytesPerSecondMetricAttributeKey{GpuPcieThroughputBytesPerSecondMetricAttributeKeyDirection},
+					},
+					GpuPipeActivePercent: GpuPipeActivePercentMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpuPipeActivePercentMetricAttributeKey{GpuPipeActivePercentMetricAttributeKeyPipe, GpuPipeActivePercentMetricAttributeKeyGpmGpuInstanceID},
+					},
+					GpuPowerLimitMaxWatts: GpuPowerLimitMaxWattsMetricConfig{
+						Enabled: true,
+					},
+					GpuPowerLimitMinWatts: GpuPowerLimitMinWattsMetricConfig{
+						Enabled: true,
 					},
 					GpuPowerWatts: GpuPowerWattsMetricConfig{
 						Enabled: true,
@@ -166,6 +198,12 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled: true,
 					},
 					GpuRemappedRowsPending: GpuRemappedRowsPendingMetricConfig{
+						Enabled: true,
+					},
+					GpuSmActivePercent: GpuSmActivePercentMetricConfig{
+						Enabled: true,
+					},
+					GpuSmOccupancyPercent: GpuSmOccupancyPercentMetricConfig{
 						Enabled: true,
 					},
 					GpuUp: GpuUpMetricConfig{
@@ -237,6 +275,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuClockEventReasonMetricAttributeKey{GpuClockEventReasonMetricAttributeKeyReason},
 					},
+					GpuClockMaxMhz: GpuClockMaxMhzMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpuClockMaxMhzMetricAttributeKey{GpuClockMaxMhzMetricAttributeKeyClock},
+					},
 					GpuClockMhz: GpuClockMhzMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
@@ -250,12 +293,18 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpuDevicesDetected: GpuDevicesDetectedMetricConfig{
 						Enabled: false,
 					},
+					GpuDramActivePercent: GpuDramActivePercentMetricConfig{
+						Enabled: false,
+					},
 					GpuEccErrors: GpuEccErrorsMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuEccErrorsMetricAttributeKey{GpuEccErrorsMetricAttributeKeyErrorType, GpuEccErrorsMetricAttributeKeyCounterType},
 					},
 					GpuEnergyJoulesTotal: GpuEnergyJoulesTotalMetricConfig{
+						Enabled: false,
+					},
+					GpuGraphicsEngineActivePercent: GpuGraphicsEngineActivePercentMetricConfig{
 						Enabled: false,
 					},
 					GpuHealth: GpuHealthMetricConfig{
@@ -304,6 +353,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuMigMemoryUsedBytesMetricAttributeKey{GpuMigMemoryUsedBytesMetricAttributeKeyMigUUID, GpuMigMemoryUsedBytesMetricAttributeKeyGpuInstanceID, GpuMigMemoryUsedBytesMetricAttributeKeyComputeInstanceID},
 					},
+					GpuNvlinkAverageBytesPerSecond: GpuNvlinkAverageBytesPerSecondMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpuNvlinkAverageBytesPerSecondMetricAttributeKey{GpuNvlinkAverageBytesPerSecondMetricAttributeKeyDirection},
+					},
 					GpuNvlinkDataBytesTotal: GpuNvlinkDataBytesTotalMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
@@ -321,6 +375,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					},
 					GpuNvmlUp: GpuNvmlUpMetricConfig{
 						Enabled: false,
+					},
+					GpuPcieAverageBytesPerSecond: GpuPcieAverageBytesPerSecondMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpuPcieAverageBytesPerSecondMetricAttributeKey{GpuPcieAverageBytesPerSecondMetricAttributeKeyDirection},
 					},
 					GpuPcieLinkGenCurrent: GpuPcieLinkGenCurrentMetricConfig{
 						Enabled: false,
@@ -341,6 +400,17 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuPcieThroughputBytesPerSecondMetricAttributeKey{GpuPcieThroughputBytesPerSecondMetricAttributeKeyDirection},
+					},
+					GpuPipeActivePercent: GpuPipeActivePercentMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpuPipeActivePercentMetricAttributeKey{GpuPipeActivePercentMetricAttributeKeyPipe, GpuPipeActivePercentMetricAttributeKeyGpmGpuInstanceID},
+					},
+					GpuPowerLimitMaxWatts: GpuPowerLimitMaxWattsMetricConfig{
+						Enabled: false,
+					},
+					GpuPowerLimitMinWatts: GpuPowerLimitMinWattsMetricConfig{
+						Enabled: false,
 					},
 					GpuPowerWatts: GpuPowerWattsMetricConfig{
 						Enabled: false,
@@ -364,6 +434,12 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled: false,
 					},
 					GpuRemappedRowsPending: GpuRemappedRowsPendingMetricConfig{
+						Enabled: false,
+					},
+					GpuSmActivePercent: GpuSmActivePercentMetricConfig{
+						Enabled: false,
+					},
+					GpuSmOccupancyPercent: GpuSmOccupancyPercentMetricConfig{
 						Enabled: false,
 					},
 					GpuUp: GpuUpMetricConfig{
@@ -422,7 +498,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(CollectorIterationCountTotalMetricConfig{}, ConfiguredGpuCountMetricConfig{}, GpuClockEventReasonMetricConfig{}, GpuClockMhzMetricConfig{}, GpuCodecUtilizationMetricConfig{}, GpuDevicesDetectedMetricConfig{}, GpuEccErrorsMetricConfig{}, GpuEnergyJoulesTotalMetricConfig{}, GpuHealthMetricConfig{}, GpuInfoMetricConfig{}, GpuMemUtilizationMetricConfig{}, GpuMemoryControllerUtilizationMetricConfig{}, GpuMemoryFreeBytesMetricConfig{}, GpuMemoryReservedBytesMetricConfig{}, GpuMemoryTemperatureCelsiusMetricConfig{}, GpuMemoryTotalBytesMetricConfig{}, GpuMemoryUsedBytesMetricConfig{}, GpuMigEnabledMetricConfig{}, GpuMigMemoryTotalBytesMetricConfig{}, GpuMigMemoryUsedBytesMetricConfig{}, GpuNvlinkDataBytesTotalMetricConfig{}, GpuNvlinkErrorsTotalMetricConfig{}, GpuNvmlTimeoutsTotalMetricConfig{}, GpuNvmlUpMetricConfig{}, GpuPcieLinkGenCurrentMetricConfig{}, GpuPcieLinkGenMaxMetricConfig{}, GpuPcieLinkWidthCurrentMetricConfig{}, GpuPcieLinkWidthMaxMetricConfig{}, GpuPcieReplaysTotalMetricConfig{}, GpuPcieThroughputBytesPerSecondMetricConfig{}, GpuPowerWattsMetricConfig{}, GpuProcessMemoryUsedBytesMetricConfig{}, GpuProcessSmUtilizationMetricConfig{}, GpuRemappedRowsMetricConfig{}, GpuRemappedRowsFailedMetricConfig{}, GpuRemappedRowsPendingMetricConfig{}, GpuUpMetricConfig{}, GpuUtilizationMetricConfig{}, GpuVgpuLicensedMetricConfig{}, GpuXidErrorsTotalMetricConfig{}, NvidiasmiEccErrorCountMetricConfig{}, NvidiasmiMemoryLeakCountMetricConfig{}, NvidiasmiPerformanceStateMetricConfig{}, NvidiasmiRetiredPageCountMetricConfig{}, NvidiasmiTemperatureMetricConfig{}, NvidiasmiUtilizationGpuMetricConfig{}, NvidiasmiUtilizationMemoryMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(CollectorIterationCountTotalMetricConfig{}, ConfiguredGpuCountMetricConfig{}, GpuClockEventReasonMetricConfig{}, GpuClockMaxMhzMetricConfig{}, GpuClockMhzMetricConfig{}, GpuCodecUtilizationMetricConfig{}, GpuDevicesDetectedMetricConfig{}, GpuDramActivePercentMetricConfig{}, GpuEccErrorsMetricConfig{}, GpuEnergyJoulesTotalMetricConfig{}, GpuGraphicsEngineActivePercentMetricConfig{}, GpuHealthMetricConfig{}, GpuInfoMetricConfig{}, GpuMemUtilizationMetricConfig{}, GpuMemoryControllerUtilizationMetricConfig{}, GpuMemoryFreeBytesMetricConfig{}, GpuMemoryReservedBytesMetricConfig{}, GpuMemoryTemperatureCelsiusMetricConfig{}, GpuMemoryTotalBytesMetricConfig{}, GpuMemoryUsedBytesMetricConfig{}, GpuMigEnabledMetricConfig{}, GpuMigMemoryTotalBytesMetricConfig{}, GpuMigMemoryUsedBytesMetricConfig{}, GpuNvlinkAverageBytesPerSecondMetricConfig{}, GpuNvlinkDataBytesTotalMetricConfig{}, GpuNvlinkErrorsTotalMetricConfig{}, GpuNvmlTimeoutsTotalMetricConfig{}, GpuNvmlUpMetricConfig{}, GpuPcieAverageBytesPerSecondMetricConfig{}, GpuPcieLinkGenCurrentMetricConfig{}, GpuPcieLinkGenMaxMetricConfig{}, GpuPcieLinkWidthCurrentMetricConfig{}, GpuPcieLinkWidthMaxMetricConfig{}, GpuPcieReplaysTotalMetricConfig{}, GpuPcieThroughputBytesPerSecondMetricConfig{}, GpuPipeActivePercentMetricConfig{}, GpuPowerLimitMaxWattsMetricConfig{}, GpuPowerLimitMinWattsMetricConfig{}, GpuPowerWattsMetricConfig{}, GpuProcessMemoryUsedBytesMetricConfig{}, GpuProcessSmUtilizationMetricConfig{}, GpuRemappedRowsMetricConfig{}, GpuRemappedRowsFailedMetricConfig{}, GpuRemappedRowsPendingMetricConfig{}, GpuSmActivePercentMetricConfig{}, GpuSmOccupancyPercentMetricConfig{}, GpuUpMetricConfig{}, GpuUtilizationMetricConfig{}, GpuVgpuLicensedMetricConfig{}, GpuXidErrorsTotalMetricConfig{}, NvidiasmiEccErrorCountMetricConfig{}, NvidiasmiMemoryLeakCountMetricConfig{}, NvidiasmiPerformanceStateMetricConfig{}, NvidiasmiRetiredPageCountMetricConfig{}, NvidiasmiTemperatureMetricConfig{}, NvidiasmiUtilizationGpuMetricConfig{}, NvidiasmiUtilizationMemoryMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -447,6 +523,18 @@ func TestGpuClockEventReasonMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "metric gpu_clock_event_reason doesn't have an attribute invalid, valid attributes: [reason]")
 
 	cfg = DefaultMetricsConfig().GpuClockEventReason
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpuClockMaxMhzMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpuClockMaxMhz
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpuClockMaxMhzMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpu_clock_max_mhz doesn't have an attribute invalid, valid attributes: [clock]")
+
+	cfg = DefaultMetricsConfig().GpuClockMaxMhz
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
@@ -547,6 +635,18 @@ func TestGpuMigMemoryUsedBytesMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
 
+func TestGpuNvlinkAverageBytesPerSecondMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpuNvlinkAverageBytesPerSecond
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpuNvlinkAverageBytesPerSecondMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpu_nvlink_average_bytes_per_second doesn't have an attribute invalid, valid attributes: [direction]")
+
+	cfg = DefaultMetricsConfig().GpuNvlinkAverageBytesPerSecond
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
 func TestGpuNvlinkDataBytesTotalMetricsConfig_Validate(t *testing.T) {
 	cfg := DefaultMetricsConfig().GpuNvlinkDataBytesTotal
 	require.NoError(t, cfg.Validate())
@@ -583,6 +683,18 @@ func TestGpuNvmlTimeoutsTotalMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
 
+func TestGpuPcieAverageBytesPerSecondMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpuPcieAverageBytesPerSecond
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpuPcieAverageBytesPerSecondMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpu_pcie_average_bytes_per_second doesn't have an attribute invalid, valid attributes: [direction]")
+
+	cfg = DefaultMetricsConfig().GpuPcieAverageBytesPerSecond
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
 func TestGpuPcieThroughputBytesPerSecondMetricsConfig_Validate(t *testing.T) {
 	cfg := DefaultMetricsConfig().GpuPcieThroughputBytesPerSecond
 	require.NoError(t, cfg.Validate())
@@ -591,6 +703,18 @@ func TestGpuPcieThroughputBytesPerSecondMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "metric gpu_pcie_throughput_bytes_per_second doesn't have an attribute invalid, valid attributes: [direction]")
 
 	cfg = DefaultMetricsConfig().GpuPcieThroughputBytesPerSecond
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpuPipeActivePercentMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpuPipeActivePercent
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpuPipeActivePercentMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpu_pipe_active_percent doesn't have an attribute invalid, valid attributes: [pipe, gpu_instance_id]")
+
+	cfg = DefaultMetricsConfig().GpuPipeActivePercent
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }

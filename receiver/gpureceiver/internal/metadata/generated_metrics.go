@@ -259,6 +259,52 @@ var MapAttributeNvlinkCounter = map[string]AttributeNvlinkCounter{
 	"crc_data": AttributeNvlinkCounterCrcData,
 }
 
+// AttributePipe specifies the value pipe attribute.
+type AttributePipe int
+
+const (
+	_ AttributePipe = iota
+	AttributePipeTensor
+	AttributePipeTensorDfma
+	AttributePipeTensorHmma
+	AttributePipeTensorImma
+	AttributePipeFp64
+	AttributePipeFp32
+	AttributePipeFp16
+)
+
+// String returns the string representation of the AttributePipe.
+func (av AttributePipe) String() string {
+	switch av {
+	case AttributePipeTensor:
+		return "tensor"
+	case AttributePipeTensorDfma:
+		return "tensor_dfma"
+	case AttributePipeTensorHmma:
+		return "tensor_hmma"
+	case AttributePipeTensorImma:
+		return "tensor_imma"
+	case AttributePipeFp64:
+		return "fp64"
+	case AttributePipeFp32:
+		return "fp32"
+	case AttributePipeFp16:
+		return "fp16"
+	}
+	return ""
+}
+
+// MapAttributePipe is a helper map of string to AttributePipe attribute value.
+var MapAttributePipe = map[string]AttributePipe{
+	"tensor":      AttributePipeTensor,
+	"tensor_dfma": AttributePipeTensorDfma,
+	"tensor_hmma": AttributePipeTensorHmma,
+	"tensor_imma": AttributePipeTensorImma,
+	"fp64":        AttributePipeFp64,
+	"fp32":        AttributePipeFp32,
+	"fp16":        AttributePipeFp16,
+}
+
 // AttributeReason specifies the value reason attribute.
 type AttributeReason int
 
@@ -453,6 +499,10 @@ var MetricsInfo = metricsInfo{
 		Name:       "gpu_clock_event_reason",
 		Attributes: []string{"reason"},
 	},
+	GpuClockMaxMhz: metricInfo{
+		Name:       "gpu_clock_max_mhz",
+		Attributes: []string{"clock"},
+	},
 	GpuClockMhz: metricInfo{
 		Name:       "gpu_clock_mhz",
 		Attributes: []string{"clock"},
@@ -464,12 +514,20 @@ var MetricsInfo = metricsInfo{
 	GpuDevicesDetected: metricInfo{
 		Name: "gpu_devices_detected",
 	},
+	GpuDramActivePercent: metricInfo{
+		Name:       "gpu_dram_active_percent",
+		Attributes: []string{"gpm_gpu_instance_id"},
+	},
 	GpuEccErrors: metricInfo{
 		Name:       "gpu_ecc_errors",
 		Attributes: []string{"error_type", "counter_type"},
 	},
 	GpuEnergyJoulesTotal: metricInfo{
 		Name: "gpu_energy_joules_total",
+	},
+	GpuGraphicsEngineActivePercent: metricInfo{
+		Name:       "gpu_graphics_engine_active_percent",
+		Attributes: []string{"gpm_gpu_instance_id"},
 	},
 	GpuHealth: metricInfo{
 		Name:       "gpu_health",
@@ -512,6 +570,10 @@ var MetricsInfo = metricsInfo{
 		Name:       "gpu_mig_memory_used_bytes",
 		Attributes: []string{"mig_uuid", "gpu_instance_id", "compute_instance_id"},
 	},
+	GpuNvlinkAverageBytesPerSecond: metricInfo{
+		Name:       "gpu_nvlink_average_bytes_per_second",
+		Attributes: []string{"direction"},
+	},
 	GpuNvlinkDataBytesTotal: metricInfo{
 		Name:       "gpu_nvlink_data_bytes_total",
 		Attributes: []string{"direction"},
@@ -526,6 +588,10 @@ var MetricsInfo = metricsInfo{
 	},
 	GpuNvmlUp: metricInfo{
 		Name: "gpu_nvml_up",
+	},
+	GpuPcieAverageBytesPerSecond: metricInfo{
+		Name:       "gpu_pcie_average_bytes_per_second",
+		Attributes: []string{"direction"},
 	},
 	GpuPcieLinkGenCurrent: metricInfo{
 		Name: "gpu_pcie_link_gen_current",
@@ -545,6 +611,16 @@ var MetricsInfo = metricsInfo{
 	GpuPcieThroughputBytesPerSecond: metricInfo{
 		Name:       "gpu_pcie_throughput_bytes_per_second",
 		Attributes: []string{"direction"},
+	},
+	GpuPipeActivePercent: metricInfo{
+		Name:       "gpu_pipe_active_percent",
+		Attributes: []string{"pipe", "gpm_gpu_instance_id"},
+	},
+	GpuPowerLimitMaxWatts: metricInfo{
+		Name: "gpu_power_limit_max_watts",
+	},
+	GpuPowerLimitMinWatts: metricInfo{
+		Name: "gpu_power_limit_min_watts",
 	},
 	GpuPowerWatts: metricInfo{
 		Name: "gpu_power_watts",
@@ -566,6 +642,14 @@ var MetricsInfo = metricsInfo{
 	},
 	GpuRemappedRowsPending: metricInfo{
 		Name: "gpu_remapped_rows_pending",
+	},
+	GpuSmActivePercent: metricInfo{
+		Name:       "gpu_sm_active_percent",
+		Attributes: []string{"gpm_gpu_instance_id"},
+	},
+	GpuSmOccupancyPercent: metricInfo{
+		Name:       "gpu_sm_occupancy_percent",
+		Attributes: []string{"gpm_gpu_instance_id"},
 	},
 	GpuUp: metricInfo{
 		Name: "gpu_up",
@@ -611,11 +695,14 @@ type metricsInfo struct {
 	CollectorIterationCountTotal    metricInfo
 	ConfiguredGpuCount              metricInfo
 	GpuClockEventReason             metricInfo
+	GpuClockMaxMhz                  metricInfo
 	GpuClockMhz                     metricInfo
 	GpuCodecUtilization             metricInfo
 	GpuDevicesDetected              metricInfo
+	GpuDramActivePercent            metricInfo
 	GpuEccErrors                    metricInfo
 	GpuEnergyJoulesTotal            metricInfo
+	GpuGraphicsEngineActivePercent  metricInfo
 	GpuHealth                       metricInfo
 	GpuInfo                         metricInfo
 	GpuMemUtilization               metricInfo
@@ -628,22 +715,29 @@ type metricsInfo struct {
 	GpuMigEnabled                   metricInfo
 	GpuMigMemoryTotalBytes          metricInfo
 	GpuMigMemoryUsedBytes           metricInfo
+	GpuNvlinkAverageBytesPerSecond  metricInfo
 	GpuNvlinkDataBytesTotal         metricInfo
 	GpuNvlinkErrorsTotal            metricInfo
 	GpuNvmlTimeoutsTotal            metricInfo
 	GpuNvmlUp                       metricInfo
+	GpuPcieAverageBytesPerSecond    metricInfo
 	GpuPcieLinkGenCurrent           metricInfo
 	GpuPcieLinkGenMax               metricInfo
 	GpuPcieLinkWidthCurrent         metricInfo
 	GpuPcieLinkWidthMax             metricInfo
 	GpuPcieReplaysTotal             metricInfo
 	GpuPcieThroughputBytesPerSecond metricInfo
+	GpuPipeActivePercent            metricInfo
+	GpuPowerLimitMaxWatts           metricInfo
+	GpuPowerLimitMinWatts           metricInfo
 	GpuPowerWatts                   metricInfo
 	GpuProcessMemoryUsedBytes       metricInfo
 	GpuProcessSmUtilization         metricInfo
 	GpuRemappedRows                 metricInfo
 	GpuRemappedRowsFailed           metricInfo
 	GpuRemappedRowsPending          metricInfo
+	GpuSmActivePercent              metricInfo
+	GpuSmOccupancyPercent           metricInfo
 	GpuUp                           metricInfo
 	GpuUtilization                  metricInfo
 	GpuVgpuLicensed                 metricInfo
@@ -660,6 +754,22 @@ type metricsInfo struct {
 type metricInfo struct {
 	Name       string
 	Attributes []string
+}
+
+type MetricAttributeOption interface {
+	apply(pmetric.NumberDataPoint)
+}
+
+type metricAttributeOptionFunc func(pmetric.NumberDataPoint)
+
+func (maof metricAttributeOptionFunc) apply(dp pmetric.NumberDataPoint) {
+	maof(dp)
+}
+
+func WithGpmGpuInstanceIDMetricAttribute(gpmGpuInstanceIDAttributeValue string) MetricAttributeOption {
+	return metricAttributeOptionFunc(func(dp pmetric.NumberDataPoint) {
+		dp.Attributes().PutStr("gpu_instance_id", gpmGpuInstanceIDAttributeValue)
+	})
 }
 
 type metricCollectorIterationCountTotal struct {
@@ -884,6 +994,95 @@ func (m *metricGpuClockEventReason) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGpuClockEventReason(cfg GpuClockEventReasonMetricConfig) metricGpuClockEventReason {
 	m := metricGpuClockEventReason{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuClockMaxMhz struct {
+	data          pmetric.Metric             // data buffer for generated metric.
+	config        GpuClockMaxMhzMetricConfig // metric config provided by user.
+	capacity      int                        // max observed number of data points added to the metric.
+	aggDataPoints []int64                    // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpu_clock_max_mhz metric with initial data.
+func (m *metricGpuClockMaxMhz) init() {
+	m.data.SetName("gpu_clock_max_mhz")
+	m.data.SetDescription("Highest clock the GPU can run at.")
+	m.data.SetUnit("MHz")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpuClockMaxMhz) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, clockAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpuClockMaxMhzMetricAttributeKeyClock) {
+		dp.Attributes().PutStr("clock", clockAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuClockMaxMhz) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuClockMaxMhz) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuClockMaxMhz(cfg GpuClockMaxMhzMetricConfig) metricGpuClockMaxMhz {
+	m := metricGpuClockMaxMhz{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -1120,6 +1319,60 @@ func newMetricGpuDevicesDetected(cfg GpuDevicesDetectedMetricConfig) metricGpuDe
 	return m
 }
 
+type metricGpuDramActivePercent struct {
+	data     pmetric.Metric                   // data buffer for generated metric.
+	config   GpuDramActivePercentMetricConfig // metric config provided by user.
+	capacity int                              // max observed number of data points added to the metric.
+}
+
+// init fills gpu_dram_active_percent metric with initial data.
+func (m *metricGpuDramActivePercent) init() {
+	m.data.SetName("gpu_dram_active_percent")
+	m.data.SetDescription("Device memory bandwidth used, percent of the most the memory interface can move. Read with GPM (Hopper and newer) from two samples a collection apart, so it covers the whole collection interval; per MIG instance too, with gpu_instance_id. Absent where the GPU has no GPM.")
+	m.data.SetUnit("%")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGpuDramActivePercent) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, options ...MetricAttributeOption) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	for _, op := range options {
+		op.apply(dp)
+	}
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuDramActivePercent) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuDramActivePercent) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuDramActivePercent(cfg GpuDramActivePercentMetricConfig) metricGpuDramActivePercent {
+	m := metricGpuDramActivePercent{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricGpuEccErrors struct {
 	data          pmetric.Metric           // data buffer for generated metric.
 	config        GpuEccErrorsMetricConfig // metric config provided by user.
@@ -1256,6 +1509,60 @@ func (m *metricGpuEnergyJoulesTotal) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGpuEnergyJoulesTotal(cfg GpuEnergyJoulesTotalMetricConfig) metricGpuEnergyJoulesTotal {
 	m := metricGpuEnergyJoulesTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuGraphicsEngineActivePercent struct {
+	data     pmetric.Metric                             // data buffer for generated metric.
+	config   GpuGraphicsEngineActivePercentMetricConfig // metric config provided by user.
+	capacity int                                        // max observed number of data points added to the metric.
+}
+
+// init fills gpu_graphics_engine_active_percent metric with initial data.
+func (m *metricGpuGraphicsEngineActivePercent) init() {
+	m.data.SetName("gpu_graphics_engine_active_percent")
+	m.data.SetDescription("Percent of time the graphics or compute engine was active (what DCGM calls GR_ENGINE_ACTIVE). Read with GPM (Hopper and newer) from two samples a collection apart, so it covers the whole collection interval; per MIG instance too, with gpu_instance_id. Absent where the GPU has no GPM.")
+	m.data.SetUnit("%")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGpuGraphicsEngineActivePercent) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, options ...MetricAttributeOption) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	for _, op := range options {
+		op.apply(dp)
+	}
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuGraphicsEngineActivePercent) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuGraphicsEngineActivePercent) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuGraphicsEngineActivePercent(cfg GpuGraphicsEngineActivePercentMetricConfig) metricGpuGraphicsEngineActivePercent {
+	m := metricGpuGraphicsEngineActivePercent{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -2077,6 +2384,95 @@ func newMetricGpuMigMemoryUsedBytes(cfg GpuMigMemoryUsedBytesMetricConfig) metri
 	return m
 }
 
+type metricGpuNvlinkAverageBytesPerSecond struct {
+	data          pmetric.Metric                             // data buffer for generated metric.
+	config        GpuNvlinkAverageBytesPerSecondMetricConfig // metric config provided by user.
+	capacity      int                                        // max observed number of data points added to the metric.
+	aggDataPoints []float64                                  // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpu_nvlink_average_bytes_per_second metric with initial data.
+func (m *metricGpuNvlinkAverageBytesPerSecond) init() {
+	m.data.SetName("gpu_nvlink_average_bytes_per_second")
+	m.data.SetDescription("NVLink traffic over all links, protocol headers included, averaged over the collection interval (GPM, Hopper and newer, from two samples a collection apart). Absent where the GPU has no GPM or no NVLink.")
+	m.data.SetUnit("By/s")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpuNvlinkAverageBytesPerSecond) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, directionAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpuNvlinkAverageBytesPerSecondMetricAttributeKeyDirection) {
+		dp.Attributes().PutStr("direction", directionAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuNvlinkAverageBytesPerSecond) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuNvlinkAverageBytesPerSecond) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuNvlinkAverageBytesPerSecond(cfg GpuNvlinkAverageBytesPerSecondMetricConfig) metricGpuNvlinkAverageBytesPerSecond {
+	m := metricGpuNvlinkAverageBytesPerSecond{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricGpuNvlinkDataBytesTotal struct {
 	data          pmetric.Metric                      // data buffer for generated metric.
 	config        GpuNvlinkDataBytesTotalMetricConfig // metric config provided by user.
@@ -2395,6 +2791,95 @@ func (m *metricGpuNvmlUp) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGpuNvmlUp(cfg GpuNvmlUpMetricConfig) metricGpuNvmlUp {
 	m := metricGpuNvmlUp{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuPcieAverageBytesPerSecond struct {
+	data          pmetric.Metric                           // data buffer for generated metric.
+	config        GpuPcieAverageBytesPerSecondMetricConfig // metric config provided by user.
+	capacity      int                                      // max observed number of data points added to the metric.
+	aggDataPoints []float64                                // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpu_pcie_average_bytes_per_second metric with initial data.
+func (m *metricGpuPcieAverageBytesPerSecond) init() {
+	m.data.SetName("gpu_pcie_average_bytes_per_second")
+	m.data.SetDescription("PCIe traffic, protocol headers included, averaged over the collection interval (GPM, Hopper and newer, from two samples a collection apart); gpu_pcie_throughput_bytes_per_second is NVML's 20 ms sample. Absent where the GPU has no GPM.")
+	m.data.SetUnit("By/s")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpuPcieAverageBytesPerSecond) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, directionAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpuPcieAverageBytesPerSecondMetricAttributeKeyDirection) {
+		dp.Attributes().PutStr("direction", directionAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuPcieAverageBytesPerSecond) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuPcieAverageBytesPerSecond) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuPcieAverageBytesPerSecond(cfg GpuPcieAverageBytesPerSecondMetricConfig) metricGpuPcieAverageBytesPerSecond {
+	m := metricGpuPcieAverageBytesPerSecond{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -2736,6 +3221,198 @@ func (m *metricGpuPcieThroughputBytesPerSecond) emit(metrics pmetric.MetricSlice
 
 func newMetricGpuPcieThroughputBytesPerSecond(cfg GpuPcieThroughputBytesPerSecondMetricConfig) metricGpuPcieThroughputBytesPerSecond {
 	m := metricGpuPcieThroughputBytesPerSecond{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuPipeActivePercent struct {
+	data          pmetric.Metric                   // data buffer for generated metric.
+	config        GpuPipeActivePercentMetricConfig // metric config provided by user.
+	capacity      int                              // max observed number of data points added to the metric.
+	aggDataPoints []float64                        // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpu_pipe_active_percent metric with initial data.
+func (m *metricGpuPipeActivePercent) init() {
+	m.data.SetName("gpu_pipe_active_percent")
+	m.data.SetDescription("Percent of time the SMs' pipe was active - any tensor operation, each kind of tensor operation, and non-tensor FP64, FP32 and FP16 math. Read with GPM (Hopper and newer) from two samples a collection apart, so it covers the whole collection interval; per MIG instance too, with gpu_instance_id. Absent where the GPU has no GPM.")
+	m.data.SetUnit("%")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpuPipeActivePercent) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, pipeAttributeValue string, options ...MetricAttributeOption) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpuPipeActivePercentMetricAttributeKeyPipe) {
+		dp.Attributes().PutStr("pipe", pipeAttributeValue)
+	}
+	for _, op := range options {
+		op.apply(dp)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuPipeActivePercent) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuPipeActivePercent) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuPipeActivePercent(cfg GpuPipeActivePercentMetricConfig) metricGpuPipeActivePercent {
+	m := metricGpuPipeActivePercent{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuPowerLimitMaxWatts struct {
+	data     pmetric.Metric                    // data buffer for generated metric.
+	config   GpuPowerLimitMaxWattsMetricConfig // metric config provided by user.
+	capacity int                               // max observed number of data points added to the metric.
+}
+
+// init fills gpu_power_limit_max_watts metric with initial data.
+func (m *metricGpuPowerLimitMaxWatts) init() {
+	m.data.SetName("gpu_power_limit_max_watts")
+	m.data.SetDescription("Highest power limit that can be set on the GPU (NVML's power management limit constraints).")
+	m.data.SetUnit("W")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricGpuPowerLimitMaxWatts) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuPowerLimitMaxWatts) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuPowerLimitMaxWatts) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuPowerLimitMaxWatts(cfg GpuPowerLimitMaxWattsMetricConfig) metricGpuPowerLimitMaxWatts {
+	m := metricGpuPowerLimitMaxWatts{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuPowerLimitMinWatts struct {
+	data     pmetric.Metric                    // data buffer for generated metric.
+	config   GpuPowerLimitMinWattsMetricConfig // metric config provided by user.
+	capacity int                               // max observed number of data points added to the metric.
+}
+
+// init fills gpu_power_limit_min_watts metric with initial data.
+func (m *metricGpuPowerLimitMinWatts) init() {
+	m.data.SetName("gpu_power_limit_min_watts")
+	m.data.SetDescription("Lowest power limit that can be set on the GPU (NVML's power management limit constraints).")
+	m.data.SetUnit("W")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricGpuPowerLimitMinWatts) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuPowerLimitMinWatts) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuPowerLimitMinWatts) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuPowerLimitMinWatts(cfg GpuPowerLimitMinWattsMetricConfig) metricGpuPowerLimitMinWatts {
+	m := metricGpuPowerLimitMinWatts{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -3153,6 +3830,114 @@ func (m *metricGpuRemappedRowsPending) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGpuRemappedRowsPending(cfg GpuRemappedRowsPendingMetricConfig) metricGpuRemappedRowsPending {
 	m := metricGpuRemappedRowsPending{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuSmActivePercent struct {
+	data     pmetric.Metric                 // data buffer for generated metric.
+	config   GpuSmActivePercentMetricConfig // metric config provided by user.
+	capacity int                            // max observed number of data points added to the metric.
+}
+
+// init fills gpu_sm_active_percent metric with initial data.
+func (m *metricGpuSmActivePercent) init() {
+	m.data.SetName("gpu_sm_active_percent")
+	m.data.SetDescription("Percent of the SMs that were busy (at least one warp resident), averaged over time - the share of the GPU's compute a job really used, where gpu_utilization only says a kernel ran. Read with GPM (Hopper and newer) from two samples a collection apart, so it covers the whole collection interval; per MIG instance too, with gpu_instance_id. Absent where the GPU has no GPM.")
+	m.data.SetUnit("%")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGpuSmActivePercent) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, options ...MetricAttributeOption) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	for _, op := range options {
+		op.apply(dp)
+	}
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuSmActivePercent) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuSmActivePercent) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuSmActivePercent(cfg GpuSmActivePercentMetricConfig) metricGpuSmActivePercent {
+	m := metricGpuSmActivePercent{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuSmOccupancyPercent struct {
+	data     pmetric.Metric                    // data buffer for generated metric.
+	config   GpuSmOccupancyPercentMetricConfig // metric config provided by user.
+	capacity int                               // max observed number of data points added to the metric.
+}
+
+// init fills gpu_sm_occupancy_percent metric with initial data.
+func (m *metricGpuSmOccupancyPercent) init() {
+	m.data.SetName("gpu_sm_occupancy_percent")
+	m.data.SetDescription("Warps resident on the SMs, percent of the most they can hold, averaged over time. Read with GPM (Hopper and newer) from two samples a collection apart, so it covers the whole collection interval; per MIG instance too, with gpu_instance_id. Absent where the GPU has no GPM.")
+	m.data.SetUnit("%")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGpuSmOccupancyPercent) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, options ...MetricAttributeOption) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	for _, op := range options {
+		op.apply(dp)
+	}
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuSmOccupancyPercent) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuSmOccupancyPercent) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuSmOccupancyPercent(cfg GpuSmOccupancyPercentMetricConfig) metricGpuSmOccupancyPercent {
+	m := metricGpuSmOccupancyPercent{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -3924,11 +4709,14 @@ type MetricsBuilder struct {
 	metricCollectorIterationCountTotal    metricCollectorIterationCountTotal
 	metricConfiguredGpuCount              metricConfiguredGpuCount
 	metricGpuClockEventReason             metricGpuClockEventReason
+	metricGpuClockMaxMhz                  metricGpuClockMaxMhz
 	metricGpuClockMhz                     metricGpuClockMhz
 	metricGpuCodecUtilization             metricGpuCodecUtilization
 	metricGpuDevicesDetected              metricGpuDevicesDetected
+	metricGpuDramActivePercent            metricGpuDramActivePercent
 	metricGpuEccErrors                    metricGpuEccErrors
 	metricGpuEnergyJoulesTotal            metricGpuEnergyJoulesTotal
+	metricGpuGraphicsEngineActivePercent  metricGpuGraphicsEngineActivePercent
 	metricGpuHealth                       metricGpuHealth
 	metricGpuInfo                         metricGpuInfo
 	metricGpuMemUtilization               metricGpuMemUtilization
@@ -3941,22 +4729,29 @@ type MetricsBuilder struct {
 	metricGpuMigEnabled                   metricGpuMigEnabled
 	metricGpuMigMemoryTotalBytes          metricGpuMigMemoryTotalBytes
 	metricGpuMigMemoryUsedBytes           metricGpuMigMemoryUsedBytes
+	metricGpuNvlinkAverageBytesPerSecond  metricGpuNvlinkAverageBytesPerSecond
 	metricGpuNvlinkDataBytesTotal         metricGpuNvlinkDataBytesTotal
 	metricGpuNvlinkErrorsTotal            metricGpuNvlinkErrorsTotal
 	metricGpuNvmlTimeoutsTotal            metricGpuNvmlTimeoutsTotal
 	metricGpuNvmlUp                       metricGpuNvmlUp
+	metricGpuPcieAverageBytesPerSecond    metricGpuPcieAverageBytesPerSecond
 	metricGpuPcieLinkGenCurrent           metricGpuPcieLinkGenCurrent
 	metricGpuPcieLinkGenMax               metricGpuPcieLinkGenMax
 	metricGpuPcieLinkWidthCurrent         metricGpuPcieLinkWidthCurrent
 	metricGpuPcieLinkWidthMax             metricGpuPcieLinkWidthMax
 	metricGpuPcieReplaysTotal             metricGpuPcieReplaysTotal
 	metricGpuPcieThroughputBytesPerSecond metricGpuPcieThroughputBytesPerSecond
+	metricGpuPipeActivePercent            metricGpuPipeActivePercent
+	metricGpuPowerLimitMaxWatts           metricGpuPowerLimitMaxWatts
+	metricGpuPowerLimitMinWatts           metricGpuPowerLimitMinWatts
 	metricGpuPowerWatts                   metricGpuPowerWatts
 	metricGpuProcessMemoryUsedBytes       metricGpuProcessMemoryUsedBytes
 	metricGpuProcessSmUtilization         metricGpuProcessSmUtilization
 	metricGpuRemappedRows                 metricGpuRemappedRows
 	metricGpuRemappedRowsFailed           metricGpuRemappedRowsFailed
 	metricGpuRemappedRowsPending          metricGpuRemappedRowsPending
+	metricGpuSmActivePercent              metricGpuSmActivePercent
+	metricGpuSmOccupancyPercent           metricGpuSmOccupancyPercent
 	metricGpuUp                           metricGpuUp
 	metricGpuUtilization                  metricGpuUtilization
 	metricGpuVgpuLicensed                 metricGpuVgpuLicensed
@@ -3996,11 +4791,14 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricCollectorIterationCountTotal:    newMetricCollectorIterationCountTotal(mbc.Metrics.CollectorIterationCountTotal),
 		metricConfiguredGpuCount:              newMetricConfiguredGpuCount(mbc.Metrics.ConfiguredGpuCount),
 		metricGpuClockEventReason:             newMetricGpuClockEventReason(mbc.Metrics.GpuClockEventReason),
+		metricGpuClockMaxMhz:                  newMetricGpuClockMaxMhz(mbc.Metrics.GpuClockMaxMhz),
 		metricGpuClockMhz:                     newMetricGpuClockMhz(mbc.Metrics.GpuClockMhz),
 		metricGpuCodecUtilization:             newMetricGpuCodecUtilization(mbc.Metrics.GpuCodecUtilization),
 		metricGpuDevicesDetected:              newMetricGpuDevicesDetected(mbc.Metrics.GpuDevicesDetected),
+		metricGpuDramActivePercent:            newMetricGpuDramActivePercent(mbc.Metrics.GpuDramActivePercent),
 		metricGpuEccErrors:                    newMetricGpuEccErrors(mbc.Metrics.GpuEccErrors),
 		metricGpuEnergyJoulesTotal:            newMetricGpuEnergyJoulesTotal(mbc.Metrics.GpuEnergyJoulesTotal),
+		metricGpuGraphicsEngineActivePercent:  newMetricGpuGraphicsEngineActivePercent(mbc.Metrics.GpuGraphicsEngineActivePercent),
 		metricGpuHealth:                       newMetricGpuHealth(mbc.Metrics.GpuHealth),
 		metricGpuInfo:                         newMetricGpuInfo(mbc.Metrics.GpuInfo),
 		metricGpuMemUtilization:               newMetricGpuMemUtilization(mbc.Metrics.GpuMemUtilization),
@@ -4013,22 +4811,29 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricGpuMigEnabled:                   newMetricGpuMigEnabled(mbc.Metrics.GpuMigEnabled),
 		metricGpuMigMemoryTotalBytes:          newMetricGpuMigMemoryTotalBytes(mbc.Metrics.GpuMigMemoryTotalBytes),
 		metricGpuMigMemoryUsedBytes:           newMetricGpuMigMemoryUsedBytes(mbc.Metrics.GpuMigMemoryUsedBytes),
+		metricGpuNvlinkAverageBytesPerSecond:  newMetricGpuNvlinkAverageBytesPerSecond(mbc.Metrics.GpuNvlinkAverageBytesPerSecond),
 		metricGpuNvlinkDataBytesTotal:         newMetricGpuNvlinkDataBytesTotal(mbc.Metrics.GpuNvlinkDataBytesTotal),
 		metricGpuNvlinkErrorsTotal:            newMetricGpuNvlinkErrorsTotal(mbc.Metrics.GpuNvlinkErrorsTotal),
 		metricGpuNvmlTimeoutsTotal:            newMetricGpuNvmlTimeoutsTotal(mbc.Metrics.GpuNvmlTimeoutsTotal),
 		metricGpuNvmlUp:                       newMetricGpuNvmlUp(mbc.Metrics.GpuNvmlUp),
+		metricGpuPcieAverageBytesPerSecond:    newMetricGpuPcieAverageBytesPerSecond(mbc.Metrics.GpuPcieAverageBytesPerSecond),
 		metricGpuPcieLinkGenCurrent:           newMetricGpuPcieLinkGenCurrent(mbc.Metrics.GpuPcieLinkGenCurrent),
 		metricGpuPcieLinkGenMax:               newMetricGpuPcieLinkGenMax(mbc.Metrics.GpuPcieLinkGenMax),
 		metricGpuPcieLinkWidthCurrent:         newMetricGpuPcieLinkWidthCurrent(mbc.Metrics.GpuPcieLinkWidthCurrent),
 		metricGpuPcieLinkWidthMax:             newMetricGpuPcieLinkWidthMax(mbc.Metrics.GpuPcieLinkWidthMax),
 		metricGpuPcieReplaysTotal:             newMetricGpuPcieReplaysTotal(mbc.Metrics.GpuPcieReplaysTotal),
 		metricGpuPcieThroughputBytesPerSecond: newMetricGpuPcieThroughputBytesPerSecond(mbc.Metrics.GpuPcieThroughputBytesPerSecond),
+		metricGpuPipeActivePercent:            newMetricGpuPipeActivePercent(mbc.Metrics.GpuPipeActivePercent),
+		metricGpuPowerLimitMaxWatts:           newMetricGpuPowerLimitMaxWatts(mbc.Metrics.GpuPowerLimitMaxWatts),
+		metricGpuPowerLimitMinWatts:           newMetricGpuPowerLimitMinWatts(mbc.Metrics.GpuPowerLimitMinWatts),
 		metricGpuPowerWatts:                   newMetricGpuPowerWatts(mbc.Metrics.GpuPowerWatts),
 		metricGpuProcessMemoryUsedBytes:       newMetricGpuProcessMemoryUsedBytes(mbc.Metrics.GpuProcessMemoryUsedBytes),
 		metricGpuProcessSmUtilization:         newMetricGpuProcessSmUtilization(mbc.Metrics.GpuProcessSmUtilization),
 		metricGpuRemappedRows:                 newMetricGpuRemappedRows(mbc.Metrics.GpuRemappedRows),
 		metricGpuRemappedRowsFailed:           newMetricGpuRemappedRowsFailed(mbc.Metrics.GpuRemappedRowsFailed),
 		metricGpuRemappedRowsPending:          newMetricGpuRemappedRowsPending(mbc.Metrics.GpuRemappedRowsPending),
+		metricGpuSmActivePercent:              newMetricGpuSmActivePercent(mbc.Metrics.GpuSmActivePercent),
+		metricGpuSmOccupancyPercent:           newMetricGpuSmOccupancyPercent(mbc.Metrics.GpuSmOccupancyPercent),
 		metricGpuUp:                           newMetricGpuUp(mbc.Metrics.GpuUp),
 		metricGpuUtilization:                  newMetricGpuUtilization(mbc.Metrics.GpuUtilization),
 		metricGpuVgpuLicensed:                 newMetricGpuVgpuLicensed(mbc.Metrics.GpuVgpuLicensed),
@@ -4139,11 +4944,14 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricCollectorIterationCountTotal.emit(ils.Metrics())
 	mb.metricConfiguredGpuCount.emit(ils.Metrics())
 	mb.metricGpuClockEventReason.emit(ils.Metrics())
+	mb.metricGpuClockMaxMhz.emit(ils.Metrics())
 	mb.metricGpuClockMhz.emit(ils.Metrics())
 	mb.metricGpuCodecUtilization.emit(ils.Metrics())
 	mb.metricGpuDevicesDetected.emit(ils.Metrics())
+	mb.metricGpuDramActivePercent.emit(ils.Metrics())
 	mb.metricGpuEccErrors.emit(ils.Metrics())
 	mb.metricGpuEnergyJoulesTotal.emit(ils.Metrics())
+	mb.metricGpuGraphicsEngineActivePercent.emit(ils.Metrics())
 	mb.metricGpuHealth.emit(ils.Metrics())
 	mb.metricGpuInfo.emit(ils.Metrics())
 	mb.metricGpuMemUtilization.emit(ils.Metrics())
@@ -4156,22 +4964,29 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGpuMigEnabled.emit(ils.Metrics())
 	mb.metricGpuMigMemoryTotalBytes.emit(ils.Metrics())
 	mb.metricGpuMigMemoryUsedBytes.emit(ils.Metrics())
+	mb.metricGpuNvlinkAverageBytesPerSecond.emit(ils.Metrics())
 	mb.metricGpuNvlinkDataBytesTotal.emit(ils.Metrics())
 	mb.metricGpuNvlinkErrorsTotal.emit(ils.Metrics())
 	mb.metricGpuNvmlTimeoutsTotal.emit(ils.Metrics())
 	mb.metricGpuNvmlUp.emit(ils.Metrics())
+	mb.metricGpuPcieAverageBytesPerSecond.emit(ils.Metrics())
 	mb.metricGpuPcieLinkGenCurrent.emit(ils.Metrics())
 	mb.metricGpuPcieLinkGenMax.emit(ils.Metrics())
 	mb.metricGpuPcieLinkWidthCurrent.emit(ils.Metrics())
 	mb.metricGpuPcieLinkWidthMax.emit(ils.Metrics())
 	mb.metricGpuPcieReplaysTotal.emit(ils.Metrics())
 	mb.metricGpuPcieThroughputBytesPerSecond.emit(ils.Metrics())
+	mb.metricGpuPipeActivePercent.emit(ils.Metrics())
+	mb.metricGpuPowerLimitMaxWatts.emit(ils.Metrics())
+	mb.metricGpuPowerLimitMinWatts.emit(ils.Metrics())
 	mb.metricGpuPowerWatts.emit(ils.Metrics())
 	mb.metricGpuProcessMemoryUsedBytes.emit(ils.Metrics())
 	mb.metricGpuProcessSmUtilization.emit(ils.Metrics())
 	mb.metricGpuRemappedRows.emit(ils.Metrics())
 	mb.metricGpuRemappedRowsFailed.emit(ils.Metrics())
 	mb.metricGpuRemappedRowsPending.emit(ils.Metrics())
+	mb.metricGpuSmActivePercent.emit(ils.Metrics())
+	mb.metricGpuSmOccupancyPercent.emit(ils.Metrics())
 	mb.metricGpuUp.emit(ils.Metrics())
 	mb.metricGpuUtilization.emit(ils.Metrics())
 	mb.metricGpuVgpuLicensed.emit(ils.Metrics())
@@ -4229,6 +5044,11 @@ func (mb *MetricsBuilder) RecordGpuClockEventReasonDataPoint(ts pcommon.Timestam
 	mb.metricGpuClockEventReason.recordDataPoint(mb.startTime, ts, val, reasonAttributeValue.String())
 }
 
+// RecordGpuClockMaxMhzDataPoint adds a data point to gpu_clock_max_mhz metric.
+func (mb *MetricsBuilder) RecordGpuClockMaxMhzDataPoint(ts pcommon.Timestamp, val int64, clockAttributeValue AttributeClock) {
+	mb.metricGpuClockMaxMhz.recordDataPoint(mb.startTime, ts, val, clockAttributeValue.String())
+}
+
 // RecordGpuClockMhzDataPoint adds a data point to gpu_clock_mhz metric.
 func (mb *MetricsBuilder) RecordGpuClockMhzDataPoint(ts pcommon.Timestamp, val int64, clockAttributeValue AttributeClock) {
 	mb.metricGpuClockMhz.recordDataPoint(mb.startTime, ts, val, clockAttributeValue.String())
@@ -4244,6 +5064,11 @@ func (mb *MetricsBuilder) RecordGpuDevicesDetectedDataPoint(ts pcommon.Timestamp
 	mb.metricGpuDevicesDetected.recordDataPoint(mb.startTime, ts, val)
 }
 
+// RecordGpuDramActivePercentDataPoint adds a data point to gpu_dram_active_percent metric.
+func (mb *MetricsBuilder) RecordGpuDramActivePercentDataPoint(ts pcommon.Timestamp, val float64, options ...MetricAttributeOption) {
+	mb.metricGpuDramActivePercent.recordDataPoint(mb.startTime, ts, val, options...)
+}
+
 // RecordGpuEccErrorsDataPoint adds a data point to gpu_ecc_errors metric.
 func (mb *MetricsBuilder) RecordGpuEccErrorsDataPoint(ts pcommon.Timestamp, val int64, errorTypeAttributeValue AttributeErrorType, counterTypeAttributeValue AttributeCounterType) {
 	mb.metricGpuEccErrors.recordDataPoint(mb.startTime, ts, val, errorTypeAttributeValue.String(), counterTypeAttributeValue.String())
@@ -4252,6 +5077,11 @@ func (mb *MetricsBuilder) RecordGpuEccErrorsDataPoint(ts pcommon.Timestamp, val 
 // RecordGpuEnergyJoulesTotalDataPoint adds a data point to gpu_energy_joules_total metric.
 func (mb *MetricsBuilder) RecordGpuEnergyJoulesTotalDataPoint(ts pcommon.Timestamp, val float64) {
 	mb.metricGpuEnergyJoulesTotal.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordGpuGraphicsEngineActivePercentDataPoint adds a data point to gpu_graphics_engine_active_percent metric.
+func (mb *MetricsBuilder) RecordGpuGraphicsEngineActivePercentDataPoint(ts pcommon.Timestamp, val float64, options ...MetricAttributeOption) {
+	mb.metricGpuGraphicsEngineActivePercent.recordDataPoint(mb.startTime, ts, val, options...)
 }
 
 // RecordGpuHealthDataPoint adds a data point to gpu_health metric.
@@ -4314,6 +5144,11 @@ func (mb *MetricsBuilder) RecordGpuMigMemoryUsedBytesDataPoint(ts pcommon.Timest
 	mb.metricGpuMigMemoryUsedBytes.recordDataPoint(mb.startTime, ts, val, migUUIDAttributeValue, gpuInstanceIDAttributeValue, computeInstanceIDAttributeValue)
 }
 
+// RecordGpuNvlinkAverageBytesPerSecondDataPoint adds a data point to gpu_nvlink_average_bytes_per_second metric.
+func (mb *MetricsBuilder) RecordGpuNvlinkAverageBytesPerSecondDataPoint(ts pcommon.Timestamp, val float64, directionAttributeValue AttributeDirection) {
+	mb.metricGpuNvlinkAverageBytesPerSecond.recordDataPoint(mb.startTime, ts, val, directionAttributeValue.String())
+}
+
 // RecordGpuNvlinkDataBytesTotalDataPoint adds a data point to gpu_nvlink_data_bytes_total metric.
 func (mb *MetricsBuilder) RecordGpuNvlinkDataBytesTotalDataPoint(ts pcommon.Timestamp, val int64, directionAttributeValue AttributeDirection) {
 	mb.metricGpuNvlinkDataBytesTotal.recordDataPoint(mb.startTime, ts, val, directionAttributeValue.String())
@@ -4332,6 +5167,11 @@ func (mb *MetricsBuilder) RecordGpuNvmlTimeoutsTotalDataPoint(ts pcommon.Timesta
 // RecordGpuNvmlUpDataPoint adds a data point to gpu_nvml_up metric.
 func (mb *MetricsBuilder) RecordGpuNvmlUpDataPoint(ts pcommon.Timestamp, val int64) {
 	mb.metricGpuNvmlUp.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordGpuPcieAverageBytesPerSecondDataPoint adds a data point to gpu_pcie_average_bytes_per_second metric.
+func (mb *MetricsBuilder) RecordGpuPcieAverageBytesPerSecondDataPoint(ts pcommon.Timestamp, val float64, directionAttributeValue AttributeDirection) {
+	mb.metricGpuPcieAverageBytesPerSecond.recordDataPoint(mb.startTime, ts, val, directionAttributeValue.String())
 }
 
 // RecordGpuPcieLinkGenCurrentDataPoint adds a data point to gpu_pcie_link_gen_current metric.
@@ -4364,6 +5204,21 @@ func (mb *MetricsBuilder) RecordGpuPcieThroughputBytesPerSecondDataPoint(ts pcom
 	mb.metricGpuPcieThroughputBytesPerSecond.recordDataPoint(mb.startTime, ts, val, directionAttributeValue.String())
 }
 
+// RecordGpuPipeActivePercentDataPoint adds a data point to gpu_pipe_active_percent metric.
+func (mb *MetricsBuilder) RecordGpuPipeActivePercentDataPoint(ts pcommon.Timestamp, val float64, pipeAttributeValue AttributePipe, options ...MetricAttributeOption) {
+	mb.metricGpuPipeActivePercent.recordDataPoint(mb.startTime, ts, val, pipeAttributeValue.String(), options...)
+}
+
+// RecordGpuPowerLimitMaxWattsDataPoint adds a data point to gpu_power_limit_max_watts metric.
+func (mb *MetricsBuilder) RecordGpuPowerLimitMaxWattsDataPoint(ts pcommon.Timestamp, val float64) {
+	mb.metricGpuPowerLimitMaxWatts.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordGpuPowerLimitMinWattsDataPoint adds a data point to gpu_power_limit_min_watts metric.
+func (mb *MetricsBuilder) RecordGpuPowerLimitMinWattsDataPoint(ts pcommon.Timestamp, val float64) {
+	mb.metricGpuPowerLimitMinWatts.recordDataPoint(mb.startTime, ts, val)
+}
+
 // RecordGpuPowerWattsDataPoint adds a data point to gpu_power_watts metric.
 func (mb *MetricsBuilder) RecordGpuPowerWattsDataPoint(ts pcommon.Timestamp, val float64) {
 	mb.metricGpuPowerWatts.recordDataPoint(mb.startTime, ts, val)
@@ -4392,6 +5247,16 @@ func (mb *MetricsBuilder) RecordGpuRemappedRowsFailedDataPoint(ts pcommon.Timest
 // RecordGpuRemappedRowsPendingDataPoint adds a data point to gpu_remapped_rows_pending metric.
 func (mb *MetricsBuilder) RecordGpuRemappedRowsPendingDataPoint(ts pcommon.Timestamp, val int64) {
 	mb.metricGpuRemappedRowsPending.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordGpuSmActivePercentDataPoint adds a data point to gpu_sm_active_percent metric.
+func (mb *MetricsBuilder) RecordGpuSmActivePercentDataPoint(ts pcommon.Timestamp, val float64, options ...MetricAttributeOption) {
+	mb.metricGpuSmActivePercent.recordDataPoint(mb.startTime, ts, val, options...)
+}
+
+// RecordGpuSmOccupancyPercentDataPoint adds a data point to gpu_sm_occupancy_percent metric.
+func (mb *MetricsBuilder) RecordGpuSmOccupancyPercentDataPoint(ts pcommon.Timestamp, val float64, options ...MetricAttributeOption) {
+	mb.metricGpuSmOccupancyPercent.recordDataPoint(mb.startTime, ts, val, options...)
 }
 
 // RecordGpuUpDataPoint adds a data point to gpu_up metric.

@@ -69,6 +69,7 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap := make(map[string]string) // contains the aggregation strategies for each metric name
 			aggMap["collector_iteration_count_total"] = mb.metricCollectorIterationCountTotal.config.AggregationStrategy
 			aggMap["gpu_clock_event_reason"] = mb.metricGpuClockEventReason.config.AggregationStrategy
+			aggMap["gpu_clock_max_mhz"] = mb.metricGpuClockMaxMhz.config.AggregationStrategy
 			aggMap["gpu_clock_mhz"] = mb.metricGpuClockMhz.config.AggregationStrategy
 			aggMap["gpu_codec_utilization"] = mb.metricGpuCodecUtilization.config.AggregationStrategy
 			aggMap["gpu_ecc_errors"] = mb.metricGpuEccErrors.config.AggregationStrategy
@@ -77,10 +78,13 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap["gpu_mem_utilization"] = mb.metricGpuMemUtilization.config.AggregationStrategy
 			aggMap["gpu_mig_memory_total_bytes"] = mb.metricGpuMigMemoryTotalBytes.config.AggregationStrategy
 			aggMap["gpu_mig_memory_used_bytes"] = mb.metricGpuMigMemoryUsedBytes.config.AggregationStrategy
+			aggMap["gpu_nvlink_average_bytes_per_second"] = mb.metricGpuNvlinkAverageBytesPerSecond.config.AggregationStrategy
 			aggMap["gpu_nvlink_data_bytes_total"] = mb.metricGpuNvlinkDataBytesTotal.config.AggregationStrategy
 			aggMap["gpu_nvlink_errors_total"] = mb.metricGpuNvlinkErrorsTotal.config.AggregationStrategy
 			aggMap["gpu_nvml_timeouts_total"] = mb.metricGpuNvmlTimeoutsTotal.config.AggregationStrategy
+			aggMap["gpu_pcie_average_bytes_per_second"] = mb.metricGpuPcieAverageBytesPerSecond.config.AggregationStrategy
 			aggMap["gpu_pcie_throughput_bytes_per_second"] = mb.metricGpuPcieThroughputBytesPerSecond.config.AggregationStrategy
+			aggMap["gpu_pipe_active_percent"] = mb.metricGpuPipeActivePercent.config.AggregationStrategy
 			aggMap["gpu_process_memory_used_bytes"] = mb.metricGpuProcessMemoryUsedBytes.config.AggregationStrategy
 			aggMap["gpu_process_sm_utilization"] = mb.metricGpuProcessSmUtilization.config.AggregationStrategy
 			aggMap["gpu_remapped_rows"] = mb.metricGpuRemappedRows.config.AggregationStrategy
@@ -114,6 +118,12 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGpuClockMaxMhzDataPoint(ts, 1, AttributeClockSm)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpuClockMaxMhzDataPoint(ts, 3, AttributeClockMemory)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGpuClockMhzDataPoint(ts, 1, AttributeClockSm)
 			if tt.name == "reaggregate_set" {
 				mb.RecordGpuClockMhzDataPoint(ts, 3, AttributeClockMemory)
@@ -129,6 +139,9 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordGpuDevicesDetectedDataPoint(ts, 1)
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGpuDramActivePercentDataPoint(ts, 1, WithGpmGpuInstanceIDMetricAttribute("gpm_gpu_instance_id-val"))
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGpuEccErrorsDataPoint(ts, 1, AttributeErrorTypeCorrected, AttributeCounterTypeVolatile)
 			if tt.name == "reaggregate_set" {
 				mb.RecordGpuEccErrorsDataPoint(ts, 3, AttributeErrorTypeUncorrected, AttributeCounterTypeAggregate)
@@ -136,6 +149,9 @@ func TestMetricsBuilder(t *testing.T) {
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordGpuEnergyJoulesTotalDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuGraphicsEngineActivePercentDataPoint(ts, 1, WithGpmGpuInstanceIDMetricAttribute("gpm_gpu_instance_id-val"))
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordGpuHealthDataPoint(ts, 1, AttributeConditionNvml)
@@ -189,6 +205,12 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGpuNvlinkAverageBytesPerSecondDataPoint(ts, 1, AttributeDirectionRx)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpuNvlinkAverageBytesPerSecondDataPoint(ts, 3, AttributeDirectionTx)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGpuNvlinkDataBytesTotalDataPoint(ts, 1, AttributeDirectionRx)
 			if tt.name == "reaggregate_set" {
 				mb.RecordGpuNvlinkDataBytesTotalDataPoint(ts, 3, AttributeDirectionTx)
@@ -210,6 +232,12 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordGpuNvmlUpDataPoint(ts, 1)
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGpuPcieAverageBytesPerSecondDataPoint(ts, 1, AttributeDirectionRx)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpuPcieAverageBytesPerSecondDataPoint(ts, 3, AttributeDirectionTx)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGpuPcieLinkGenCurrentDataPoint(ts, 1)
 			defaultMetricsCount++
 			allMetricsCount++
@@ -229,6 +257,18 @@ func TestMetricsBuilder(t *testing.T) {
 			if tt.name == "reaggregate_set" {
 				mb.RecordGpuPcieThroughputBytesPerSecondDataPoint(ts, 3, AttributeDirectionTx)
 			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuPipeActivePercentDataPoint(ts, 1, AttributePipeTensor, WithGpmGpuInstanceIDMetricAttribute("gpm_gpu_instance_id-val"))
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpuPipeActivePercentDataPoint(ts, 3, AttributePipeTensorDfma, WithGpmGpuInstanceIDMetricAttribute("gpm_gpu_instance_id-val"))
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuPowerLimitMaxWattsDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuPowerLimitMinWattsDataPoint(ts, 1)
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordGpuPowerWattsDataPoint(ts, 1)
@@ -256,6 +296,12 @@ func TestMetricsBuilder(t *testing.T) {
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordGpuRemappedRowsPendingDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuSmActivePercentDataPoint(ts, 1, WithGpmGpuInstanceIDMetricAttribute("gpm_gpu_instance_id-val"))
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuSmOccupancyPercentDataPoint(ts, 1, WithGpmGpuInstanceIDMetricAttribute("gpm_gpu_instance_id-val"))
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordGpuUpDataPoint(ts, 1)
@@ -315,6 +361,7 @@ func TestMetricsBuilder(t *testing.T) {
 			if tt.name == "reaggregate_set" {
 				assert.Empty(t, mb.metricCollectorIterationCountTotal.aggDataPoints)
 				assert.Empty(t, mb.metricGpuClockEventReason.aggDataPoints)
+				assert.Empty(t, mb.metricGpuClockMaxMhz.aggDataPoints)
 				assert.Empty(t, mb.metricGpuClockMhz.aggDataPoints)
 				assert.Empty(t, mb.metricGpuCodecUtilization.aggDataPoints)
 				assert.Empty(t, mb.metricGpuEccErrors.aggDataPoints)
@@ -323,10 +370,13 @@ func TestMetricsBuilder(t *testing.T) {
 				assert.Empty(t, mb.metricGpuMemUtilization.aggDataPoints)
 				assert.Empty(t, mb.metricGpuMigMemoryTotalBytes.aggDataPoints)
 				assert.Empty(t, mb.metricGpuMigMemoryUsedBytes.aggDataPoints)
+				assert.Empty(t, mb.metricGpuNvlinkAverageBytesPerSecond.aggDataPoints)
 				assert.Empty(t, mb.metricGpuNvlinkDataBytesTotal.aggDataPoints)
 				assert.Empty(t, mb.metricGpuNvlinkErrorsTotal.aggDataPoints)
 				assert.Empty(t, mb.metricGpuNvmlTimeoutsTotal.aggDataPoints)
+				assert.Empty(t, mb.metricGpuPcieAverageBytesPerSecond.aggDataPoints)
 				assert.Empty(t, mb.metricGpuPcieThroughputBytesPerSecond.aggDataPoints)
+				assert.Empty(t, mb.metricGpuPipeActivePercent.aggDataPoints)
 				assert.Empty(t, mb.metricGpuProcessMemoryUsedBytes.aggDataPoints)
 				assert.Empty(t, mb.metricGpuProcessSmUtilization.aggDataPoints)
 				assert.Empty(t, mb.metricGpuRemappedRows.aggDataPoints)
@@ -458,6 +508,46 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok := dp.Attributes().Get("reason")
 						assert.False(t, ok)
 					}
+				case "gpu_clock_max_mhz":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpu_clock_max_mhz"], "Found a duplicate in the metrics slice: gpu_clock_max_mhz")
+						validatedMetrics["gpu_clock_max_mhz"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Highest clock the GPU can run at.", mi.Description())
+						assert.Equal(t, "MHz", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						clockAttrVal, ok := dp.Attributes().Get("clock")
+						assert.True(t, ok)
+						assert.Equal(t, "sm", clockAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpu_clock_max_mhz"], "Found a duplicate in the metrics slice: gpu_clock_max_mhz")
+						validatedMetrics["gpu_clock_max_mhz"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Highest clock the GPU can run at.", mi.Description())
+						assert.Equal(t, "MHz", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["gpu_clock_max_mhz"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("clock")
+						assert.False(t, ok)
+					}
 				case "gpu_clock_mhz":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["gpu_clock_mhz"], "Found a duplicate in the metrics slice: gpu_clock_mhz")
@@ -550,6 +640,21 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, ts, dp.Timestamp())
 					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
 					assert.Equal(t, int64(1), dp.IntValue())
+				case "gpu_dram_active_percent":
+					assert.False(t, validatedMetrics["gpu_dram_active_percent"], "Found a duplicate in the metrics slice: gpu_dram_active_percent")
+					validatedMetrics["gpu_dram_active_percent"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Device memory bandwidth used, percent of the most the memory interface can move. Read with GPM (Hopper and newer) from two samples a collection apart, so it covers the whole collection interval; per MIG instance too, with gpu_instance_id. Absent where the GPU has no GPM.", mi.Description())
+					assert.Equal(t, "%", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					gpmGpuInstanceIDAttrVal, ok := dp.Attributes().Get("gpu_instance_id")
+					assert.True(t, ok)
+					assert.Equal(t, "gpm_gpu_instance_id-val", gpmGpuInstanceIDAttrVal.Str())
 				case "gpu_ecc_errors":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["gpu_ecc_errors"], "Found a duplicate in the metrics slice: gpu_ecc_errors")
@@ -609,6 +714,21 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, ts, dp.Timestamp())
 					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
 					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+				case "gpu_graphics_engine_active_percent":
+					assert.False(t, validatedMetrics["gpu_graphics_engine_active_percent"], "Found a duplicate in the metrics slice: gpu_graphics_engine_active_percent")
+					validatedMetrics["gpu_graphics_engine_active_percent"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Percent of time the graphics or compute engine was active (what DCGM calls GR_ENGINE_ACTIVE). Read with GPM (Hopper and newer) from two samples a collection apart, so it covers the whole collection interval; per MIG instance too, with gpu_instance_id. Absent where the GPU has no GPM.", mi.Description())
+					assert.Equal(t, "%", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					gpmGpuInstanceIDAttrVal, ok := dp.Attributes().Get("gpu_instance_id")
+					assert.True(t, ok)
+					assert.Equal(t, "gpm_gpu_instance_id-val", gpmGpuInstanceIDAttrVal.Str())
 				case "gpu_health":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["gpu_health"], "Found a duplicate in the metrics slice: gpu_health")
@@ -923,6 +1043,46 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("compute_instance_id")
 						assert.False(t, ok)
 					}
+				case "gpu_nvlink_average_bytes_per_second":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpu_nvlink_average_bytes_per_second"], "Found a duplicate in the metrics slice: gpu_nvlink_average_bytes_per_second")
+						validatedMetrics["gpu_nvlink_average_bytes_per_second"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "NVLink traffic over all links, protocol headers included, averaged over the collection interval (GPM, Hopper and newer, from two samples a collection apart). Absent where the GPU has no GPM or no NVLink.", mi.Description())
+						assert.Equal(t, "By/s", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						directionAttrVal, ok := dp.Attributes().Get("direction")
+						assert.True(t, ok)
+						assert.Equal(t, "rx", directionAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpu_nvlink_average_bytes_per_second"], "Found a duplicate in the metrics slice: gpu_nvlink_average_bytes_per_second")
+						validatedMetrics["gpu_nvlink_average_bytes_per_second"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "NVLink traffic over all links, protocol headers included, averaged over the collection interval (GPM, Hopper and newer, from two samples a collection apart). Absent where the GPU has no GPM or no NVLink.", mi.Description())
+						assert.Equal(t, "By/s", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["gpu_nvlink_average_bytes_per_second"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("direction")
+						assert.False(t, ok)
+					}
 				case "gpu_nvlink_data_bytes_total":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["gpu_nvlink_data_bytes_total"], "Found a duplicate in the metrics slice: gpu_nvlink_data_bytes_total")
@@ -1072,6 +1232,46 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, ts, dp.Timestamp())
 					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
 					assert.Equal(t, int64(1), dp.IntValue())
+				case "gpu_pcie_average_bytes_per_second":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpu_pcie_average_bytes_per_second"], "Found a duplicate in the metrics slice: gpu_pcie_average_bytes_per_second")
+						validatedMetrics["gpu_pcie_average_bytes_per_second"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "PCIe traffic, protocol headers included, averaged over the collection interval (GPM, Hopper and newer, from two samples a collection apart); gpu_pcie_throughput_bytes_per_second is NVML's 20 ms sample. Absent where the GPU has no GPM.", mi.Description())
+						assert.Equal(t, "By/s", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						directionAttrVal, ok := dp.Attributes().Get("direction")
+						assert.True(t, ok)
+						assert.Equal(t, "rx", directionAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpu_pcie_average_bytes_per_second"], "Found a duplicate in the metrics slice: gpu_pcie_average_bytes_per_second")
+						validatedMetrics["gpu_pcie_average_bytes_per_second"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "PCIe traffic, protocol headers included, averaged over the collection interval (GPM, Hopper and newer, from two samples a collection apart); gpu_pcie_throughput_bytes_per_second is NVML's 20 ms sample. Absent where the GPU has no GPM.", mi.Description())
+						assert.Equal(t, "By/s", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["gpu_pcie_average_bytes_per_second"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("direction")
+						assert.False(t, ok)
+					}
 				case "gpu_pcie_link_gen_current":
 					assert.False(t, validatedMetrics["gpu_pcie_link_gen_current"], "Found a duplicate in the metrics slice: gpu_pcie_link_gen_current")
 					validatedMetrics["gpu_pcie_link_gen_current"] = true
@@ -1174,6 +1374,73 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok := dp.Attributes().Get("direction")
 						assert.False(t, ok)
 					}
+				case "gpu_pipe_active_percent":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpu_pipe_active_percent"], "Found a duplicate in the metrics slice: gpu_pipe_active_percent")
+						validatedMetrics["gpu_pipe_active_percent"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Percent of time the SMs' pipe was active - any tensor operation, each kind of tensor operation, and non-tensor FP64, FP32 and FP16 math. Read with GPM (Hopper and newer) from two samples a collection apart, so it covers the whole collection interval; per MIG instance too, with gpu_instance_id. Absent where the GPU has no GPM.", mi.Description())
+						assert.Equal(t, "%", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						pipeAttrVal, ok := dp.Attributes().Get("pipe")
+						assert.True(t, ok)
+						assert.Equal(t, "tensor", pipeAttrVal.Str())
+						gpmGpuInstanceIDAttrVal, ok := dp.Attributes().Get("gpu_instance_id")
+						assert.True(t, ok)
+						assert.Equal(t, "gpm_gpu_instance_id-val", gpmGpuInstanceIDAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpu_pipe_active_percent"], "Found a duplicate in the metrics slice: gpu_pipe_active_percent")
+						validatedMetrics["gpu_pipe_active_percent"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Percent of time the SMs' pipe was active - any tensor operation, each kind of tensor operation, and non-tensor FP64, FP32 and FP16 math. Read with GPM (Hopper and newer) from two samples a collection apart, so it covers the whole collection interval; per MIG instance too, with gpu_instance_id. Absent where the GPU has no GPM.", mi.Description())
+						assert.Equal(t, "%", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["gpu_pipe_active_percent"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("pipe")
+						assert.False(t, ok)
+					}
+				case "gpu_power_limit_max_watts":
+					assert.False(t, validatedMetrics["gpu_power_limit_max_watts"], "Found a duplicate in the metrics slice: gpu_power_limit_max_watts")
+					validatedMetrics["gpu_power_limit_max_watts"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Highest power limit that can be set on the GPU (NVML's power management limit constraints).", mi.Description())
+					assert.Equal(t, "W", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+				case "gpu_power_limit_min_watts":
+					assert.False(t, validatedMetrics["gpu_power_limit_min_watts"], "Found a duplicate in the metrics slice: gpu_power_limit_min_watts")
+					validatedMetrics["gpu_power_limit_min_watts"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Lowest power limit that can be set on the GPU (NVML's power management limit constraints).", mi.Description())
+					assert.Equal(t, "W", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
 				case "gpu_power_watts":
 					assert.False(t, validatedMetrics["gpu_power_watts"], "Found a duplicate in the metrics slice: gpu_power_watts")
 					validatedMetrics["gpu_power_watts"] = true
@@ -1330,6 +1597,36 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, ts, dp.Timestamp())
 					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
 					assert.Equal(t, int64(1), dp.IntValue())
+				case "gpu_sm_active_percent":
+					assert.False(t, validatedMetrics["gpu_sm_active_percent"], "Found a duplicate in the metrics slice: gpu_sm_active_percent")
+					validatedMetrics["gpu_sm_active_percent"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Percent of the SMs that were busy (at least one warp resident), averaged over time - the share of the GPU's compute a job really used, where gpu_utilization only says a kernel ran. Read with GPM (Hopper and newer) from two samples a collection apart, so it covers the whole collection interval; per MIG instance too, with gpu_instance_id. Absent where the GPU has no GPM.", mi.Description())
+					assert.Equal(t, "%", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					gpmGpuInstanceIDAttrVal, ok := dp.Attributes().Get("gpu_instance_id")
+					assert.True(t, ok)
+					assert.Equal(t, "gpm_gpu_instance_id-val", gpmGpuInstanceIDAttrVal.Str())
+				case "gpu_sm_occupancy_percent":
+					assert.False(t, validatedMetrics["gpu_sm_occupancy_percent"], "Found a duplicate in the metrics slice: gpu_sm_occupancy_percent")
+					validatedMetrics["gpu_sm_occupancy_percent"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Warps resident on the SMs, percent of the most they can hold, averaged over time. Read with GPM (Hopper and newer) from two samples a collection apart, so it covers the whole collection interval; per MIG instance too, with gpu_instance_id. Absent where the GPU has no GPM.", mi.Description())
+					assert.Equal(t, "%", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					gpmGpuInstanceIDAttrVal, ok := dp.Attributes().Get("gpu_instance_id")
+					assert.True(t, ok)
+					assert.Equal(t, "gpm_gpu_instance_id-val", gpmGpuInstanceIDAttrVal.Str())
 				case "gpu_up":
 					assert.False(t, validatedMetrics["gpu_up"], "Found a duplicate in the metrics slice: gpu_up")
 					validatedMetrics["gpu_up"] = true

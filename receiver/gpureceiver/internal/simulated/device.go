@@ -41,12 +41,15 @@ type Device struct {
 	pci     nvml.PciInfo
 
 	utilization, memory, temperature, power *signal
+	activity                                Activity
 	processes                               []Process
 	faults                                  []*Fault
 	migs                                    []*MIGDevice
 
 	// energyMJ and nvlinkKiB integrate power and NVLink traffic over the readings so far.
 	energyMJ, nvlinkKiB integral
+	// gpm is what a GPM sample of the whole GPU reads.
+	gpm gpmTarget
 }
 
 // integral is a signal's integral over the readings so far (trapezoids between readings).
@@ -69,11 +72,17 @@ func (i *integral) upTo(t time.Duration, f func(time.Duration) float64) float64 
 
 func newDevice(s *Server, sc *Scenario, p profile, index int, md *server.Device) *Device {
 	md.UUID = deterministicUUID(sc.Seed, index)
-	sig := sc.Signals
+	sig, activity := sc.Signals, sc.Activity
 	for _, ds := range sc.Devices {
 		if ds.Index == index {
 			sig = mergeSignals(sig, ds.Signals)
+			if ds.Activity != nil {
+				activity = ds.Activity
+			}
 		}
+	}
+	if activity == nil {
+		activity = &defaultActivity
 	}
 	seed := uint64(sc.Seed)<<16 ^ uint64(index)<<4
 	d := &Device{
@@ -85,7 +94,9 @@ func newDevice(s *Server, sc *Scenario, p profile, index int, md *server.Device)
 		memory:      newSignal(sig.Memory, 0, seed|2),
 		temperature: newSignal(sig.Temperature, idleTemperature, seed|3),
 		power:       newSignal(sig.Power, idlePower, seed|4),
+		activity:    *activity,
 	}
+	d.gpm = gpmTarget{gpu: d, load: d.load}
 	for _, proc := range sc.Processes {
 		if proc.GPU == index {
 			d.processes = append(d.processes, proc)
@@ -102,8 +113,14 @@ func newDevice(s *Server, sc *Scenario, p profile, index int, md *server.Device)
 		}
 		for i := range m.Instances {
 			uuid := "MIG-" + strings.TrimPrefix(deterministicUUID(sc.Seed, (index+1)*maxGPUs+i), "GPU-")
-			// Real layouts number GPU instances from 1 up, each with compute instance 0.
-			d.migs = append(d.migs, &MIGDevice{parent: d, uuid: uuid, gi: i + 1, memory: m.MemoryMiB << 20, used: m.UsedMiB << 20})
+			// Real layouts number GPU instances from 1 up, each with compute instance 0. An
+			// instance has the share of the GPU's SMs that it has of its memory.
+			mig := &MIGDevice{
+				parent: d, uuid: uuid, gi: i + 1, memory: m.MemoryMiB << 20, used: m.UsedMiB << 20,
+				share: float64(m.MemoryMiB) / float64(md.Config.MemoryMB), busy: i < m.Busy,
+			}
+			mig.gpm = gpmTarget{gpu: d, instance: true, load: mig.load}
+			d.migs = append(d.migs, mig)
 		}
 	}
 	return d
@@ -164,6 +181,19 @@ func (d *Device) fault(kind string, t time.Duration) *Fault {
 
 func (d *Device) util(t time.Duration) uint32 {
 	return uint32(math.Round(clamp(d.utilization.at(t), 100)))
+}
+
+// load is the percent of time the GPU is busy at t: its utilization signal, or in MIG mode its
+// instances' loads weighed by their shares of the GPU.
+func (d *Device) load(t time.Duration) float64 {
+	if len(d.migs) == 0 {
+		return clamp(d.utilization.at(t), 100)
+	}
+	var sum float64
+	for _, m := range d.migs {
+		sum += m.share * m.load(t)
+	}
+	return sum
 }
 
 func (d *Device) activeProcesses(t time.Duration) []Process {
@@ -303,6 +333,25 @@ func (d *Device) GetTotalEnergyConsumption() (uint64, nvml.Return) {
 	return uint64(mj), ret
 }
 
+// GetMaxClockInfo is the profile's highest clocks.
+func (d *Device) GetMaxClockInfo(clock nvml.ClockType) (uint32, nvml.Return) {
+	_, ret := d.check()
+	switch clock {
+	case nvml.CLOCK_SM:
+		return d.profile.smClockMHz, ret
+	case nvml.CLOCK_MEM:
+		return d.profile.memClockMHz, ret
+	}
+	return 0, nvml.ERROR_NOT_SUPPORTED
+}
+
+// GetPowerManagementLimitConstraints is the range the profile's power limit can be set in, in
+// milliwatts.
+func (d *Device) GetPowerManagementLimitConstraints() (uint32, uint32, nvml.Return) {
+	_, ret := d.check()
+	return d.profile.powerMinW * 1000, d.profile.powerMaxW * 1000, ret
+}
+
 // GetClockInfo: full SM clock under load, idle clock otherwise, halved by a thermal slowdown.
 func (d *Device) GetClockInfo(clock nvml.ClockType) (uint32, nvml.Return) {
 	t, ret := d.check()
@@ -344,14 +393,20 @@ func (d *Device) GetCurrentClocksEventReasons() (uint64, nvml.Return) {
 	return reasons, ret
 }
 
+// pcieKBPerSecond is the PCIe traffic of a GPU busy util percent of the time, in KB/s: 2 GB/s
+// received at 100 %, half of it sent.
+func pcieKBPerSecond(util float64, counter nvml.PcieUtilCounter) float64 {
+	kbps := util * 20_000
+	if counter == nvml.PCIE_UTIL_TX_BYTES {
+		kbps /= 2
+	}
+	return kbps
+}
+
 // GetPcieThroughput grows with utilization, in KB/s as NVML reports it.
 func (d *Device) GetPcieThroughput(counter nvml.PcieUtilCounter) (uint32, nvml.Return) {
 	t, ret := d.check()
-	perPercent := uint32(200_000) // 20 GB/s at 100 %
-	if counter == nvml.PCIE_UTIL_TX_BYTES {
-		perPercent /= 2
-	}
-	return d.util(t) * perPercent / 100 * 10, ret
+	return uint32(pcieKBPerSecond(float64(d.util(t)), counter)), ret
 }
 
 // GetPcieReplayCounter: the simulated links never replay.
@@ -537,6 +592,19 @@ type MIGDevice struct {
 	uuid         string
 	gi           int
 	memory, used uint64
+	// share is its part of the GPU; a busy instance runs at the GPU's utilization signal.
+	share float64
+	busy  bool
+	// gpm is what a GPM sample of the instance reads.
+	gpm gpmTarget
+}
+
+// load is the percent of time the instance is busy at t.
+func (m *MIGDevice) load(t time.Duration) float64 {
+	if !m.busy {
+		return 0
+	}
+	return clamp(m.parent.utilization.at(t), 100)
 }
 
 // GetUUID is the instance's MIG-… UUID.

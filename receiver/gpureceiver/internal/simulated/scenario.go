@@ -29,7 +29,10 @@ type Scenario struct {
 	// Seed derives the UUIDs and the random walks, so a scenario always replays the same way.
 	Seed int64 `yaml:"seed"`
 	// Signals apply to every GPU unless a device entry overrides them.
-	Signals   Signals     `yaml:"signals"`
+	Signals Signals `yaml:"signals"`
+	// Activity is what the GPUs' busy time is made of, as GPM measures it on Hopper and newer,
+	// unless a device entry sets its own; without either, defaultActivity.
+	Activity  *Activity   `yaml:"activity"`
 	Devices   []DeviceSet `yaml:"devices"`
 	Processes []Process   `yaml:"processes"`
 	Faults    []Fault     `yaml:"faults"`
@@ -37,12 +40,14 @@ type Scenario struct {
 }
 
 // MIG puts a GPU in MIG mode with Instances equal instances, each of MemoryMiB with UsedMiB in
-// use. A GPU in MIG mode reports no utilization, as NVML does.
+// use. A GPU in MIG mode reports no utilization, as NVML does; GPM measures each instance: the
+// first Busy instances run at the GPU's utilization signal and activity, the others idle.
 type MIG struct {
 	GPU       int    `yaml:"gpu"`
 	Instances int    `yaml:"instances"`
 	MemoryMiB uint64 `yaml:"memory_mib"`
 	UsedMiB   uint64 `yaml:"used_mib"`
+	Busy      int    `yaml:"busy"`
 }
 
 // maxMIGInstances is what the largest MIG layouts (seven 1g slices) allow.
@@ -57,11 +62,34 @@ type Signals struct {
 	Power       *Signal `yaml:"power"`
 }
 
-// DeviceSet overrides signals of one GPU.
+// DeviceSet overrides signals and the activity of one GPU.
 type DeviceSet struct {
-	Index   int     `yaml:"index"`
-	Signals Signals `yaml:"signals"`
+	Index    int       `yaml:"index"`
+	Signals  Signals   `yaml:"signals"`
+	Activity *Activity `yaml:"activity"`
 }
+
+// Activity is what a busy GPU's time is made of, as GPM measures it on Hopper and newer GPUs
+// (the dgxa100 profile has no GPM). Each is a fraction from 0 to 1: SM and DRAM of the time the
+// GPU is busy (its utilization signal), Occupancy of the warps an active SM can hold, the pipes
+// (tensor operations by kind, non-tensor floating point by width) of the SMs' active time. A
+// block replaces the scenario's whole; what it leaves out is 0. The tensor kinds together are
+// the time any tensor pipe is active, up to all of it.
+type Activity struct {
+	SM        float64 `yaml:"sm"`
+	Occupancy float64 `yaml:"occupancy"`
+	HMMA      float64 `yaml:"hmma"`
+	IMMA      float64 `yaml:"imma"`
+	DFMA      float64 `yaml:"dfma"`
+	FP64      float64 `yaml:"fp64"`
+	FP32      float64 `yaml:"fp32"`
+	FP16      float64 `yaml:"fp16"`
+	DRAM      float64 `yaml:"dram"`
+}
+
+// defaultActivity is a mixed-precision training job's: most SMs busy while a kernel runs, half
+// of them on HMMA tensor operations.
+var defaultActivity = Activity{SM: 0.8, Occupancy: 0.5, HMMA: 0.5, FP32: 0.3, FP16: 0.2, DRAM: 0.4}
 
 // Signal is exactly one of its shapes.
 type Signal struct {
@@ -183,6 +211,7 @@ func (s *Scenario) validate() error {
 		errs = append(errs, fmt.Errorf("gpus must be between 1 and %d, got %d", maxGPUs, s.GPUs))
 	}
 	errs = append(errs, s.Signals.validate("signals")...)
+	errs = append(errs, s.Activity.validate("activity")...)
 	gpu := func(key string, i int) {
 		if i < 0 || i >= s.GPUs {
 			errs = append(errs, fmt.Errorf("%s: gpu index %d is outside 0..%d", key, i, s.GPUs-1))
@@ -192,6 +221,7 @@ func (s *Scenario) validate() error {
 		key := fmt.Sprintf("devices[%d]", i)
 		gpu(key, d.Index)
 		errs = append(errs, d.Signals.validate(key+".signals")...)
+		errs = append(errs, d.Activity.validate(key+".activity")...)
 	}
 	for i, p := range s.Processes {
 		key := fmt.Sprintf("processes[%d]", i)
@@ -211,6 +241,9 @@ func (s *Scenario) validate() error {
 		}
 		if m.MemoryMiB == 0 || m.UsedMiB > m.MemoryMiB {
 			errs = append(errs, fmt.Errorf("%s: memory_mib must be positive and at least used_mib", key))
+		}
+		if m.Busy < 0 || m.Busy > m.Instances {
+			errs = append(errs, fmt.Errorf("%s: busy must be between 0 and instances (%d), got %d", key, m.Instances, m.Busy))
 		}
 	}
 	for i, f := range s.Faults {
@@ -252,6 +285,32 @@ func (ss *Signals) validate(key string) []error {
 		}
 		if err := sig.validate(); err != nil {
 			errs = append(errs, fmt.Errorf("%s.%s: %w", key, name, err))
+		}
+	}
+	return errs
+}
+
+func (a *Activity) validate(key string) []error {
+	if a == nil {
+		return nil
+	}
+	var errs []error
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"sm", a.SM},
+		{"occupancy", a.Occupancy},
+		{"hmma", a.HMMA},
+		{"imma", a.IMMA},
+		{"dfma", a.DFMA},
+		{"fp64", a.FP64},
+		{"fp32", a.FP32},
+		{"fp16", a.FP16},
+		{"dram", a.DRAM},
+	} {
+		if !(f.v >= 0 && f.v <= 1) { // NaN fails too
+			errs = append(errs, fmt.Errorf("%s.%s: a fraction between 0 and 1, got %v", key, f.name, f.v))
 		}
 	}
 	return errs

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -26,21 +27,24 @@ import (
 )
 
 // profile is a mock DGX server plus the readings its mocks do not model, from the products'
-// data sheets.
+// data sheets: the highest clocks, the range the power limit can be set in, NVLink and PCIe, and
+// whether the GPU has GPM (Hopper and newer).
 type profile struct {
-	gpu         gpus.Config
-	newServer   func(...gpus.Config) *server.Server
-	smClockMHz  uint32
-	memClockMHz uint32
-	nvLinks     int
-	pcieGen     int
+	gpu                  gpus.Config
+	newServer            func(...gpus.Config) *server.Server
+	smClockMHz           uint32
+	memClockMHz          uint32
+	powerMinW, powerMaxW uint32
+	nvLinks              int
+	pcieGen              int
+	gpm                  bool
 }
 
 var profiles = map[string]profile{
-	"dgxa100": {gpus.A100_SXM4_40GB, dgxa100.NewWithGPUs, 1410, 1215, 12, 4},
-	"dgxh100": {gpus.H100_SXM5_80GB, dgxh100.NewWithGPUs, 1980, 2619, 18, 5},
-	"dgxh200": {gpus.H200_SXM5_141GB, dgxh200.NewWithGPUs, 1980, 3201, 18, 5},
-	"dgxb200": {gpus.B200_SXM5_180GB, dgxb200.NewWithGPUs, 1965, 3996, 18, 5},
+	"dgxa100": {gpu: gpus.A100_SXM4_40GB, newServer: dgxa100.NewWithGPUs, smClockMHz: 1410, memClockMHz: 1215, powerMinW: 100, powerMaxW: 400, nvLinks: 12, pcieGen: 4},
+	"dgxh100": {gpu: gpus.H100_SXM5_80GB, newServer: dgxh100.NewWithGPUs, smClockMHz: 1980, memClockMHz: 2619, powerMinW: 200, powerMaxW: 700, nvLinks: 18, pcieGen: 5, gpm: true},
+	"dgxh200": {gpu: gpus.H200_SXM5_141GB, newServer: dgxh200.NewWithGPUs, smClockMHz: 1980, memClockMHz: 3201, powerMinW: 200, powerMaxW: 700, nvLinks: 18, pcieGen: 5, gpm: true},
+	"dgxb200": {gpu: gpus.B200_SXM5_180GB, newServer: dgxb200.NewWithGPUs, smClockMHz: 1965, memClockMHz: 3996, powerMinW: 200, powerMaxW: 1000, nvLinks: 18, pcieGen: 5, gpm: true},
 }
 
 // Server is an nvml.Interface on a go-nvml mock server. It answers the calls the gpu receiver
@@ -63,6 +67,10 @@ type Server struct {
 
 	mu   sync.Mutex
 	xids []*pendingXID
+
+	// gpmLive counts the GPM sample buffers allocated and not freed; gpmMisused the calls made
+	// on a buffer after it was freed (a use after free on real NVML), and frees of a freed one.
+	gpmLive, gpmMisused atomic.Int64
 }
 
 type pendingXID struct {

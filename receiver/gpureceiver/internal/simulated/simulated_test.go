@@ -148,6 +148,128 @@ faults:
 	assert.Equal(t, nvml.SUCCESS, ret)
 }
 
+// gpmMetrics reads the metrics ids from two samples of one target through the server.
+func gpmMetrics(t *testing.T, srv *Server, first, second nvml.GpmSample, ids ...nvml.GpmMetricId) ([]float64, []nvml.Return) {
+	t.Helper()
+	m := &nvml.GpmMetricsGetType{NumMetrics: uint32(len(ids)), Sample1: first, Sample2: second}
+	for i, id := range ids {
+		m.Metrics[i].MetricId = uint32(id)
+	}
+	require.Equal(t, nvml.SUCCESS, srv.GpmMetricsGet(m))
+	values, rets := make([]float64, len(ids)), make([]nvml.Return, len(ids))
+	for i := range ids {
+		values[i], rets[i] = m.Metrics[i].Value, nvml.Return(m.Metrics[i].NvmlReturn)
+	}
+	return values, rets
+}
+
+// TestGPM: the Hopper profiles answer GPM from two samples with the load averaged over the
+// time between them (not the load at either), split by the scenario's activity; MIG instances
+// each their own, their GPU their sum by share; the A100 has none. A freed sample's use is
+// counted, as it would be a use after free on NVML.
+func TestGPM(t *testing.T) {
+	srv, c := newServer(t, `
+profile: dgxh100
+gpus: 2
+memory_mib: 80000
+signals:
+  utilization: {step: [{at: 0s, value: 0}, {at: 5s, value: 100}]}
+activity: {sm: 0.5, occupancy: 0.4, hmma: 0.6, imma: 0.2, dfma: 0.1, fp64: 0.05, fp32: 0.3, fp16: 0.2, dram: 0.7}
+devices:
+  - {index: 1, activity: {sm: 0.9}}
+mig:
+  - {gpu: 1, instances: 2, memory_mib: 20000, busy: 1}
+`)
+	d0, _ := srv.DeviceGetHandleByIndex(0)
+	d1, _ := srv.DeviceGetHandleByIndex(1)
+	support, ret := d0.GpmQueryDeviceSupport()
+	require.Equal(t, nvml.SUCCESS, ret)
+	assert.Equal(t, uint32(1), support.IsSupportedDevice)
+
+	alloc := func() nvml.GpmSample {
+		smp, allocRet := srv.GpmSampleAlloc()
+		require.Equal(t, nvml.SUCCESS, allocRet)
+		return smp
+	}
+	a, b, mig1a, mig1b, mig2a, mig2b, gpu1a, gpu1b := alloc(), alloc(), alloc(), alloc(), alloc(), alloc(), alloc(), alloc()
+	assert.Equal(t, int64(8), srv.GPMSamplesLive())
+	require.Equal(t, nvml.SUCCESS, d0.GpmSampleGet(a))
+	require.Equal(t, nvml.SUCCESS, d1.GpmMigSampleGet(1, mig1a))
+	require.Equal(t, nvml.SUCCESS, d1.GpmMigSampleGet(2, mig2a))
+	require.Equal(t, nvml.SUCCESS, d1.GpmSampleGet(gpu1a))
+	assert.Equal(t, nvml.ERROR_NOT_FOUND, d1.GpmMigSampleGet(3, b), "no such instance")
+	setTo(c, 10*time.Second)
+	require.Equal(t, nvml.SUCCESS, d0.GpmSampleGet(b))
+	require.Equal(t, nvml.SUCCESS, d1.GpmMigSampleGet(1, mig1b))
+	require.Equal(t, nvml.SUCCESS, d1.GpmMigSampleGet(2, mig2b))
+	require.Equal(t, nvml.SUCCESS, d1.GpmSampleGet(gpu1b))
+
+	// Idle for 5 s, busy for 5 s: the trapezoid between the two samples is a 50 % mean.
+	ids := []nvml.GpmMetricId{
+		nvml.GPM_METRIC_GRAPHICS_UTIL, nvml.GPM_METRIC_SM_UTIL, nvml.GPM_METRIC_SM_OCCUPANCY, nvml.GPM_METRIC_ANY_TENSOR_UTIL,
+		nvml.GPM_METRIC_HMMA_TENSOR_UTIL, nvml.GPM_METRIC_IMMA_TENSOR_UTIL, nvml.GPM_METRIC_DFMA_TENSOR_UTIL,
+		nvml.GPM_METRIC_FP64_UTIL, nvml.GPM_METRIC_FP32_UTIL, nvml.GPM_METRIC_FP16_UTIL, nvml.GPM_METRIC_DRAM_BW_UTIL,
+		nvml.GPM_METRIC_PCIE_RX_PER_SEC, nvml.GPM_METRIC_PCIE_TX_PER_SEC, nvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC,
+		nvml.GPM_METRIC_INTEGER_UTIL,
+	}
+	values, rets := gpmMetrics(t, srv, a, b, ids...)
+	want := []float64{50, 25, 10, 22.5, 15, 5, 2.5, 1.25, 7.5, 5, 35, 50 * 20_000 * 1024.0 / (1 << 20), 50 * 10_000 * 1024.0 / (1 << 20), 0.5 * nvlinkKiBPerSecond / 1024, 0}
+	for i := range ids {
+		if ids[i] == nvml.GPM_METRIC_INTEGER_UTIL {
+			assert.Equal(t, nvml.ERROR_NOT_SUPPORTED, rets[i], "a metric the simulation does not give")
+			continue
+		}
+		assert.Equal(t, nvml.SUCCESS, rets[i], "metric %d", ids[i])
+		assert.InDelta(t, want[i], values[i], 1e-9, "metric %d", ids[i])
+	}
+
+	// GPU 1's first instance runs at the GPU's signal with its activity, the second idles, and
+	// the GPU is their sum by share (a quarter of the framebuffer each).
+	values, _ = gpmMetrics(t, srv, mig1a, mig1b, nvml.GPM_METRIC_GRAPHICS_UTIL, nvml.GPM_METRIC_SM_UTIL)
+	assert.InDeltaSlice(t, []float64{50, 45}, values, 1e-9)
+	values, _ = gpmMetrics(t, srv, mig2a, mig2b, nvml.GPM_METRIC_GRAPHICS_UTIL)
+	assert.InDeltaSlice(t, []float64{0}, values, 1e-9)
+	values, _ = gpmMetrics(t, srv, gpu1a, gpu1b, nvml.GPM_METRIC_GRAPHICS_UTIL, nvml.GPM_METRIC_SM_UTIL)
+	assert.InDeltaSlice(t, []float64{12.5, 11.25}, values, 1e-9)
+	_, rets = gpmMetrics(t, srv, mig1a, mig1b, nvml.GPM_METRIC_PCIE_RX_PER_SEC, nvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC)
+	assert.Equal(t, []nvml.Return{nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_NOT_SUPPORTED}, rets, "the interconnects are the GPU's")
+
+	m := &nvml.GpmMetricsGetType{NumMetrics: 1, Sample1: b, Sample2: a}
+	assert.Equal(t, nvml.ERROR_INVALID_ARGUMENT, srv.GpmMetricsGet(m), "the second sample must be the later")
+	m = &nvml.GpmMetricsGetType{NumMetrics: 1, Sample1: a, Sample2: mig1b}
+	assert.Equal(t, nvml.ERROR_INVALID_ARGUMENT, srv.GpmMetricsGet(m), "two samples of one target")
+
+	for _, smp := range []nvml.GpmSample{a, b, mig1a, mig1b, mig2a, mig2b, gpu1a, gpu1b} {
+		require.Equal(t, nvml.SUCCESS, smp.Free())
+	}
+	assert.Zero(t, srv.GPMSamplesLive())
+	assert.Zero(t, srv.GPMSamplesMisused())
+	assert.Equal(t, nvml.ERROR_INVALID_ARGUMENT, d0.GpmSampleGet(a))
+	assert.Equal(t, nvml.ERROR_INVALID_ARGUMENT, a.Free())
+	assert.Equal(t, int64(2), srv.GPMSamplesMisused(), "a read into a freed sample and its second free")
+
+	a100, _ := newServer(t, "profile: dgxa100\ngpus: 1\n")
+	d, _ := a100.DeviceGetHandleByIndex(0)
+	support, ret = d.GpmQueryDeviceSupport()
+	require.Equal(t, nvml.SUCCESS, ret)
+	assert.Zero(t, support.IsSupportedDevice)
+	smp, _ := a100.GpmSampleAlloc()
+	assert.Equal(t, nvml.ERROR_NOT_SUPPORTED, d.GpmSampleGet(smp))
+}
+
+// TestLimits: the profile's highest clocks and power limit range.
+func TestLimits(t *testing.T) {
+	srv, _ := newServer(t, "profile: dgxh100\ngpus: 1\n")
+	d, _ := srv.DeviceGetHandleByIndex(0)
+	sm, ret := d.GetMaxClockInfo(nvml.CLOCK_SM)
+	require.Equal(t, nvml.SUCCESS, ret)
+	mem, _ := d.GetMaxClockInfo(nvml.CLOCK_MEM)
+	assert.Equal(t, []uint32{1980, 2619}, []uint32{sm, mem})
+	minMW, maxMW, ret := d.GetPowerManagementLimitConstraints()
+	require.Equal(t, nvml.SUCCESS, ret)
+	assert.Equal(t, []uint32{200_000, 700_000}, []uint32{minMW, maxMW})
+}
+
 // TestWhileRunning: a while_running process is listed while the host has its /proc entry, as
 // NVML lists a process until it exits; the others follow the scenario's times only.
 func TestWhileRunning(t *testing.T) {
@@ -279,6 +401,9 @@ signals:
   temperature: {sine: {min: 30, max: 70, period: 1m}}
 processes: [{pid: 1, gpu: 1, memory_mib: 10, sm: 50}, {pid: 2, gpu: 0, memory_mib: 10, sm: 5, while_running: true}]
 faults: [{at: 1s, gpu: 0, kind: xid, xid: 79}, {at: 2s, gpu: 1, kind: ecc, uncorrected: 1}]
+activity: {sm: 0.2, hmma: 0.1}
+devices: [{index: 1, activity: {sm: 1, imma: 1, dram: 0.5}}]
+mig: [{gpu: 1, instances: 3, memory_mib: 10000, used_mib: 10, busy: 2}]
 `))
 	f.Fuzz(func(_ *testing.T, data []byte) {
 		sc, err := ParseScenario(data)
@@ -304,6 +429,9 @@ faults: [{at: 1s, gpu: 0, kind: xid, xid: 79}, {at: 2s, gpu: 1, kind: ecc, uncor
 			_, _ = d.GetTemperature(nvml.TEMPERATURE_GPU)
 			_, _ = d.GetTotalEnergyConsumption()
 			_, _ = d.GetProcessUtilization(0)
+			smp, _ := srv.GpmSampleAlloc()
+			_ = d.GpmSampleGet(smp)
+			_ = d.GpmMigSampleGet(1, smp)
 		}
 	})
 }
