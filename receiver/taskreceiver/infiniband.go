@@ -72,7 +72,7 @@ func (s *taskScraper) recordHCA(now pcommon.Timestamp, dev *sysfs.InfiniBandDevi
 		}
 		for _, c := range hwCounters(&p.HwCounters) {
 			if c.value != nil {
-				s.mb.RecordNodeInfinibandHwCounterTotalDataPoint(now, float64(*c.value), dev.Name, port, c.counter)
+				s.mb.RecordNodeInfinibandHwCountersTotalDataPoint(now, float64(*c.value), dev.Name, port, c.counter)
 			}
 		}
 	}

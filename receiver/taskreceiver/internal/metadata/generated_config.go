@@ -440,25 +440,25 @@ func (ms *NodeInfinibandExpectedRateBytesPerSecondMetricConfig) Unmarshal(parser
 	return nil
 }
 
-// NodeInfinibandHwCounterTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_hw_counter_total metric.
-type NodeInfinibandHwCounterTotalMetricAttributeKey string
+// NodeInfinibandHwCountersTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_hw_counters_total metric.
+type NodeInfinibandHwCountersTotalMetricAttributeKey string
 
 const (
-	NodeInfinibandHwCounterTotalMetricAttributeKeyDevice  NodeInfinibandHwCounterTotalMetricAttributeKey = "device"
-	NodeInfinibandHwCounterTotalMetricAttributeKeyPort    NodeInfinibandHwCounterTotalMetricAttributeKey = "port"
-	NodeInfinibandHwCounterTotalMetricAttributeKeyCounter NodeInfinibandHwCounterTotalMetricAttributeKey = "counter"
+	NodeInfinibandHwCountersTotalMetricAttributeKeyDevice  NodeInfinibandHwCountersTotalMetricAttributeKey = "device"
+	NodeInfinibandHwCountersTotalMetricAttributeKeyPort    NodeInfinibandHwCountersTotalMetricAttributeKey = "port"
+	NodeInfinibandHwCountersTotalMetricAttributeKeyCounter NodeInfinibandHwCountersTotalMetricAttributeKey = "counter"
 )
 
-// NodeInfinibandHwCounterTotalMetricConfig provides config for the node_infiniband_hw_counter_total metric.
-type NodeInfinibandHwCounterTotalMetricConfig struct {
+// NodeInfinibandHwCountersTotalMetricConfig provides config for the node_infiniband_hw_counters_total metric.
+type NodeInfinibandHwCountersTotalMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
 
-	AggregationStrategy string                                           `mapstructure:"aggregation_strategy"`
-	EnabledAttributes   []NodeInfinibandHwCounterTotalMetricAttributeKey `mapstructure:"attributes"`
+	AggregationStrategy string                                            `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandHwCountersTotalMetricAttributeKey `mapstructure:"attributes"`
 }
 
-func (ms *NodeInfinibandHwCounterTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+func (ms *NodeInfinibandHwCountersTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
 	if parser == nil {
 		return nil
 	}
@@ -472,12 +472,12 @@ func (ms *NodeInfinibandHwCounterTotalMetricConfig) Unmarshal(parser *confmap.Co
 	return nil
 }
 
-func (ms *NodeInfinibandHwCounterTotalMetricConfig) Validate() error {
+func (ms *NodeInfinibandHwCountersTotalMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NodeInfinibandHwCounterTotalMetricAttributeKeyDevice, NodeInfinibandHwCounterTotalMetricAttributeKeyPort, NodeInfinibandHwCounterTotalMetricAttributeKeyCounter:
+		case NodeInfinibandHwCountersTotalMetricAttributeKeyDevice, NodeInfinibandHwCountersTotalMetricAttributeKeyPort, NodeInfinibandHwCountersTotalMetricAttributeKeyCounter:
 		default:
-			return fmt.Errorf("metric node_infiniband_hw_counter_total doesn't have an attribute %v, valid attributes: [device, port, counter]", val)
+			return fmt.Errorf("metric node_infiniband_hw_counters_total doesn't have an attribute %v, valid attributes: [device, port, counter]", val)
 		}
 	}
 
@@ -2585,7 +2585,7 @@ type MetricsConfig struct {
 	NodeInfinibandExcessiveBufferOverrunErrorsTotal    NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricConfig    `mapstructure:"node_infiniband_excessive_buffer_overrun_errors_total"`
 	NodeInfinibandExpectedActivePorts                  NodeInfinibandExpectedActivePortsMetricConfig                  `mapstructure:"node_infiniband_expected_active_ports"`
 	NodeInfinibandExpectedRateBytesPerSecond           NodeInfinibandExpectedRateBytesPerSecondMetricConfig           `mapstructure:"node_infiniband_expected_rate_bytes_per_second"`
-	NodeInfinibandHwCounterTotal                       NodeInfinibandHwCounterTotalMetricConfig                       `mapstructure:"node_infiniband_hw_counter_total"`
+	NodeInfinibandHwCountersTotal                      NodeInfinibandHwCountersTotalMetricConfig                      `mapstructure:"node_infiniband_hw_counters_total"`
 	NodeInfinibandInfo                                 NodeInfinibandInfoMetricConfig                                 `mapstructure:"node_infiniband_info"`
 	NodeInfinibandLinkDownedTotal                      NodeInfinibandLinkDownedTotalMetricConfig                      `mapstructure:"node_infiniband_link_downed_total"`
 	NodeInfinibandLinkErrorRecoveryTotal               NodeInfinibandLinkErrorRecoveryTotalMetricConfig               `mapstructure:"node_infiniband_link_error_recovery_total"`
@@ -2695,10 +2695,10 @@ func DefaultMetricsConfig() MetricsConfig {
 		NodeInfinibandExpectedRateBytesPerSecond: NodeInfinibandExpectedRateBytesPerSecondMetricConfig{
 			Enabled: true,
 		},
-		NodeInfinibandHwCounterTotal: NodeInfinibandHwCounterTotalMetricConfig{
+		NodeInfinibandHwCountersTotal: NodeInfinibandHwCountersTotalMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
-			EnabledAttributes:   []NodeInfinibandHwCounterTotalMetricAttributeKey{NodeInfinibandHwCounterTotalMetricAttributeKeyDevice, NodeInfinibandHwCounterTotalMetricAttributeKeyPort, NodeInfinibandHwCounterTotalMetricAttributeKeyCounter},
+			EnabledAttributes:   []NodeInfinibandHwCountersTotalMetricAttributeKey{NodeInfinibandHwCountersTotalMetricAttributeKeyDevice, NodeInfinibandHwCountersTotalMetricAttributeKeyPort, NodeInfinibandHwCountersTotalMetricAttributeKeyCounter},
 		},
 		NodeInfinibandInfo: NodeInfinibandInfoMetricConfig{
 			Enabled:             true,

@@ -72,10 +72,10 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					NodeInfinibandExpectedRateBytesPerSecond: NodeInfinibandExpectedRateBytesPerSecondMetricConfig{
 						Enabled: true,
 					},
-					NodeInfinibandHwCounterTotal: NodeInfinibandHwCounterTotalMetricConfig{
+					NodeInfinibandHwCountersTotal: NodeInfinibandHwCountersTotalMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []NodeInfinibandHwCounterTotalMetricAttributeKey{NodeInfinibandHwCounterTotalMetricAttributeKeyDevice, NodeInfinibandHwCounterTotalMetricAttributeKeyPort, NodeInfinibandHwCounterTotalMetricAttributeKeyCounter},
+						EnabledAttributes:   []NodeInfinibandHwCountersTotalMetricAttributeKey{NodeInfinibandHwCountersTotalMetricAttributeKeyDevice, NodeInfinibandHwCountersTotalMetricAttributeKeyPort, NodeInfinibandHwCountersTotalMetricAttributeKeyCounter},
 					},
 					NodeInfinibandInfo: NodeInfinibandInfoMetricConfig{
 						Enabled:             true,
@@ -385,10 +385,10 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					NodeInfinibandExpectedRateBytesPerSecond: NodeInfinibandExpectedRateBytesPerSecondMetricConfig{
 						Enabled: false,
 					},
-					NodeInfinibandHwCounterTotal: NodeInfinibandHwCounterTotalMetricConfig{
+					NodeInfinibandHwCountersTotal: NodeInfinibandHwCountersTotalMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []NodeInfinibandHwCounterTotalMetricAttributeKey{NodeInfinibandHwCounterTotalMetricAttributeKeyDevice, NodeInfinibandHwCounterTotalMetricAttributeKeyPort, NodeInfinibandHwCounterTotalMetricAttributeKeyCounter},
+						EnabledAttributes:   []NodeInfinibandHwCountersTotalMetricAttributeKey{NodeInfinibandHwCountersTotalMetricAttributeKeyDevice, NodeInfinibandHwCountersTotalMetricAttributeKeyPort, NodeInfinibandHwCountersTotalMetricAttributeKeyCounter},
 					},
 					NodeInfinibandInfo: NodeInfinibandInfoMetricConfig{
 						Enabled:             false,
@@ -652,7 +652,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(CollectorIterationCountTotalMetricConfig{}, CollectorReadErrorsTotalMetricConfig{}, NodeCPUSecondsTotalMetricConfig{}, NodeDiskReadBytesTotalMetricConfig{}, NodeDiskWrittenBytesTotalMetricConfig{}, NodeFilesystemAvailBytesMetricConfig{}, NodeFilesystemSizeBytesMetricConfig{}, NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricConfig{}, NodeInfinibandExpectedActivePortsMetricConfig{}, NodeInfinibandExpectedRateBytesPerSecondMetricConfig{}, NodeInfinibandHwCounterTotalMetricConfig{}, NodeInfinibandInfoMetricConfig{}, NodeInfinibandLinkDownedTotalMetricConfig{}, NodeInfinibandLinkErrorRecoveryTotalMetricConfig{}, NodeInfinibandLinkLayerInfoMetricConfig{}, NodeInfinibandLocalLinkIntegrityErrorsTotalMetricConfig{}, NodeInfinibandMulticastPacketsReceivedTotalMetricConfig{}, NodeInfinibandMulticastPacketsTransmittedTotalMetricConfig{}, NodeInfinibandPhysicalStateIDMetricConfig{}, NodeInfinibandPortConstraintErrorsReceivedTotalMetricConfig{}, NodeInfinibandPortConstraintErrorsTransmittedTotalMetricConfig{}, NodeInfinibandPortDataReceivedBytesTotalMetricConfig{}, NodeInfinibandPortDataTransmittedBytesTotalMetricConfig{}, NodeInfinibandPortDiscardsReceivedTotalMetricConfig{}, NodeInfinibandPortDiscardsTransmittedTotalMetricConfig{}, NodeInfinibandPortErrorsReceivedTotalMetricConfig{}, NodeInfinibandPortPacketsReceivedTotalMetricConfig{}, NodeInfinibandPortPacketsTransmittedTotalMetricConfig{}, NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricConfig{}, NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricConfig{}, NodeInfinibandPortTransmitWaitTotalMetricConfig{}, NodeInfinibandRateBytesPerSecondMetricConfig{}, NodeInfinibandStateIDMetricConfig{}, NodeInfinibandSymbolErrorTotalMetricConfig{}, NodeInfinibandUnicastPacketsReceivedTotalMetricConfig{}, NodeInfinibandUnicastPacketsTransmittedTotalMetricConfig{}, NodeInfinibandVl15DroppedTotalMetricConfig{}, NodeLoad1MetricConfig{}, NodeMemoryBuffersBytesMetricConfig{}, NodeMemoryCachedBytesMetricConfig{}, NodeMemoryMemAvailableBytesMetricConfig{}, NodeMemoryMemFreeBytesMetricConfig{}, NodeMemoryMemTotalBytesMetricConfig{}, NodeNetworkReceiveBytesTotalMetricConfig{}, NodeNetworkTransmitBytesTotalMetricConfig{}, NodeUnameInfoMetricConfig{}, ProcessMemUsageByteMetricConfig{}, ServiceBlockInByteMetricConfig{}, ServiceBlockOutByteMetricConfig{}, ServiceCPUPercentMetricConfig{}, ServiceCPUSecondsTotalMetricConfig{}, ServiceMemLimitByteMetricConfig{}, ServiceMemUsageByteMetricConfig{}, ServiceMemUsagePercentMetricConfig{}, ServiceNetInByteMetricConfig{}, ServiceNetOutByteMetricConfig{}, ServiceNetworkReceiveBytesTotalMetricConfig{}, ServiceNetworkTransmitBytesTotalMetricConfig{}, TaskBlockInByteMetricConfig{}, TaskBlockOutByteMetricConfig{}, TaskCPUPercentMetricConfig{}, TaskCPUSecondsTotalMetricConfig{}, TaskMemLimitByteMetricConfig{}, TaskMemUsageByteMetricConfig{}, TaskMemUsagePercentMetricConfig{}, TaskNetInByteMetricConfig{}, TaskNetOutByteMetricConfig{}, TaskNetworkReceiveBytesTotalMetricConfig{}, TaskNetworkTransmitBytesTotalMetricConfig{}, ZombieProcessCountMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(CollectorIterationCountTotalMetricConfig{}, CollectorReadErrorsTotalMetricConfig{}, NodeCPUSecondsTotalMetricConfig{}, NodeDiskReadBytesTotalMetricConfig{}, NodeDiskWrittenBytesTotalMetricConfig{}, NodeFilesystemAvailBytesMetricConfig{}, NodeFilesystemSizeBytesMetricConfig{}, NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricConfig{}, NodeInfinibandExpectedActivePortsMetricConfig{}, NodeInfinibandExpectedRateBytesPerSecondMetricConfig{}, NodeInfinibandHwCountersTotalMetricConfig{}, NodeInfinibandInfoMetricConfig{}, NodeInfinibandLinkDownedTotalMetricConfig{}, NodeInfinibandLinkErrorRecoveryTotalMetricConfig{}, NodeInfinibandLinkLayerInfoMetricConfig{}, NodeInfinibandLocalLinkIntegrityErrorsTotalMetricConfig{}, NodeInfinibandMulticastPacketsReceivedTotalMetricConfig{}, NodeInfinibandMulticastPacketsTransmittedTotalMetricConfig{}, NodeInfinibandPhysicalStateIDMetricConfig{}, NodeInfinibandPortConstraintErrorsReceivedTotalMetricConfig{}, NodeInfinibandPortConstraintErrorsTransmittedTotalMetricConfig{}, NodeInfinibandPortDataReceivedBytesTotalMetricConfig{}, NodeInfinibandPortDataTransmittedBytesTotalMetricConfig{}, NodeInfinibandPortDiscardsReceivedTotalMetricConfig{}, NodeInfinibandPortDiscardsTransmittedTotalMetricConfig{}, NodeInfinibandPortErrorsReceivedTotalMetricConfig{}, NodeInfinibandPortPacketsReceivedTotalMetricConfig{}, NodeInfinibandPortPacketsTransmittedTotalMetricConfig{}, NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricConfig{}, NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricConfig{}, NodeInfinibandPortTransmitWaitTotalMetricConfig{}, NodeInfinibandRateBytesPerSecondMetricConfig{}, NodeInfinibandStateIDMetricConfig{}, NodeInfinibandSymbolErrorTotalMetricConfig{}, NodeInfinibandUnicastPacketsReceivedTotalMetricConfig{}, NodeInfinibandUnicastPacketsTransmittedTotalMetricConfig{}, NodeInfinibandVl15DroppedTotalMetricConfig{}, NodeLoad1MetricConfig{}, NodeMemoryBuffersBytesMetricConfig{}, NodeMemoryCachedBytesMetricConfig{}, NodeMemoryMemAvailableBytesMetricConfig{}, NodeMemoryMemFreeBytesMetricConfig{}, NodeMemoryMemTotalBytesMetricConfig{}, NodeNetworkReceiveBytesTotalMetricConfig{}, NodeNetworkTransmitBytesTotalMetricConfig{}, NodeUnameInfoMetricConfig{}, ProcessMemUsageByteMetricConfig{}, ServiceBlockInByteMetricConfig{}, ServiceBlockOutByteMetricConfig{}, ServiceCPUPercentMetricConfig{}, ServiceCPUSecondsTotalMetricConfig{}, ServiceMemLimitByteMetricConfig{}, ServiceMemUsageByteMetricConfig{}, ServiceMemUsagePercentMetricConfig{}, ServiceNetInByteMetricConfig{}, ServiceNetOutByteMetricConfig{}, ServiceNetworkReceiveBytesTotalMetricConfig{}, ServiceNetworkTransmitBytesTotalMetricConfig{}, TaskBlockInByteMetricConfig{}, TaskBlockOutByteMetricConfig{}, TaskCPUPercentMetricConfig{}, TaskCPUSecondsTotalMetricConfig{}, TaskMemLimitByteMetricConfig{}, TaskMemUsageByteMetricConfig{}, TaskMemUsagePercentMetricConfig{}, TaskNetInByteMetricConfig{}, TaskNetOutByteMetricConfig{}, TaskNetworkReceiveBytesTotalMetricConfig{}, TaskNetworkTransmitBytesTotalMetricConfig{}, ZombieProcessCountMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -753,14 +753,14 @@ func TestNodeInfinibandExcessiveBufferOverrunErrorsTotalMetricsConfig_Validate(t
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
 
-func TestNodeInfinibandHwCounterTotalMetricsConfig_Validate(t *testing.T) {
-	cfg := DefaultMetricsConfig().NodeInfinibandHwCounterTotal
+func TestNodeInfinibandHwCountersTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandHwCountersTotal
 	require.NoError(t, cfg.Validate())
 
-	cfg.EnabledAttributes = []NodeInfinibandHwCounterTotalMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_hw_counter_total doesn't have an attribute invalid, valid attributes: [device, port, counter]")
+	cfg.EnabledAttributes = []NodeInfinibandHwCountersTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_hw_counters_total doesn't have an attribute invalid, valid attributes: [device, port, counter]")
 
-	cfg = DefaultMetricsConfig().NodeInfinibandHwCounterTotal
+	cfg = DefaultMetricsConfig().NodeInfinibandHwCountersTotal
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }

@@ -328,8 +328,8 @@ var MetricsInfo = metricsInfo{
 	NodeInfinibandExpectedRateBytesPerSecond: metricInfo{
 		Name: "node_infiniband_expected_rate_bytes_per_second",
 	},
-	NodeInfinibandHwCounterTotal: metricInfo{
-		Name:       "node_infiniband_hw_counter_total",
+	NodeInfinibandHwCountersTotal: metricInfo{
+		Name:       "node_infiniband_hw_counters_total",
 		Attributes: []string{"device", "port", "counter"},
 	},
 	NodeInfinibandInfo: metricInfo{
@@ -553,7 +553,7 @@ type metricsInfo struct {
 	NodeInfinibandExcessiveBufferOverrunErrorsTotal    metricInfo
 	NodeInfinibandExpectedActivePorts                  metricInfo
 	NodeInfinibandExpectedRateBytesPerSecond           metricInfo
-	NodeInfinibandHwCounterTotal                       metricInfo
+	NodeInfinibandHwCountersTotal                      metricInfo
 	NodeInfinibandInfo                                 metricInfo
 	NodeInfinibandLinkDownedTotal                      metricInfo
 	NodeInfinibandLinkErrorRecoveryTotal               metricInfo
@@ -1465,16 +1465,16 @@ func newMetricNodeInfinibandExpectedRateBytesPerSecond(cfg NodeInfinibandExpecte
 	return m
 }
 
-type metricNodeInfinibandHwCounterTotal struct {
-	data          pmetric.Metric                           // data buffer for generated metric.
-	config        NodeInfinibandHwCounterTotalMetricConfig // metric config provided by user.
-	capacity      int                                      // max observed number of data points added to the metric.
-	aggDataPoints []float64                                // slice containing number of aggregated datapoints at each index
+type metricNodeInfinibandHwCountersTotal struct {
+	data          pmetric.Metric                            // data buffer for generated metric.
+	config        NodeInfinibandHwCountersTotalMetricConfig // metric config provided by user.
+	capacity      int                                       // max observed number of data points added to the metric.
+	aggDataPoints []float64                                 // slice containing number of aggregated datapoints at each index
 }
 
-// init fills node_infiniband_hw_counter_total metric with initial data.
-func (m *metricNodeInfinibandHwCounterTotal) init() {
-	m.data.SetName("node_infiniband_hw_counter_total")
+// init fills node_infiniband_hw_counters_total metric with initial data.
+func (m *metricNodeInfinibandHwCountersTotal) init() {
+	m.data.SetName("node_infiniband_hw_counters_total")
 	m.data.SetDescription("A counter of the HCA driver's hw_counters directory of the port (RoCE congestion control and retransmission, transport errors), as prometheus/procfs parses them. Ours: node_exporter 1.5 does not read hw_counters.")
 	m.data.SetUnit("1")
 	m.data.SetEmptySum()
@@ -1484,7 +1484,7 @@ func (m *metricNodeInfinibandHwCounterTotal) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNodeInfinibandHwCounterTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string, counterAttributeValue string) {
+func (m *metricNodeInfinibandHwCountersTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string, counterAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -1492,13 +1492,13 @@ func (m *metricNodeInfinibandHwCounterTotal) recordDataPoint(start pcommon.Times
 	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
-	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandHwCounterTotalMetricAttributeKeyDevice) {
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandHwCountersTotalMetricAttributeKeyDevice) {
 		dp.Attributes().PutStr("device", deviceAttributeValue)
 	}
-	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandHwCounterTotalMetricAttributeKeyPort) {
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandHwCountersTotalMetricAttributeKeyPort) {
 		dp.Attributes().PutStr("port", portAttributeValue)
 	}
-	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandHwCounterTotalMetricAttributeKeyCounter) {
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandHwCountersTotalMetricAttributeKeyCounter) {
 		dp.Attributes().PutStr("counter", counterAttributeValue)
 	}
 
@@ -1532,14 +1532,14 @@ func (m *metricNodeInfinibandHwCounterTotal) recordDataPoint(start pcommon.Times
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
-func (m *metricNodeInfinibandHwCounterTotal) updateCapacity() {
+func (m *metricNodeInfinibandHwCountersTotal) updateCapacity() {
 	if m.data.Sum().DataPoints().Len() > m.capacity {
 		m.capacity = m.data.Sum().DataPoints().Len()
 	}
 }
 
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
-func (m *metricNodeInfinibandHwCounterTotal) emit(metrics pmetric.MetricSlice) {
+func (m *metricNodeInfinibandHwCountersTotal) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
 		if m.config.AggregationStrategy == AggregationStrategyAvg {
 			for i, aggCount := range m.aggDataPoints {
@@ -1552,8 +1552,8 @@ func (m *metricNodeInfinibandHwCounterTotal) emit(metrics pmetric.MetricSlice) {
 	}
 }
 
-func newMetricNodeInfinibandHwCounterTotal(cfg NodeInfinibandHwCounterTotalMetricConfig) metricNodeInfinibandHwCounterTotal {
-	m := metricNodeInfinibandHwCounterTotal{config: cfg}
+func newMetricNodeInfinibandHwCountersTotal(cfg NodeInfinibandHwCountersTotalMetricConfig) metricNodeInfinibandHwCountersTotal {
+	m := metricNodeInfinibandHwCountersTotal{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -5904,7 +5904,7 @@ type MetricsBuilder struct {
 	metricNodeInfinibandExcessiveBufferOverrunErrorsTotal    metricNodeInfinibandExcessiveBufferOverrunErrorsTotal
 	metricNodeInfinibandExpectedActivePorts                  metricNodeInfinibandExpectedActivePorts
 	metricNodeInfinibandExpectedRateBytesPerSecond           metricNodeInfinibandExpectedRateBytesPerSecond
-	metricNodeInfinibandHwCounterTotal                       metricNodeInfinibandHwCounterTotal
+	metricNodeInfinibandHwCountersTotal                      metricNodeInfinibandHwCountersTotal
 	metricNodeInfinibandInfo                                 metricNodeInfinibandInfo
 	metricNodeInfinibandLinkDownedTotal                      metricNodeInfinibandLinkDownedTotal
 	metricNodeInfinibandLinkErrorRecoveryTotal               metricNodeInfinibandLinkErrorRecoveryTotal
@@ -5999,7 +5999,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricNodeInfinibandExcessiveBufferOverrunErrorsTotal:    newMetricNodeInfinibandExcessiveBufferOverrunErrorsTotal(mbc.Metrics.NodeInfinibandExcessiveBufferOverrunErrorsTotal),
 		metricNodeInfinibandExpectedActivePorts:                  newMetricNodeInfinibandExpectedActivePorts(mbc.Metrics.NodeInfinibandExpectedActivePorts),
 		metricNodeInfinibandExpectedRateBytesPerSecond:           newMetricNodeInfinibandExpectedRateBytesPerSecond(mbc.Metrics.NodeInfinibandExpectedRateBytesPerSecond),
-		metricNodeInfinibandHwCounterTotal:                       newMetricNodeInfinibandHwCounterTotal(mbc.Metrics.NodeInfinibandHwCounterTotal),
+		metricNodeInfinibandHwCountersTotal:                      newMetricNodeInfinibandHwCountersTotal(mbc.Metrics.NodeInfinibandHwCountersTotal),
 		metricNodeInfinibandInfo:                                 newMetricNodeInfinibandInfo(mbc.Metrics.NodeInfinibandInfo),
 		metricNodeInfinibandLinkDownedTotal:                      newMetricNodeInfinibandLinkDownedTotal(mbc.Metrics.NodeInfinibandLinkDownedTotal),
 		metricNodeInfinibandLinkErrorRecoveryTotal:               newMetricNodeInfinibandLinkErrorRecoveryTotal(mbc.Metrics.NodeInfinibandLinkErrorRecoveryTotal),
@@ -6225,7 +6225,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricNodeInfinibandExcessiveBufferOverrunErrorsTotal.emit(ils.Metrics())
 	mb.metricNodeInfinibandExpectedActivePorts.emit(ils.Metrics())
 	mb.metricNodeInfinibandExpectedRateBytesPerSecond.emit(ils.Metrics())
-	mb.metricNodeInfinibandHwCounterTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandHwCountersTotal.emit(ils.Metrics())
 	mb.metricNodeInfinibandInfo.emit(ils.Metrics())
 	mb.metricNodeInfinibandLinkDownedTotal.emit(ils.Metrics())
 	mb.metricNodeInfinibandLinkErrorRecoveryTotal.emit(ils.Metrics())
@@ -6366,9 +6366,9 @@ func (mb *MetricsBuilder) RecordNodeInfinibandExpectedRateBytesPerSecondDataPoin
 	mb.metricNodeInfinibandExpectedRateBytesPerSecond.recordDataPoint(mb.startTime, ts, val)
 }
 
-// RecordNodeInfinibandHwCounterTotalDataPoint adds a data point to node_infiniband_hw_counter_total metric.
-func (mb *MetricsBuilder) RecordNodeInfinibandHwCounterTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string, counterAttributeValue AttributeCounter) {
-	mb.metricNodeInfinibandHwCounterTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue, counterAttributeValue.String())
+// RecordNodeInfinibandHwCountersTotalDataPoint adds a data point to node_infiniband_hw_counters_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandHwCountersTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string, counterAttributeValue AttributeCounter) {
+	mb.metricNodeInfinibandHwCountersTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue, counterAttributeValue.String())
 }
 
 // RecordNodeInfinibandInfoDataPoint adds a data point to node_infiniband_info metric.

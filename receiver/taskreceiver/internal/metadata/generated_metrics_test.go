@@ -75,7 +75,7 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap["node_filesystem_avail_bytes"] = mb.metricNodeFilesystemAvailBytes.config.AggregationStrategy
 			aggMap["node_filesystem_size_bytes"] = mb.metricNodeFilesystemSizeBytes.config.AggregationStrategy
 			aggMap["node_infiniband_excessive_buffer_overrun_errors_total"] = mb.metricNodeInfinibandExcessiveBufferOverrunErrorsTotal.config.AggregationStrategy
-			aggMap["node_infiniband_hw_counter_total"] = mb.metricNodeInfinibandHwCounterTotal.config.AggregationStrategy
+			aggMap["node_infiniband_hw_counters_total"] = mb.metricNodeInfinibandHwCountersTotal.config.AggregationStrategy
 			aggMap["node_infiniband_info"] = mb.metricNodeInfinibandInfo.config.AggregationStrategy
 			aggMap["node_infiniband_link_downed_total"] = mb.metricNodeInfinibandLinkDownedTotal.config.AggregationStrategy
 			aggMap["node_infiniband_link_error_recovery_total"] = mb.metricNodeInfinibandLinkErrorRecoveryTotal.config.AggregationStrategy
@@ -171,9 +171,9 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordNodeInfinibandExpectedRateBytesPerSecondDataPoint(ts, 1)
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNodeInfinibandHwCounterTotalDataPoint(ts, 1, "device-val", "port-val", AttributeCounterDuplicateRequest)
+			mb.RecordNodeInfinibandHwCountersTotalDataPoint(ts, 1, "device-val", "port-val", AttributeCounterDuplicateRequest)
 			if tt.name == "reaggregate_set" {
-				mb.RecordNodeInfinibandHwCounterTotalDataPoint(ts, 3, "device-val-2", "port-val-2", AttributeCounterImpliedNakSeqErr)
+				mb.RecordNodeInfinibandHwCountersTotalDataPoint(ts, 3, "device-val-2", "port-val-2", AttributeCounterImpliedNakSeqErr)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -472,7 +472,7 @@ func TestMetricsBuilder(t *testing.T) {
 				assert.Empty(t, mb.metricNodeFilesystemAvailBytes.aggDataPoints)
 				assert.Empty(t, mb.metricNodeFilesystemSizeBytes.aggDataPoints)
 				assert.Empty(t, mb.metricNodeInfinibandExcessiveBufferOverrunErrorsTotal.aggDataPoints)
-				assert.Empty(t, mb.metricNodeInfinibandHwCounterTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandHwCountersTotal.aggDataPoints)
 				assert.Empty(t, mb.metricNodeInfinibandInfo.aggDataPoints)
 				assert.Empty(t, mb.metricNodeInfinibandLinkDownedTotal.aggDataPoints)
 				assert.Empty(t, mb.metricNodeInfinibandLinkErrorRecoveryTotal.aggDataPoints)
@@ -934,10 +934,10 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, ts, dp.Timestamp())
 					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
 					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
-				case "node_infiniband_hw_counter_total":
+				case "node_infiniband_hw_counters_total":
 					if tt.name != "reaggregate_set" {
-						assert.False(t, validatedMetrics["node_infiniband_hw_counter_total"], "Found a duplicate in the metrics slice: node_infiniband_hw_counter_total")
-						validatedMetrics["node_infiniband_hw_counter_total"] = true
+						assert.False(t, validatedMetrics["node_infiniband_hw_counters_total"], "Found a duplicate in the metrics slice: node_infiniband_hw_counters_total")
+						validatedMetrics["node_infiniband_hw_counters_total"] = true
 						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
 						assert.Equal(t, "A counter of the HCA driver's hw_counters directory of the port (RoCE congestion control and retransmission, transport errors), as prometheus/procfs parses them. Ours: node_exporter 1.5 does not read hw_counters.", mi.Description())
@@ -959,8 +959,8 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						assert.Equal(t, "duplicate_request", counterAttrVal.Str())
 					} else {
-						assert.False(t, validatedMetrics["node_infiniband_hw_counter_total"], "Found a duplicate in the metrics slice: node_infiniband_hw_counter_total")
-						validatedMetrics["node_infiniband_hw_counter_total"] = true
+						assert.False(t, validatedMetrics["node_infiniband_hw_counters_total"], "Found a duplicate in the metrics slice: node_infiniband_hw_counters_total")
+						validatedMetrics["node_infiniband_hw_counters_total"] = true
 						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
 						assert.Equal(t, "A counter of the HCA driver's hw_counters directory of the port (RoCE congestion control and retransmission, transport errors), as prometheus/procfs parses them. Ours: node_exporter 1.5 does not read hw_counters.", mi.Description())
@@ -971,7 +971,7 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.Equal(t, start, dp.StartTimestamp())
 						assert.Equal(t, ts, dp.Timestamp())
 						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
-						switch aggMap["node_infiniband_hw_counter_total"] {
+						switch aggMap["node_infiniband_hw_counters_total"] {
 						case "sum":
 							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
 						case "avg":
