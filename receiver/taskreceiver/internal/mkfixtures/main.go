@@ -10,7 +10,6 @@ package main
 
 import (
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,67 +44,20 @@ var hostProcesses = []hostfixture.Process{
 	{PID: 304, Comm: "sshd", Cmdline: []string{"sshd: /usr/sbin/sshd -D"}, State: "S", RSSPages: 2000},
 }
 
-// ibCounters are a port's counters/ files (the IB PMA counters, which mlx5 keeps for RoCE ports
-// too); port_*_data count 4-byte words, as the kernel's do.
-func ibCounters(n, symbolErrors, linkDowned uint64) map[string]uint64 {
-	return map[string]uint64{
-		"excessive_buffer_overrun_errors": 0, "link_downed": linkDowned, "link_error_recovery": linkDowned + n,
-		"local_link_integrity_errors": 0, "multicast_rcv_packets": 1200 + n, "multicast_xmit_packets": 300 + n,
-		"port_rcv_constraint_errors": 0, "port_rcv_data": 625_000_000_000 * (n + 1), "port_rcv_discards": 0,
-		"port_rcv_errors": symbolErrors / 2, "port_rcv_packets": 150_000_000 * (n + 1), "port_rcv_remote_physical_errors": 0,
-		"port_rcv_switch_relay_errors": 0, "port_xmit_constraint_errors": 0, "port_xmit_data": 600_000_000_000 * (n + 1),
-		"port_xmit_discards": n, "port_xmit_packets": 140_000_000 * (n + 1), "port_xmit_wait": 5_000_000 * (n + 1),
-		"symbol_error": symbolErrors, "unicast_rcv_packets": 149_000_000 * (n + 1), "unicast_xmit_packets": 139_000_000 * (n + 1),
-		"VL15_dropped": 0,
-	}
-}
-
-// hwCounters are a port's hw_counters/ files as mlx5 writes them: the transport's on every port,
-// congestion control (ECN, CNPs) and RoCE's retransmission counters on Ethernet ports only;
-// req_transport_retries_exceeded is one that procfs does not know (skipped).
-func hwCounters(n uint64, roce bool) map[string]uint64 {
-	c := map[string]uint64{
-		"duplicate_request": n, "implied_nak_seq_err": 0, "lifespan": 10, "local_ack_timeout_err": 2 * n,
-		"out_of_buffer": 0, "out_of_sequence": 3 * n, "packet_seq_err": n, "req_cqe_error": 0,
-		"req_cqe_flush_error": 0, "req_remote_access_errors": 0, "req_remote_invalid_request": 0,
-		"resp_cqe_error": 0, "resp_cqe_flush_error": 0, "resp_local_length_error": 0,
-		"resp_remote_access_errors": 0, "rnr_nak_retry_err": 0, "rx_atomic_requests": 0,
-		"rx_dct_connect": 0, "rx_read_requests": 40_000 * (n + 1), "rx_write_requests": 9_000_000 * (n + 1),
-		"req_transport_retries_exceeded": 0,
-	}
-	if roce {
-		maps.Copy(c, map[string]uint64{
-			"np_cnp_sent": 52_000 * (n + 1), "np_ecn_marked_roce_packets": 61_000 * (n + 1), "rp_cnp_handled": 48_000 * (n + 1),
-			"rp_cnp_ignored": 0, "roce_adp_retrans": 5 * n, "roce_adp_retrans_to": n, "roce_slow_restart": 0,
-			"roce_slow_restart_cnps": 0, "roce_slow_restart_trans": 0, "rx_icrc_encapsulated": 0,
-		})
-	}
-	return c
-}
-
-// connectX7 is a ConnectX-7 HCA (MT4129) with one port.
-func connectX7(n uint64, port hostfixture.HCAPort) hostfixture.HCA {
-	port.Number = 1
-	return hostfixture.HCA{
-		Name: fmt.Sprintf("mlx5_%d", n), FirmwareVersion: "28.39.1002", BoardID: "MT_0000000838", HCAType: "MT4129",
-		NodeGUID: fmt.Sprintf("a088:c203:0041:8e%02x", 0x20+n), Ports: []hostfixture.HCAPort{port},
-	}
-}
-
 // ndrNode is four NDR InfiniBand ports of a GPU node's compute fabric: two healthy, one that
 // trained at half its width (2X, 200 Gb/s) and has symbol errors, one down (its cable pulled,
 // the PHY polling) after flapping.
 var ndrNode = []hostfixture.HCA{
-	connectX7(0, hostfixture.HCAPort{State: "4: ACTIVE", PhysState: "5: LinkUp", Rate: "400 Gb/sec (4X NDR)", LinkLayer: "InfiniBand", Counters: ibCounters(0, 0, 0), HwCounters: hwCounters(0, false)}),
-	connectX7(1, hostfixture.HCAPort{State: "4: ACTIVE", PhysState: "5: LinkUp", Rate: "400 Gb/sec (4X NDR)", LinkLayer: "InfiniBand", Counters: ibCounters(1, 0, 1), HwCounters: hwCounters(1, false)}),
-	connectX7(2, hostfixture.HCAPort{State: "4: ACTIVE", PhysState: "5: LinkUp", Rate: "200 Gb/sec (2X NDR)", LinkLayer: "InfiniBand", Counters: ibCounters(2, 1834, 0), HwCounters: hwCounters(2, false)}),
-	connectX7(3, hostfixture.HCAPort{State: "1: DOWN", PhysState: "2: Polling", Rate: "10 Gb/sec (4X SDR)", LinkLayer: "InfiniBand", Counters: ibCounters(3, 12, 7), HwCounters: hwCounters(3, false)}),
+	hostfixture.ConnectX7(0, hostfixture.HCAPort{State: "4: ACTIVE", PhysState: "5: LinkUp", Rate: "400 Gb/sec (4X NDR)", LinkLayer: "InfiniBand", Counters: hostfixture.IBCounters(0, 0, 0), HwCounters: hostfixture.HwCounters(0, false)}),
+	hostfixture.ConnectX7(1, hostfixture.HCAPort{State: "4: ACTIVE", PhysState: "5: LinkUp", Rate: "400 Gb/sec (4X NDR)", LinkLayer: "InfiniBand", Counters: hostfixture.IBCounters(1, 0, 1), HwCounters: hostfixture.HwCounters(1, false)}),
+	hostfixture.ConnectX7(2, hostfixture.HCAPort{State: "4: ACTIVE", PhysState: "5: LinkUp", Rate: "200 Gb/sec (2X NDR)", LinkLayer: "InfiniBand", Counters: hostfixture.IBCounters(2, 1834, 0), HwCounters: hostfixture.HwCounters(2, false)}),
+	hostfixture.ConnectX7(3, hostfixture.HCAPort{State: "1: DOWN", PhysState: "2: Polling", Rate: "10 Gb/sec (4X SDR)", LinkLayer: "InfiniBand", Counters: hostfixture.IBCounters(3, 12, 7), HwCounters: hostfixture.HwCounters(3, false)}),
 }
 
 // roceNode is two 400 GbE RoCE ports: counters/ and hw_counters/ with congestion control's.
 var roceNode = []hostfixture.HCA{
-	connectX7(0, hostfixture.HCAPort{State: "4: ACTIVE", PhysState: "5: LinkUp", Rate: "400 Gb/sec (4X NDR)", LinkLayer: "Ethernet", Counters: ibCounters(0, 0, 0), HwCounters: hwCounters(0, true)}),
-	connectX7(1, hostfixture.HCAPort{State: "4: ACTIVE", PhysState: "5: LinkUp", Rate: "400 Gb/sec (4X NDR)", LinkLayer: "Ethernet", Counters: ibCounters(1, 0, 0), HwCounters: hwCounters(1, true)}),
+	hostfixture.ConnectX7(0, hostfixture.HCAPort{State: "4: ACTIVE", PhysState: "5: LinkUp", Rate: "400 Gb/sec (4X NDR)", LinkLayer: "Ethernet", Counters: hostfixture.IBCounters(0, 0, 0), HwCounters: hostfixture.HwCounters(0, true)}),
+	hostfixture.ConnectX7(1, hostfixture.HCAPort{State: "4: ACTIVE", PhysState: "5: LinkUp", Rate: "400 Gb/sec (4X NDR)", LinkLayer: "Ethernet", Counters: hostfixture.IBCounters(1, 0, 0), HwCounters: hostfixture.HwCounters(1, true)}),
 }
 
 var hosts = map[string]hostfixture.Host{
