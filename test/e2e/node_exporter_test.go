@@ -116,7 +116,7 @@ func sortedKeys(m map[string]float64) []string {
 // which node_exporter 1.5 does not have.
 var ourInfiniBandNames = map[string]bool{
 	"node_infiniband_link_layer_info":                true,
-	"node_infiniband_hw_counters_total":               true,
+	"node_infiniband_hw_counters_total":              true,
 	"node_infiniband_expected_active_ports":          true,
 	"node_infiniband_expected_rate_bytes_per_second": true,
 }
