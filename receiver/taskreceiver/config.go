@@ -91,6 +91,9 @@ func (cfg *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("infiniband::expected_active_ports and expected_rate_gbps must not be negative, got %d and %g", ib.ExpectedActivePorts, ib.ExpectedRateGbps))
 	} else if ib.ExpectedRateGbps > 0 && ib.ExpectedActivePorts == 0 {
 		errs = append(errs, errors.New("infiniband::expected_rate_gbps needs expected_active_ports: it is the rate of those ports"))
+	} else if ib.ExpectedActivePorts > 0 && !ib.Enabled {
+		// The alerts would see ports missing that are only not read.
+		errs = append(errs, errors.New("infiniband::expected_active_ports needs infiniband::enabled: the ports are not read"))
 	}
 	if cfg.Filesystem.StatfsTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("filesystem::statfs_timeout must be positive, got %s", cfg.Filesystem.StatfsTimeout))

@@ -51,6 +51,7 @@ func TestValidateErrors(t *testing.T) {
 		{"zero_statfs_timeout", "filesystem::statfs_timeout must be positive, got 0s"},
 		{"negative_ib_ports", "infiniband::expected_active_ports and expected_rate_gbps must not be negative, got -1 and 0"},
 		{"ib_rate_without_ports", "infiniband::expected_rate_gbps needs expected_active_ports: it is the rate of those ports"},
+		{"ib_expectation_disabled", "infiniband::expected_active_ports needs infiniband::enabled: the ports are not read"},
 		{"zero_interval", `"collection_interval": requires positive value`},
 	}
 	for _, tt := range tests {

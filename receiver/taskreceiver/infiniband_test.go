@@ -64,7 +64,6 @@ func TestInfiniBandConfig(t *testing.T) {
 
 	off := testConfig(root)
 	off.InfiniBand.Enabled = false
-	off.InfiniBand.ExpectedActivePorts = 4
 	for name := range pointsByName(scrapeOnce(t, newStartedScraper(t, off))) {
 		assert.NotContains(t, name, "infiniband")
 	}
