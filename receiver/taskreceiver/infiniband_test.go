@@ -4,10 +4,18 @@
 package taskreceiver
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/scraper/scrapererror"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
 )
 
 const ibPort = "sys/class/infiniband/mlx5_2/ports/1/"
@@ -88,4 +96,45 @@ func TestInfiniBandConfig(t *testing.T) {
 		}
 	}
 	assert.InDelta(t, 5e10, ndr, 0)
+}
+
+// FuzzInfiniBandFiles replaces one file of an HCA's port with arbitrary text and collects only
+// the fabric (fast enough to fuzz procfs's sysfs parsers for real): the other HCA is always
+// reported, the damaged one at most skipped and counted once, and nothing escapes.
+func FuzzInfiniBandFiles(f *testing.F) {
+	files := []string{"state", "phys_state", "rate", "link_layer", "counters/symbol_error", "counters/port_rcv_data", "hw_counters/out_of_sequence", "hw_counters/np_cnp_sent"}
+	root := filepath.Join(f.TempDir(), "host")
+	h := hostfixture.Host{CgroupVersion: 2}
+	for n := range uint64(2) {
+		h.HCAs = append(h.HCAs, hostfixture.ConnectX7(n, hostfixture.HCAPort{
+			State: "4: ACTIVE", PhysState: "5: LinkUp", Rate: "400 Gb/sec (4X NDR)", LinkLayer: "Ethernet",
+			Counters: hostfixture.IBCounters(n, 3, 1), HwCounters: hostfixture.HwCounters(n, true),
+		}))
+	}
+	require.NoError(f, hostfixture.Write(root, h))
+	for i, name := range files {
+		orig, err := os.ReadFile(filepath.Join(root, "sys/class/infiniband/mlx5_0/ports/1", name))
+		require.NoError(f, err)
+		f.Add(uint8(i), orig)
+		f.Add(uint8(i), orig[:len(orig)/2])
+	}
+	f.Add(uint8(2), []byte("N/A (no PMA)\n"))
+	f.Add(uint8(0), []byte("4: ACTIVE: extra\n"))
+	s := newStartedScraper(f, testConfig(root))
+	f.Fuzz(func(t *testing.T, which uint8, content []byte) {
+		path := filepath.Join(root, "sys/class/infiniband/mlx5_0/ports/1", files[int(which)%len(files)])
+		orig, err := os.ReadFile(path)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(path, content, 0o600))
+		defer func() { require.NoError(t, os.WriteFile(path, orig, 0o600)) }()
+
+		clear(s.readErrors)
+		var errs scrapererror.ScrapeErrors
+		s.scrapeInfiniBand(pcommon.NewTimestampFromTime(time.Now()), &errs)
+		require.NoError(t, errs.Combine(), "one HCA's file is never a node-wide error")
+		md := s.mb.Emit()
+		points := pointsByName(md)
+		assert.Contains(t, devicesOf(points["node_infiniband_state_id"]), "mlx5_1")
+		assert.LessOrEqual(t, s.readErrors[metadata.AttributeSourceInfiniband], int64(1))
+	})
 }
