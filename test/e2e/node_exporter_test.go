@@ -142,7 +142,9 @@ func TestAgainstNodeExporterInfiniBand(t *testing.T) {
 				"receivers::task::collection_interval=200ms",
 				"service::pipelines::metrics::receivers=[task]",
 			)
-			mine := waitForCollections(t, ours, 1)
+			// The exporter takes a collection in series by series, and a page can be served in
+			// between: once the second has begun, the first is all there.
+			mine := waitForCollections(t, ours, 2)
 			var theirs map[string]*dto.MetricFamily
 			eventually(t, "node_exporter", func() bool {
 				var err error
