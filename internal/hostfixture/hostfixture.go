@@ -1,7 +1,7 @@
 // Copyright The otelcol-gpu Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package hostfixture writes a fake host tree (/proc and /sys/fs/cgroup, v1 or v2) that the
+// Package hostfixture writes a fake host tree (/proc, /sys/fs/cgroup v1 or v2, /sys/class/infiniband) that the
 // task receiver can read through its root_path: the node's files as a kernel writes them, plus
 // containers with processes, environment, network namespace and cgroup statistics. The checked-in
 // trees under receiver/taskreceiver/testdata/hosts are written by it (see receiver/taskreceiver/internal/mkfixtures), and
@@ -38,6 +38,8 @@ type Host struct {
 	// CDISpecs are Container Device Interface spec files by name, as a DRA driver writes them
 	// into /var/run/cdi; /var/run is laid out as a systemd host has it, a link to /run.
 	CDISpecs map[string]string
+	// HCAs are the RDMA devices of /sys/class/infiniband (InfiniBand or RoCE ports).
+	HCAs []HCA
 }
 
 // NvidiaGPU is a GPU as the NVIDIA kernel driver describes it.
@@ -217,6 +219,7 @@ func Write(root string, h Host) error {
 		w.procCgroup(h.Processes[i].PID, h.CgroupVersion, "/")
 	}
 	w.nvidia(h.NvidiaGPUs)
+	w.infiniband(h.HCAs)
 	if len(h.CDISpecs) > 0 {
 		w.symlink("/run", "var/run")
 		for name, content := range h.CDISpecs {

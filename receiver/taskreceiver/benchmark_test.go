@@ -10,8 +10,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/scraper/scrapererror"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
 )
@@ -133,4 +136,29 @@ func readSet(tb testing.TB, root string, h hostfixture.Host) hostReadSet {
 		}
 	}
 	return set
+}
+
+// BenchmarkScrapeInfiniBand measures the InfiniBand part of one collection on a node with eight
+// NDR ports (a DGX H100's compute fabric), emitted: what the fabric adds to a collection.
+func BenchmarkScrapeInfiniBand(b *testing.B) {
+	h := hostfixture.Host{CgroupVersion: 2}
+	for n := range uint64(8) {
+		h.HCAs = append(h.HCAs, hostfixture.ConnectX7(n, hostfixture.HCAPort{
+			State: "4: ACTIVE", PhysState: "5: LinkUp", Rate: "400 Gb/sec (4X NDR)", LinkLayer: "InfiniBand",
+			Counters: hostfixture.IBCounters(n, 0, 0), HwCounters: hostfixture.HwCounters(n, false),
+		}))
+	}
+	root := filepath.Join(b.TempDir(), "host")
+	require.NoError(b, hostfixture.Write(root, h))
+	s := newStartedScraper(b, testConfig(root))
+	var errs scrapererror.ScrapeErrors
+	s.scrapeInfiniBand(pcommon.NewTimestampFromTime(time.Now()), &errs)
+	require.NoError(b, errs.Combine())
+	require.Equal(b, 8*(5+22+20), s.mb.Emit().DataPointCount(), "per one-port HCA: info, state, physical state, rate, link layer; 22 counters; 20 hw_counters")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s.scrapeInfiniBand(pcommon.NewTimestampFromTime(time.Now()), &errs)
+		s.mb.Emit()
+	}
 }

@@ -35,6 +35,22 @@ type Config struct {
 	Filesystem FilesystemConfig `mapstructure:"filesystem"`
 	// Disk selects the block devices reported by node_disk_*, as node_exporter's flags do.
 	Disk DiskConfig `mapstructure:"disk"`
+	// InfiniBand reports the RDMA ports of /sys/class/infiniband (InfiniBand and RoCE).
+	InfiniBand InfiniBandConfig `mapstructure:"infiniband"`
+}
+
+// InfiniBandConfig switches the InfiniBand collection and states what the node's fabric should
+// be. The expectation is the node's, so it lives here, per node pool, and is emitted as metrics
+// that the shipped alerts compare the ports with; the alerts' thresholds (error rates, flaps)
+// are the same everywhere and live in the rules.
+type InfiniBandConfig struct {
+	Enabled bool `mapstructure:"enabled"`
+	// ExpectedActivePorts is how many ports should be ACTIVE at ExpectedRateGbps or faster
+	// (node_infiniband_expected_active_ports); 0 states nothing.
+	ExpectedActivePorts int `mapstructure:"expected_active_ports"`
+	// ExpectedRateGbps is the rate, in the kernel's Gb/s (400 for NDR), each of those ports
+	// should have trained at; 0 accepts any.
+	ExpectedRateGbps float64 `mapstructure:"expected_rate_gbps"`
 }
 
 // FilesystemConfig mirrors node_exporter's filesystem collector flags.
@@ -70,6 +86,14 @@ func (cfg *Config) Validate() error {
 		if _, err := regexp.Compile(expr); err != nil {
 			errs = append(errs, fmt.Errorf("%s is not a valid regular expression: %w", key, err))
 		}
+	}
+	if ib := cfg.InfiniBand; ib.ExpectedActivePorts < 0 || ib.ExpectedRateGbps < 0 {
+		errs = append(errs, fmt.Errorf("infiniband::expected_active_ports and expected_rate_gbps must not be negative, got %d and %g", ib.ExpectedActivePorts, ib.ExpectedRateGbps))
+	} else if ib.ExpectedRateGbps > 0 && ib.ExpectedActivePorts == 0 {
+		errs = append(errs, errors.New("infiniband::expected_rate_gbps needs expected_active_ports: it is the rate of those ports"))
+	} else if ib.ExpectedActivePorts > 0 && !ib.Enabled {
+		// The alerts would see ports missing that are only not read.
+		errs = append(errs, errors.New("infiniband::expected_active_ports needs infiniband::enabled: the ports are not read"))
 	}
 	if cfg.Filesystem.StatfsTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("filesystem::statfs_timeout must be positive, got %s", cfg.Filesystem.StatfsTimeout))

@@ -33,6 +33,8 @@ func TestLoadConfig(t *testing.T) {
 		StatfsTimeout:      2 * time.Second,
 	}, custom.Filesystem)
 	assert.Equal(t, `^loop\d+$`, custom.Disk.DeviceExclude)
+	assert.Equal(t, InfiniBandConfig{Enabled: true, ExpectedActivePorts: 8, ExpectedRateGbps: 400}, custom.InfiniBand)
+	assert.False(t, configtest.Load[Config](t, NewFactory(), "no_infiniband").InfiniBand.Enabled)
 }
 
 func TestValidateErrors(t *testing.T) {
@@ -47,6 +49,9 @@ func TestValidateErrors(t *testing.T) {
 		{"bad_fstype_regexp", "filesystem::fs_types_exclude is not a valid regular expression: error parsing regexp: invalid character class range: `z-a`"},
 		{"bad_disk_regexp", "disk::device_exclude is not a valid regular expression: error parsing regexp: invalid escape sequence: `\\1`"},
 		{"zero_statfs_timeout", "filesystem::statfs_timeout must be positive, got 0s"},
+		{"negative_ib_ports", "infiniband::expected_active_ports and expected_rate_gbps must not be negative, got -1 and 0"},
+		{"ib_rate_without_ports", "infiniband::expected_rate_gbps needs expected_active_ports: it is the rate of those ports"},
+		{"ib_expectation_disabled", "infiniband::expected_active_ports needs infiniband::enabled: the ports are not read"},
 		{"zero_interval", `"collection_interval": requires positive value`},
 	}
 	for _, tt := range tests {

@@ -45,7 +45,8 @@ func createDefaultConfig() component.Config {
 			FSTypesExclude:     defaultFSTypesExclude,
 			StatfsTimeout:      5 * time.Second,
 		},
-		Disk: DiskConfig{DeviceExclude: defaultDiskDeviceExclude},
+		Disk:       DiskConfig{DeviceExclude: defaultDiskDeviceExclude},
+		InfiniBand: InfiniBandConfig{Enabled: true},
 	}
 }
 

@@ -37,6 +37,13 @@ var hostTextFiles = []struct{ host, file string }{
 	{"v2-systemd-crio", v2ContainerDir + "/io.stat"},
 	{"v2-systemd-crio", v2ContainerDir + "/cgroup.procs"},
 	{"v2-systemd-crio", "proc/3001/net/dev"},
+	// An HCA port's files, which procfs's sysfs parsers read.
+	{"v1-systemd-containerd", ibPort + "state"},
+	{"v1-systemd-containerd", ibPort + "phys_state"},
+	{"v1-systemd-containerd", ibPort + "rate"},
+	{"v1-systemd-containerd", ibPort + "link_layer"},
+	{"v1-systemd-containerd", ibPort + "counters/port_rcv_data"},
+	{"v2-systemd-crio", "sys/class/infiniband/mlx5_1/ports/1/hw_counters/np_cnp_sent"},
 }
 
 func v1ContainerDir(controller string) string {

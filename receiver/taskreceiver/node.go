@@ -33,6 +33,7 @@ func (s *taskScraper) scrapeNode(now pcommon.Timestamp, errs *scrapererror.Scrap
 		{metadata.AttributeSourceDiskstats, s.scrapeDiskstats},
 		{metadata.AttributeSourceMountinfo, s.scrapeFilesystems},
 		{metadata.AttributeSourceLoadavg, s.scrapeLoad},
+		{metadata.AttributeSourceInfiniband, s.scrapeInfiniBand},
 	} {
 		func() {
 			defer s.recoverRead(src.source, "", errs)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/procfs"
 	"github.com/prometheus/procfs/blockdevice"
+	"github.com/prometheus/procfs/sysfs"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -51,6 +52,7 @@ type taskScraper struct {
 	nodeName string
 	proc     procfs.FS
 	block    blockdevice.FS
+	sys      sysfs.FS
 	cgroups  *cgroupfs.Hierarchy // nil on a node without a cgroup hierarchy
 	// procFiles reads the /proc files of every container each collection (procRoot/<pid>/…).
 	procFiles hostfile.Reader
@@ -116,6 +118,9 @@ func (s *taskScraper) start(context.Context, component.Host) error {
 		return fmt.Errorf("root_path: %w", err)
 	}
 	if s.block, err = blockdevice.NewFS(filepath.Join(root, "proc"), filepath.Join(root, "sys")); err != nil {
+		return fmt.Errorf("root_path: %w", err)
+	}
+	if s.sys, err = sysfs.NewFS(filepath.Join(root, "sys")); err != nil {
 		return fmt.Errorf("root_path: %w", err)
 	}
 	if s.nodeName, err = nodename.Resolve(s.cfg.NodeName); err != nil {

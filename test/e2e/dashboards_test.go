@@ -87,6 +87,10 @@ func startMonitoredCluster(t *testing.T) monitoredCluster {
 		"receivers::task::collection_interval=1s",
 		"receivers::task::root_path="+filepath.Join(root, "receiver", "taskreceiver", "testdata", "hosts", "v1-systemd-containerd"),
 		"receivers::task::service_namespaces=[pai]",
+		// The fixture host's fabric should be four NDR ports: it has one down and one at half
+		// width (the fabric alerts' faults).
+		"receivers::task::infiniband::expected_active_ports=4",
+		"receivers::task::infiniband::expected_rate_gbps=400",
 		// The agent runs on the test cluster's node dgx-07 (dgx-08 has none).
 		"receivers::gpu::node_name=dgx-07",
 		"receivers::task::node_name=dgx-07",
@@ -135,6 +139,8 @@ func startMonitoredCluster(t *testing.T) monitoredCluster {
 		`gpu_node_faults_total{fault="row_remap_failed"}`,
 		`gpu_node_quarantined{node_name="dgx-07",dry_run="true"}`,
 		`rate(task_cpu_seconds_total{job_name="alice~resnet50"}[30s])`,
+		`node:infiniband_active_ports_at_rate:count == 2`,
+		`rate(node_infiniband_port_data_received_bytes_total[30s])`,
 	} {
 		eventually(t, q, func() bool { return series(t, api, q) > 0 })
 	}
@@ -400,6 +406,7 @@ func TestDashboards(t *testing.T) {
 		"node:gpu_utilization:count", "node:configured_gpu_count:last1d", "node:gpu_devices_detected:count",
 		"gpu:gpu_xid_errors:increase1h", "gpu:pcie_link_bandwidth:ratio",
 		"otelcol_gpu:agent:up", "otelcol_gpu:gateway:up",
+		"node:infiniband_active_ports_at_rate:count",
 	} {
 		n, err := mc.query(record)
 		require.NoError(t, err)
@@ -408,9 +415,9 @@ func TestDashboards(t *testing.T) {
 }
 
 // TestAlertsOnTheDemo evaluates the shipped rules on the monitored cluster: each fault of the
-// compressed scenario and of the test's Kubernetes objects raises its alert (pending or
-// firing, as its `for` allows), on the GPU or object it is about, and no other GPU-hardware or
-// Kubernetes alert is raised.
+// compressed scenario, of the test's Kubernetes objects and of the fixture host's fabric raises
+// its alert (pending or firing, as its `for` allows), on the GPU, object or port it is about,
+// and no other GPU-hardware, Kubernetes or fabric alert is raised.
 func TestAlertsOnTheDemo(t *testing.T) {
 	mc := startMonitoredCluster(t)
 	want := []string{
@@ -425,9 +432,12 @@ func TestAlertsOnTheDemo(t *testing.T) {
 		// kubernetes: the test's nodes and pods.
 		"NodeNotReady dgx-08", "NodeDiskPressure dgx-08", "PaiServicePodNotRunning grafana-0",
 		"PaiServicePodNotReady alertmanager-0", "PaiJobPending bert-worker-0", "PaiJobPodUnschedulable bert-worker-1",
+		// fabric: the fixture host's port down and port at half width, on a node expecting four
+		// NDR ports (its counters stand still: no flap, no errors).
+		"InfinibandPortDown mlx5_3", "InfinibandPortSlow mlx5_2",
 	}
 	exact := map[string]bool{}
-	for _, file := range []string{"gpu-hardware.yaml", "kubernetes.yaml"} {
+	for _, file := range []string{"gpu-hardware.yaml", "kubernetes.yaml", "fabric.yaml"} {
 		for _, name := range alertNames(t, filepath.Join(repoRoot(t), "deploy", "prometheus", "rules", file)) {
 			exact[name] = true
 		}
@@ -442,6 +452,8 @@ func TestAlertsOnTheDemo(t *testing.T) {
 				continue // GPU 6 is down only while its NVML call hangs (8 s of the scenario)
 			case strings.HasPrefix(name, "Gpu") || strings.HasPrefix(name, "Nvidia") || name == "NodeGpuCountChanged" || name == "NodeGpuLowPerfState":
 				subject = a["minor_number"]
+			case strings.HasPrefix(name, "Infiniband"):
+				subject = a["device"]
 			case strings.HasPrefix(name, "Pai") && a["name"] != "":
 				subject = a["name"]
 			}

@@ -10,6 +10,7 @@ import (
 	"math"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -109,4 +110,68 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// ourInfiniBandNames are the node_infiniband_* families of our own (docs/metrics.md says why),
+// which node_exporter 1.5 does not have.
+var ourInfiniBandNames = map[string]bool{
+	"node_infiniband_link_layer_info":                true,
+	"node_infiniband_hw_counters_total":              true,
+	"node_infiniband_expected_active_ports":          true,
+	"node_infiniband_expected_rate_bytes_per_second": true,
+}
+
+// TestAgainstNodeExporterInfiniBand runs a real node_exporter's infiniband collector and the
+// collector on the same fixture sysfs trees (an NDR InfiniBand node with a port down and one at
+// half width, and a RoCE node): every node_infiniband_* family node_exporter exposes must be ours
+// too, with its type, the same label sets and the same values (the trees are still), and every
+// other node_infiniband_* family of ours must be one of our own names.
+func TestAgainstNodeExporterInfiniBand(t *testing.T) {
+	nodeExporter := requireTool(t, "prometheus-node-exporter")
+	for _, host := range []string{"v1-systemd-containerd", "v2-systemd-crio"} {
+		t.Run(host, func(t *testing.T) {
+			root := filepath.Join(repoRoot(t), "receiver", "taskreceiver", "testdata", "hosts", host)
+			nePort := stack.FreePort(t)
+			startProcess(t, nodeExporter,
+				fmt.Sprintf("--web.listen-address=127.0.0.1:%d", nePort),
+				"--collector.disable-defaults", "--collector.infiniband",
+				"--path.sysfs="+filepath.Join(root, "sys"),
+			)
+			ours := startCollector(t, filepath.Join(repoRoot(t), "distro", "local.yaml"),
+				"receivers::task::root_path="+root,
+				"receivers::task::collection_interval=200ms",
+				"service::pipelines::metrics::receivers=[task]",
+			)
+			// The exporter takes a collection in series by series, and a page can be served in
+			// between: once the second has begun, the first is all there.
+			mine := waitForCollections(t, ours, 2)
+			var theirs map[string]*dto.MetricFamily
+			eventually(t, "node_exporter", func() bool {
+				var err error
+				theirs, _, err = scrape(fmt.Sprintf("http://127.0.0.1:%d/metrics", nePort))
+				return err == nil
+			})
+
+			compared := 0
+			for name, want := range theirs {
+				if !strings.HasPrefix(name, "node_infiniband_") {
+					continue
+				}
+				compared++
+				got, ok := mine[name]
+				if !assert.True(t, ok, "node_exporter has %s, we do not", name) {
+					continue
+				}
+				assert.Equal(t, want.GetType(), got.GetType(), "type of %s", name)
+				assert.Equal(t, byLabels(want), byLabels(got), "%s", name)
+			}
+			// Both nodes' ports: state, physical state, rate, info and the 22 counters/ families.
+			assert.Equal(t, 26, compared, "node_infiniband_* families of node_exporter")
+			for name := range mine {
+				if strings.HasPrefix(name, "node_infiniband_") && theirs[name] == nil {
+					assert.True(t, ourInfiniBandNames[name], "%s is neither node_exporter's nor one of ours", name)
+				}
+			}
+		})
+	}
 }

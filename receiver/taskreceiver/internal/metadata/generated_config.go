@@ -351,6 +351,1422 @@ func (ms *NodeFilesystemSizeBytesMetricConfig) Validate() error {
 	return nil
 }
 
+// NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_excessive_buffer_overrun_errors_total metric.
+type NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricAttributeKeyDevice NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricAttributeKey = "device"
+	NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricAttributeKeyPort   NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricAttributeKey = "port"
+)
+
+// NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricConfig provides config for the node_infiniband_excessive_buffer_overrun_errors_total metric.
+type NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                                              `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricAttributeKeyDevice, NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_excessive_buffer_overrun_errors_total doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandExpectedActivePortsMetricConfig provides config for the node_infiniband_expected_active_ports metric.
+type NodeInfinibandExpectedActivePortsMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *NodeInfinibandExpectedActivePortsMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// NodeInfinibandExpectedRateBytesPerSecondMetricConfig provides config for the node_infiniband_expected_rate_bytes_per_second metric.
+type NodeInfinibandExpectedRateBytesPerSecondMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *NodeInfinibandExpectedRateBytesPerSecondMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// NodeInfinibandHwCountersTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_hw_counters_total metric.
+type NodeInfinibandHwCountersTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandHwCountersTotalMetricAttributeKeyDevice  NodeInfinibandHwCountersTotalMetricAttributeKey = "device"
+	NodeInfinibandHwCountersTotalMetricAttributeKeyPort    NodeInfinibandHwCountersTotalMetricAttributeKey = "port"
+	NodeInfinibandHwCountersTotalMetricAttributeKeyCounter NodeInfinibandHwCountersTotalMetricAttributeKey = "counter"
+)
+
+// NodeInfinibandHwCountersTotalMetricConfig provides config for the node_infiniband_hw_counters_total metric.
+type NodeInfinibandHwCountersTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                            `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandHwCountersTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandHwCountersTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandHwCountersTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandHwCountersTotalMetricAttributeKeyDevice, NodeInfinibandHwCountersTotalMetricAttributeKeyPort, NodeInfinibandHwCountersTotalMetricAttributeKeyCounter:
+		default:
+			return fmt.Errorf("metric node_infiniband_hw_counters_total doesn't have an attribute %v, valid attributes: [device, port, counter]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandInfoMetricAttributeKey specifies the key of an attribute for the node_infiniband_info metric.
+type NodeInfinibandInfoMetricAttributeKey string
+
+const (
+	NodeInfinibandInfoMetricAttributeKeyBoardID         NodeInfinibandInfoMetricAttributeKey = "board_id"
+	NodeInfinibandInfoMetricAttributeKeyDevice          NodeInfinibandInfoMetricAttributeKey = "device"
+	NodeInfinibandInfoMetricAttributeKeyFirmwareVersion NodeInfinibandInfoMetricAttributeKey = "firmware_version"
+	NodeInfinibandInfoMetricAttributeKeyHcaType         NodeInfinibandInfoMetricAttributeKey = "hca_type"
+)
+
+// NodeInfinibandInfoMetricConfig provides config for the node_infiniband_info metric.
+type NodeInfinibandInfoMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                 `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandInfoMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandInfoMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandInfoMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandInfoMetricAttributeKeyBoardID, NodeInfinibandInfoMetricAttributeKeyDevice, NodeInfinibandInfoMetricAttributeKeyFirmwareVersion, NodeInfinibandInfoMetricAttributeKeyHcaType:
+		default:
+			return fmt.Errorf("metric node_infiniband_info doesn't have an attribute %v, valid attributes: [board_id, device, firmware_version, hca_type]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandLinkDownedTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_link_downed_total metric.
+type NodeInfinibandLinkDownedTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandLinkDownedTotalMetricAttributeKeyDevice NodeInfinibandLinkDownedTotalMetricAttributeKey = "device"
+	NodeInfinibandLinkDownedTotalMetricAttributeKeyPort   NodeInfinibandLinkDownedTotalMetricAttributeKey = "port"
+)
+
+// NodeInfinibandLinkDownedTotalMetricConfig provides config for the node_infiniband_link_downed_total metric.
+type NodeInfinibandLinkDownedTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                            `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandLinkDownedTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandLinkDownedTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandLinkDownedTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandLinkDownedTotalMetricAttributeKeyDevice, NodeInfinibandLinkDownedTotalMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_link_downed_total doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandLinkErrorRecoveryTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_link_error_recovery_total metric.
+type NodeInfinibandLinkErrorRecoveryTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandLinkErrorRecoveryTotalMetricAttributeKeyDevice NodeInfinibandLinkErrorRecoveryTotalMetricAttributeKey = "device"
+	NodeInfinibandLinkErrorRecoveryTotalMetricAttributeKeyPort   NodeInfinibandLinkErrorRecoveryTotalMetricAttributeKey = "port"
+)
+
+// NodeInfinibandLinkErrorRecoveryTotalMetricConfig provides config for the node_infiniband_link_error_recovery_total metric.
+type NodeInfinibandLinkErrorRecoveryTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                                   `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandLinkErrorRecoveryTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandLinkErrorRecoveryTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandLinkErrorRecoveryTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandLinkErrorRecoveryTotalMetricAttributeKeyDevice, NodeInfinibandLinkErrorRecoveryTotalMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_link_error_recovery_total doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandLinkLayerInfoMetricAttributeKey specifies the key of an attribute for the node_infiniband_link_layer_info metric.
+type NodeInfinibandLinkLayerInfoMetricAttributeKey string
+
+const (
+	NodeInfinibandLinkLayerInfoMetricAttributeKeyDevice    NodeInfinibandLinkLayerInfoMetricAttributeKey = "device"
+	NodeInfinibandLinkLayerInfoMetricAttributeKeyPort      NodeInfinibandLinkLayerInfoMetricAttributeKey = "port"
+	NodeInfinibandLinkLayerInfoMetricAttributeKeyLinkLayer NodeInfinibandLinkLayerInfoMetricAttributeKey = "link_layer"
+)
+
+// NodeInfinibandLinkLayerInfoMetricConfig provides config for the node_infiniband_link_layer_info metric.
+type NodeInfinibandLinkLayerInfoMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                          `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandLinkLayerInfoMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandLinkLayerInfoMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandLinkLayerInfoMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandLinkLayerInfoMetricAttributeKeyDevice, NodeInfinibandLinkLayerInfoMetricAttributeKeyPort, NodeInfinibandLinkLayerInfoMetricAttributeKeyLinkLayer:
+		default:
+			return fmt.Errorf("metric node_infiniband_link_layer_info doesn't have an attribute %v, valid attributes: [device, port, link_layer]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandLocalLinkIntegrityErrorsTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_local_link_integrity_errors_total metric.
+type NodeInfinibandLocalLinkIntegrityErrorsTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandLocalLinkIntegrityErrorsTotalMetricAttributeKeyDevice NodeInfinibandLocalLinkIntegrityErrorsTotalMetricAttributeKey = "device"
+	NodeInfinibandLocalLinkIntegrityErrorsTotalMetricAttributeKeyPort   NodeInfinibandLocalLinkIntegrityErrorsTotalMetricAttributeKey = "port"
+)
+
+// NodeInfinibandLocalLinkIntegrityErrorsTotalMetricConfig provides config for the node_infiniband_local_link_integrity_errors_total metric.
+type NodeInfinibandLocalLinkIntegrityErrorsTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                                          `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandLocalLinkIntegrityErrorsTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandLocalLinkIntegrityErrorsTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandLocalLinkIntegrityErrorsTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandLocalLinkIntegrityErrorsTotalMetricAttributeKeyDevice, NodeInfinibandLocalLinkIntegrityErrorsTotalMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_local_link_integrity_errors_total doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandMulticastPacketsReceivedTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_multicast_packets_received_total metric.
+type NodeInfinibandMulticastPacketsReceivedTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandMulticastPacketsReceivedTotalMetricAttributeKeyDevice NodeInfinibandMulticastPacketsReceivedTotalMetricAttributeKey = "device"
+	NodeInfinibandMulticastPacketsReceivedTotalMetricAttributeKeyPort   NodeInfinibandMulticastPacketsReceivedTotalMetricAttributeKey = "port"
+)
+
+// NodeInfinibandMulticastPacketsReceivedTotalMetricConfig provides config for the node_infiniband_multicast_packets_received_total metric.
+type NodeInfinibandMulticastPacketsReceivedTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                                          `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandMulticastPacketsReceivedTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandMulticastPacketsReceivedTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandMulticastPacketsReceivedTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandMulticastPacketsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandMulticastPacketsReceivedTotalMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_multicast_packets_received_total doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandMulticastPacketsTransmittedTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_multicast_packets_transmitted_total metric.
+type NodeInfinibandMulticastPacketsTransmittedTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandMulticastPacketsTransmittedTotalMetricAttributeKeyDevice NodeInfinibandMulticastPacketsTransmittedTotalMetricAttributeKey = "device"
+	NodeInfinibandMulticastPacketsTransmittedTotalMetricAttributeKeyPort   NodeInfinibandMulticastPacketsTransmittedTotalMetricAttributeKey = "port"
+)
+
+// NodeInfinibandMulticastPacketsTransmittedTotalMetricConfig provides config for the node_infiniband_multicast_packets_transmitted_total metric.
+type NodeInfinibandMulticastPacketsTransmittedTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                                             `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandMulticastPacketsTransmittedTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandMulticastPacketsTransmittedTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandMulticastPacketsTransmittedTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandMulticastPacketsTransmittedTotalMetricAttributeKeyDevice, NodeInfinibandMulticastPacketsTransmittedTotalMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_multicast_packets_transmitted_total doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandPhysicalStateIDMetricAttributeKey specifies the key of an attribute for the node_infiniband_physical_state_id metric.
+type NodeInfinibandPhysicalStateIDMetricAttributeKey string
+
+const (
+	NodeInfinibandPhysicalStateIDMetricAttributeKeyDevice NodeInfinibandPhysicalStateIDMetricAttributeKey = "device"
+	NodeInfinibandPhysicalStateIDMetricAttributeKeyPort   NodeInfinibandPhysicalStateIDMetricAttributeKey = "port"
+)
+
+// NodeInfinibandPhysicalStateIDMetricConfig provides config for the node_infiniband_physical_state_id metric.
+type NodeInfinibandPhysicalStateIDMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                            `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandPhysicalStateIDMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandPhysicalStateIDMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandPhysicalStateIDMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandPhysicalStateIDMetricAttributeKeyDevice, NodeInfinibandPhysicalStateIDMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_physical_state_id doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandPortConstraintErrorsReceivedTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_port_constraint_errors_received_total metric.
+type NodeInfinibandPortConstraintErrorsReceivedTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandPortConstraintErrorsReceivedTotalMetricAttributeKeyDevice NodeInfinibandPortConstraintErrorsReceivedTotalMetricAttributeKey = "device"
+	NodeInfinibandPortConstraintErrorsReceivedTotalMetricAttributeKeyPort   NodeInfinibandPortConstraintErrorsReceivedTotalMetricAttributeKey = "port"
+)
+
+// NodeInfinibandPortConstraintErrorsReceivedTotalMetricConfig provides config for the node_infiniband_port_constraint_errors_received_total metric.
+type NodeInfinibandPortConstraintErrorsReceivedTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                                              `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandPortConstraintErrorsReceivedTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandPortConstraintErrorsReceivedTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandPortConstraintErrorsReceivedTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandPortConstraintErrorsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandPortConstraintErrorsReceivedTotalMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_port_constraint_errors_received_total doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandPortConstraintErrorsTransmittedTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_port_constraint_errors_transmitted_total metric.
+type NodeInfinibandPortConstraintErrorsTransmittedTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandPortConstraintErrorsTransmittedTotalMetricAttributeKeyDevice NodeInfinibandPortConstraintErrorsTransmittedTotalMetricAttributeKey = "device"
+	NodeInfinibandPortConstraintErrorsTransmittedTotalMetricAttributeKeyPort   NodeInfinibandPortConstraintErrorsTransmittedTotalMetricAttributeKey = "port"
+)
+
+// NodeInfinibandPortConstraintErrorsTransmittedTotalMetricConfig provides config for the node_infiniband_port_constraint_errors_transmitted_total metric.
+type NodeInfinibandPortConstraintErrorsTransmittedTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                                                 `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandPortConstraintErrorsTransmittedTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandPortConstraintErrorsTransmittedTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandPortConstraintErrorsTransmittedTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandPortConstraintErrorsTransmittedTotalMetricAttributeKeyDevice, NodeInfinibandPortConstraintErrorsTransmittedTotalMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_port_constraint_errors_transmitted_total doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandPortDataReceivedBytesTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_port_data_received_bytes_total metric.
+type NodeInfinibandPortDataReceivedBytesTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandPortDataReceivedBytesTotalMetricAttributeKeyDevice NodeInfinibandPortDataReceivedBytesTotalMetricAttributeKey = "device"
+	NodeInfinibandPortDataReceivedBytesTotalMetricAttributeKeyPort   NodeInfinibandPortDataReceivedBytesTotalMetricAttributeKey = "port"
+)
+
+// NodeInfinibandPortDataReceivedBytesTotalMetricConfig provides config for the node_infiniband_port_data_received_bytes_total metric.
+type NodeInfinibandPortDataReceivedBytesTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                                       `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandPortDataReceivedBytesTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandPortDataReceivedBytesTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandPortDataReceivedBytesTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandPortDataReceivedBytesTotalMetricAttributeKeyDevice, NodeInfinibandPortDataReceivedBytesTotalMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_port_data_received_bytes_total doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandPortDataTransmittedBytesTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_port_data_transmitted_bytes_total metric.
+type NodeInfinibandPortDataTransmittedBytesTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandPortDataTransmittedBytesTotalMetricAttributeKeyDevice NodeInfinibandPortDataTransmittedBytesTotalMetricAttributeKey = "device"
+	NodeInfinibandPortDataTransmittedBytesTotalMetricAttributeKeyPort   NodeInfinibandPortDataTransmittedBytesTotalMetricAttributeKey = "port"
+)
+
+// NodeInfinibandPortDataTransmittedBytesTotalMetricConfig provides config for the node_infiniband_port_data_transmitted_bytes_total metric.
+type NodeInfinibandPortDataTransmittedBytesTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                                          `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandPortDataTransmittedBytesTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandPortDataTransmittedBytesTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandPortDataTransmittedBytesTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandPortDataTransmittedBytesTotalMetricAttributeKeyDevice, NodeInfinibandPortDataTransmittedBytesTotalMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_port_data_transmitted_bytes_total doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandPortDiscardsReceivedTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_port_discards_received_total metric.
+type NodeInfinibandPortDiscardsReceivedTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandPortDiscardsReceivedTotalMetricAttributeKeyDevice NodeInfinibandPortDiscardsReceivedTotalMetricAttributeKey = "device"
+	NodeInfinibandPortDiscardsReceivedTotalMetricAttributeKeyPort   NodeInfinibandPortDiscardsReceivedTotalMetricAttributeKey = "port"
+)
+
+// NodeInfinibandPortDiscardsReceivedTotalMetricConfig provides config for the node_infiniband_port_discards_received_total metric.
+type NodeInfinibandPortDiscardsReceivedTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                                      `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandPortDiscardsReceivedTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandPortDiscardsReceivedTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandPortDiscardsReceivedTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandPortDiscardsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandPortDiscardsReceivedTotalMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_port_discards_received_total doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandPortDiscardsTransmittedTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_port_discards_transmitted_total metric.
+type NodeInfinibandPortDiscardsTransmittedTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandPortDiscardsTransmittedTotalMetricAttributeKeyDevice NodeInfinibandPortDiscardsTransmittedTotalMetricAttributeKey = "device"
+	NodeInfinibandPortDiscardsTransmittedTotalMetricAttributeKeyPort   NodeInfinibandPortDiscardsTransmittedTotalMetricAttributeKey = "port"
+)
+
+// NodeInfinibandPortDiscardsTransmittedTotalMetricConfig provides config for the node_infiniband_port_discards_transmitted_total metric.
+type NodeInfinibandPortDiscardsTransmittedTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                                         `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandPortDiscardsTransmittedTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandPortDiscardsTransmittedTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandPortDiscardsTransmittedTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandPortDiscardsTransmittedTotalMetricAttributeKeyDevice, NodeInfinibandPortDiscardsTransmittedTotalMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_port_discards_transmitted_total doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandPortErrorsReceivedTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_port_errors_received_total metric.
+type NodeInfinibandPortErrorsReceivedTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandPortErrorsReceivedTotalMetricAttributeKeyDevice NodeInfinibandPortErrorsReceivedTotalMetricAttributeKey = "device"
+	NodeInfinibandPortErrorsReceivedTotalMetricAttributeKeyPort   NodeInfinibandPortErrorsReceivedTotalMetricAttributeKey = "port"
+)
+
+// NodeInfinibandPortErrorsReceivedTotalMetricConfig provides config for the node_infiniband_port_errors_received_total metric.
+type NodeInfinibandPortErrorsReceivedTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                                    `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandPortErrorsReceivedTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandPortErrorsReceivedTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandPortErrorsReceivedTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandPortErrorsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandPortErrorsReceivedTotalMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_port_errors_received_total doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandPortPacketsReceivedTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_port_packets_received_total metric.
+type NodeInfinibandPortPacketsReceivedTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandPortPacketsReceivedTotalMetricAttributeKeyDevice NodeInfinibandPortPacketsReceivedTotalMetricAttributeKey = "device"
+	NodeInfinibandPortPacketsReceivedTotalMetricAttributeKeyPort   NodeInfinibandPortPacketsReceivedTotalMetricAttributeKey = "port"
+)
+
+// NodeInfinibandPortPacketsReceivedTotalMetricConfig provides config for the node_infiniband_port_packets_received_total metric.
+type NodeInfinibandPortPacketsReceivedTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                                     `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandPortPacketsReceivedTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandPortPacketsReceivedTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandPortPacketsReceivedTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandPortPacketsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandPortPacketsReceivedTotalMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_port_packets_received_total doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandPortPacketsTransmittedTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_port_packets_transmitted_total metric.
+type NodeInfinibandPortPacketsTransmittedTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandPortPacketsTransmittedTotalMetricAttributeKeyDevice NodeInfinibandPortPacketsTransmittedTotalMetricAttributeKey = "device"
+	NodeInfinibandPortPacketsTransmittedTotalMetricAttributeKeyPort   NodeInfinibandPortPacketsTransmittedTotalMetricAttributeKey = "port"
+)
+
+// NodeInfinibandPortPacketsTransmittedTotalMetricConfig provides config for the node_infiniband_port_packets_transmitted_total metric.
+type NodeInfinibandPortPacketsTransmittedTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                                        `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandPortPacketsTransmittedTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandPortPacketsTransmittedTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandPortPacketsTransmittedTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandPortPacketsTransmittedTotalMetricAttributeKeyDevice, NodeInfinibandPortPacketsTransmittedTotalMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_port_packets_transmitted_total doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_port_receive_remote_physical_errors_total metric.
+type NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricAttributeKeyDevice NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricAttributeKey = "device"
+	NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricAttributeKeyPort   NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricAttributeKey = "port"
+)
+
+// NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricConfig provides config for the node_infiniband_port_receive_remote_physical_errors_total metric.
+type NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                                                 `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricAttributeKeyDevice, NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_port_receive_remote_physical_errors_total doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_port_receive_switch_relay_errors_total metric.
+type NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricAttributeKeyDevice NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricAttributeKey = "device"
+	NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricAttributeKeyPort   NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricAttributeKey = "port"
+)
+
+// NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricConfig provides config for the node_infiniband_port_receive_switch_relay_errors_total metric.
+type NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                                              `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricAttributeKeyDevice, NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_port_receive_switch_relay_errors_total doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandPortTransmitWaitTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_port_transmit_wait_total metric.
+type NodeInfinibandPortTransmitWaitTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandPortTransmitWaitTotalMetricAttributeKeyDevice NodeInfinibandPortTransmitWaitTotalMetricAttributeKey = "device"
+	NodeInfinibandPortTransmitWaitTotalMetricAttributeKeyPort   NodeInfinibandPortTransmitWaitTotalMetricAttributeKey = "port"
+)
+
+// NodeInfinibandPortTransmitWaitTotalMetricConfig provides config for the node_infiniband_port_transmit_wait_total metric.
+type NodeInfinibandPortTransmitWaitTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                                  `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandPortTransmitWaitTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandPortTransmitWaitTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandPortTransmitWaitTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandPortTransmitWaitTotalMetricAttributeKeyDevice, NodeInfinibandPortTransmitWaitTotalMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_port_transmit_wait_total doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandRateBytesPerSecondMetricAttributeKey specifies the key of an attribute for the node_infiniband_rate_bytes_per_second metric.
+type NodeInfinibandRateBytesPerSecondMetricAttributeKey string
+
+const (
+	NodeInfinibandRateBytesPerSecondMetricAttributeKeyDevice NodeInfinibandRateBytesPerSecondMetricAttributeKey = "device"
+	NodeInfinibandRateBytesPerSecondMetricAttributeKeyPort   NodeInfinibandRateBytesPerSecondMetricAttributeKey = "port"
+)
+
+// NodeInfinibandRateBytesPerSecondMetricConfig provides config for the node_infiniband_rate_bytes_per_second metric.
+type NodeInfinibandRateBytesPerSecondMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                               `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandRateBytesPerSecondMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandRateBytesPerSecondMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandRateBytesPerSecondMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandRateBytesPerSecondMetricAttributeKeyDevice, NodeInfinibandRateBytesPerSecondMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_rate_bytes_per_second doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandStateIDMetricAttributeKey specifies the key of an attribute for the node_infiniband_state_id metric.
+type NodeInfinibandStateIDMetricAttributeKey string
+
+const (
+	NodeInfinibandStateIDMetricAttributeKeyDevice NodeInfinibandStateIDMetricAttributeKey = "device"
+	NodeInfinibandStateIDMetricAttributeKeyPort   NodeInfinibandStateIDMetricAttributeKey = "port"
+)
+
+// NodeInfinibandStateIDMetricConfig provides config for the node_infiniband_state_id metric.
+type NodeInfinibandStateIDMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                    `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandStateIDMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandStateIDMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandStateIDMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandStateIDMetricAttributeKeyDevice, NodeInfinibandStateIDMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_state_id doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandSymbolErrorTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_symbol_error_total metric.
+type NodeInfinibandSymbolErrorTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandSymbolErrorTotalMetricAttributeKeyDevice NodeInfinibandSymbolErrorTotalMetricAttributeKey = "device"
+	NodeInfinibandSymbolErrorTotalMetricAttributeKeyPort   NodeInfinibandSymbolErrorTotalMetricAttributeKey = "port"
+)
+
+// NodeInfinibandSymbolErrorTotalMetricConfig provides config for the node_infiniband_symbol_error_total metric.
+type NodeInfinibandSymbolErrorTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                             `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandSymbolErrorTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandSymbolErrorTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandSymbolErrorTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandSymbolErrorTotalMetricAttributeKeyDevice, NodeInfinibandSymbolErrorTotalMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_symbol_error_total doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandUnicastPacketsReceivedTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_unicast_packets_received_total metric.
+type NodeInfinibandUnicastPacketsReceivedTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandUnicastPacketsReceivedTotalMetricAttributeKeyDevice NodeInfinibandUnicastPacketsReceivedTotalMetricAttributeKey = "device"
+	NodeInfinibandUnicastPacketsReceivedTotalMetricAttributeKeyPort   NodeInfinibandUnicastPacketsReceivedTotalMetricAttributeKey = "port"
+)
+
+// NodeInfinibandUnicastPacketsReceivedTotalMetricConfig provides config for the node_infiniband_unicast_packets_received_total metric.
+type NodeInfinibandUnicastPacketsReceivedTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                                        `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandUnicastPacketsReceivedTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandUnicastPacketsReceivedTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandUnicastPacketsReceivedTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandUnicastPacketsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandUnicastPacketsReceivedTotalMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_unicast_packets_received_total doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandUnicastPacketsTransmittedTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_unicast_packets_transmitted_total metric.
+type NodeInfinibandUnicastPacketsTransmittedTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandUnicastPacketsTransmittedTotalMetricAttributeKeyDevice NodeInfinibandUnicastPacketsTransmittedTotalMetricAttributeKey = "device"
+	NodeInfinibandUnicastPacketsTransmittedTotalMetricAttributeKeyPort   NodeInfinibandUnicastPacketsTransmittedTotalMetricAttributeKey = "port"
+)
+
+// NodeInfinibandUnicastPacketsTransmittedTotalMetricConfig provides config for the node_infiniband_unicast_packets_transmitted_total metric.
+type NodeInfinibandUnicastPacketsTransmittedTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                                           `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandUnicastPacketsTransmittedTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandUnicastPacketsTransmittedTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandUnicastPacketsTransmittedTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandUnicastPacketsTransmittedTotalMetricAttributeKeyDevice, NodeInfinibandUnicastPacketsTransmittedTotalMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_unicast_packets_transmitted_total doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NodeInfinibandVl15DroppedTotalMetricAttributeKey specifies the key of an attribute for the node_infiniband_vl15_dropped_total metric.
+type NodeInfinibandVl15DroppedTotalMetricAttributeKey string
+
+const (
+	NodeInfinibandVl15DroppedTotalMetricAttributeKeyDevice NodeInfinibandVl15DroppedTotalMetricAttributeKey = "device"
+	NodeInfinibandVl15DroppedTotalMetricAttributeKeyPort   NodeInfinibandVl15DroppedTotalMetricAttributeKey = "port"
+)
+
+// NodeInfinibandVl15DroppedTotalMetricConfig provides config for the node_infiniband_vl15_dropped_total metric.
+type NodeInfinibandVl15DroppedTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                             `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NodeInfinibandVl15DroppedTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NodeInfinibandVl15DroppedTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NodeInfinibandVl15DroppedTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NodeInfinibandVl15DroppedTotalMetricAttributeKeyDevice, NodeInfinibandVl15DroppedTotalMetricAttributeKeyPort:
+		default:
+			return fmt.Errorf("metric node_infiniband_vl15_dropped_total doesn't have an attribute %v, valid attributes: [device, port]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // NodeLoad1MetricConfig provides config for the node_load1 metric.
 type NodeLoad1MetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
@@ -1159,46 +2575,76 @@ func (ms *ZombieProcessCountMetricConfig) Validate() error {
 
 // MetricsConfig provides config for task metrics.
 type MetricsConfig struct {
-	CollectorIterationCountTotal     CollectorIterationCountTotalMetricConfig     `mapstructure:"collector_iteration_count_total"`
-	CollectorReadErrorsTotal         CollectorReadErrorsTotalMetricConfig         `mapstructure:"collector_read_errors_total"`
-	NodeCPUSecondsTotal              NodeCPUSecondsTotalMetricConfig              `mapstructure:"node_cpu_seconds_total"`
-	NodeDiskReadBytesTotal           NodeDiskReadBytesTotalMetricConfig           `mapstructure:"node_disk_read_bytes_total"`
-	NodeDiskWrittenBytesTotal        NodeDiskWrittenBytesTotalMetricConfig        `mapstructure:"node_disk_written_bytes_total"`
-	NodeFilesystemAvailBytes         NodeFilesystemAvailBytesMetricConfig         `mapstructure:"node_filesystem_avail_bytes"`
-	NodeFilesystemSizeBytes          NodeFilesystemSizeBytesMetricConfig          `mapstructure:"node_filesystem_size_bytes"`
-	NodeLoad1                        NodeLoad1MetricConfig                        `mapstructure:"node_load1"`
-	NodeMemoryBuffersBytes           NodeMemoryBuffersBytesMetricConfig           `mapstructure:"node_memory_Buffers_bytes"`
-	NodeMemoryCachedBytes            NodeMemoryCachedBytesMetricConfig            `mapstructure:"node_memory_Cached_bytes"`
-	NodeMemoryMemAvailableBytes      NodeMemoryMemAvailableBytesMetricConfig      `mapstructure:"node_memory_MemAvailable_bytes"`
-	NodeMemoryMemFreeBytes           NodeMemoryMemFreeBytesMetricConfig           `mapstructure:"node_memory_MemFree_bytes"`
-	NodeMemoryMemTotalBytes          NodeMemoryMemTotalBytesMetricConfig          `mapstructure:"node_memory_MemTotal_bytes"`
-	NodeNetworkReceiveBytesTotal     NodeNetworkReceiveBytesTotalMetricConfig     `mapstructure:"node_network_receive_bytes_total"`
-	NodeNetworkTransmitBytesTotal    NodeNetworkTransmitBytesTotalMetricConfig    `mapstructure:"node_network_transmit_bytes_total"`
-	NodeUnameInfo                    NodeUnameInfoMetricConfig                    `mapstructure:"node_uname_info"`
-	ProcessMemUsageByte              ProcessMemUsageByteMetricConfig              `mapstructure:"process_mem_usage_byte"`
-	ServiceBlockInByte               ServiceBlockInByteMetricConfig               `mapstructure:"service_block_in_byte"`
-	ServiceBlockOutByte              ServiceBlockOutByteMetricConfig              `mapstructure:"service_block_out_byte"`
-	ServiceCPUPercent                ServiceCPUPercentMetricConfig                `mapstructure:"service_cpu_percent"`
-	ServiceCPUSecondsTotal           ServiceCPUSecondsTotalMetricConfig           `mapstructure:"service_cpu_seconds_total"`
-	ServiceMemLimitByte              ServiceMemLimitByteMetricConfig              `mapstructure:"service_mem_limit_byte"`
-	ServiceMemUsageByte              ServiceMemUsageByteMetricConfig              `mapstructure:"service_mem_usage_byte"`
-	ServiceMemUsagePercent           ServiceMemUsagePercentMetricConfig           `mapstructure:"service_mem_usage_percent"`
-	ServiceNetInByte                 ServiceNetInByteMetricConfig                 `mapstructure:"service_net_in_byte"`
-	ServiceNetOutByte                ServiceNetOutByteMetricConfig                `mapstructure:"service_net_out_byte"`
-	ServiceNetworkReceiveBytesTotal  ServiceNetworkReceiveBytesTotalMetricConfig  `mapstructure:"service_network_receive_bytes_total"`
-	ServiceNetworkTransmitBytesTotal ServiceNetworkTransmitBytesTotalMetricConfig `mapstructure:"service_network_transmit_bytes_total"`
-	TaskBlockInByte                  TaskBlockInByteMetricConfig                  `mapstructure:"task_block_in_byte"`
-	TaskBlockOutByte                 TaskBlockOutByteMetricConfig                 `mapstructure:"task_block_out_byte"`
-	TaskCPUPercent                   TaskCPUPercentMetricConfig                   `mapstructure:"task_cpu_percent"`
-	TaskCPUSecondsTotal              TaskCPUSecondsTotalMetricConfig              `mapstructure:"task_cpu_seconds_total"`
-	TaskMemLimitByte                 TaskMemLimitByteMetricConfig                 `mapstructure:"task_mem_limit_byte"`
-	TaskMemUsageByte                 TaskMemUsageByteMetricConfig                 `mapstructure:"task_mem_usage_byte"`
-	TaskMemUsagePercent              TaskMemUsagePercentMetricConfig              `mapstructure:"task_mem_usage_percent"`
-	TaskNetInByte                    TaskNetInByteMetricConfig                    `mapstructure:"task_net_in_byte"`
-	TaskNetOutByte                   TaskNetOutByteMetricConfig                   `mapstructure:"task_net_out_byte"`
-	TaskNetworkReceiveBytesTotal     TaskNetworkReceiveBytesTotalMetricConfig     `mapstructure:"task_network_receive_bytes_total"`
-	TaskNetworkTransmitBytesTotal    TaskNetworkTransmitBytesTotalMetricConfig    `mapstructure:"task_network_transmit_bytes_total"`
-	ZombieProcessCount               ZombieProcessCountMetricConfig               `mapstructure:"zombie_process_count"`
+	CollectorIterationCountTotal                       CollectorIterationCountTotalMetricConfig                       `mapstructure:"collector_iteration_count_total"`
+	CollectorReadErrorsTotal                           CollectorReadErrorsTotalMetricConfig                           `mapstructure:"collector_read_errors_total"`
+	NodeCPUSecondsTotal                                NodeCPUSecondsTotalMetricConfig                                `mapstructure:"node_cpu_seconds_total"`
+	NodeDiskReadBytesTotal                             NodeDiskReadBytesTotalMetricConfig                             `mapstructure:"node_disk_read_bytes_total"`
+	NodeDiskWrittenBytesTotal                          NodeDiskWrittenBytesTotalMetricConfig                          `mapstructure:"node_disk_written_bytes_total"`
+	NodeFilesystemAvailBytes                           NodeFilesystemAvailBytesMetricConfig                           `mapstructure:"node_filesystem_avail_bytes"`
+	NodeFilesystemSizeBytes                            NodeFilesystemSizeBytesMetricConfig                            `mapstructure:"node_filesystem_size_bytes"`
+	NodeInfinibandExcessiveBufferOverrunErrorsTotal    NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricConfig    `mapstructure:"node_infiniband_excessive_buffer_overrun_errors_total"`
+	NodeInfinibandExpectedActivePorts                  NodeInfinibandExpectedActivePortsMetricConfig                  `mapstructure:"node_infiniband_expected_active_ports"`
+	NodeInfinibandExpectedRateBytesPerSecond           NodeInfinibandExpectedRateBytesPerSecondMetricConfig           `mapstructure:"node_infiniband_expected_rate_bytes_per_second"`
+	NodeInfinibandHwCountersTotal                      NodeInfinibandHwCountersTotalMetricConfig                      `mapstructure:"node_infiniband_hw_counters_total"`
+	NodeInfinibandInfo                                 NodeInfinibandInfoMetricConfig                                 `mapstructure:"node_infiniband_info"`
+	NodeInfinibandLinkDownedTotal                      NodeInfinibandLinkDownedTotalMetricConfig                      `mapstructure:"node_infiniband_link_downed_total"`
+	NodeInfinibandLinkErrorRecoveryTotal               NodeInfinibandLinkErrorRecoveryTotalMetricConfig               `mapstructure:"node_infiniband_link_error_recovery_total"`
+	NodeInfinibandLinkLayerInfo                        NodeInfinibandLinkLayerInfoMetricConfig                        `mapstructure:"node_infiniband_link_layer_info"`
+	NodeInfinibandLocalLinkIntegrityErrorsTotal        NodeInfinibandLocalLinkIntegrityErrorsTotalMetricConfig        `mapstructure:"node_infiniband_local_link_integrity_errors_total"`
+	NodeInfinibandMulticastPacketsReceivedTotal        NodeInfinibandMulticastPacketsReceivedTotalMetricConfig        `mapstructure:"node_infiniband_multicast_packets_received_total"`
+	NodeInfinibandMulticastPacketsTransmittedTotal     NodeInfinibandMulticastPacketsTransmittedTotalMetricConfig     `mapstructure:"node_infiniband_multicast_packets_transmitted_total"`
+	NodeInfinibandPhysicalStateID                      NodeInfinibandPhysicalStateIDMetricConfig                      `mapstructure:"node_infiniband_physical_state_id"`
+	NodeInfinibandPortConstraintErrorsReceivedTotal    NodeInfinibandPortConstraintErrorsReceivedTotalMetricConfig    `mapstructure:"node_infiniband_port_constraint_errors_received_total"`
+	NodeInfinibandPortConstraintErrorsTransmittedTotal NodeInfinibandPortConstraintErrorsTransmittedTotalMetricConfig `mapstructure:"node_infiniband_port_constraint_errors_transmitted_total"`
+	NodeInfinibandPortDataReceivedBytesTotal           NodeInfinibandPortDataReceivedBytesTotalMetricConfig           `mapstructure:"node_infiniband_port_data_received_bytes_total"`
+	NodeInfinibandPortDataTransmittedBytesTotal        NodeInfinibandPortDataTransmittedBytesTotalMetricConfig        `mapstructure:"node_infiniband_port_data_transmitted_bytes_total"`
+	NodeInfinibandPortDiscardsReceivedTotal            NodeInfinibandPortDiscardsReceivedTotalMetricConfig            `mapstructure:"node_infiniband_port_discards_received_total"`
+	NodeInfinibandPortDiscardsTransmittedTotal         NodeInfinibandPortDiscardsTransmittedTotalMetricConfig         `mapstructure:"node_infiniband_port_discards_transmitted_total"`
+	NodeInfinibandPortErrorsReceivedTotal              NodeInfinibandPortErrorsReceivedTotalMetricConfig              `mapstructure:"node_infiniband_port_errors_received_total"`
+	NodeInfinibandPortPacketsReceivedTotal             NodeInfinibandPortPacketsReceivedTotalMetricConfig             `mapstructure:"node_infiniband_port_packets_received_total"`
+	NodeInfinibandPortPacketsTransmittedTotal          NodeInfinibandPortPacketsTransmittedTotalMetricConfig          `mapstructure:"node_infiniband_port_packets_transmitted_total"`
+	NodeInfinibandPortReceiveRemotePhysicalErrorsTotal NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricConfig `mapstructure:"node_infiniband_port_receive_remote_physical_errors_total"`
+	NodeInfinibandPortReceiveSwitchRelayErrorsTotal    NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricConfig    `mapstructure:"node_infiniband_port_receive_switch_relay_errors_total"`
+	NodeInfinibandPortTransmitWaitTotal                NodeInfinibandPortTransmitWaitTotalMetricConfig                `mapstructure:"node_infiniband_port_transmit_wait_total"`
+	NodeInfinibandRateBytesPerSecond                   NodeInfinibandRateBytesPerSecondMetricConfig                   `mapstructure:"node_infiniband_rate_bytes_per_second"`
+	NodeInfinibandStateID                              NodeInfinibandStateIDMetricConfig                              `mapstructure:"node_infiniband_state_id"`
+	NodeInfinibandSymbolErrorTotal                     NodeInfinibandSymbolErrorTotalMetricConfig                     `mapstructure:"node_infiniband_symbol_error_total"`
+	NodeInfinibandUnicastPacketsReceivedTotal          NodeInfinibandUnicastPacketsReceivedTotalMetricConfig          `mapstructure:"node_infiniband_unicast_packets_received_total"`
+	NodeInfinibandUnicastPacketsTransmittedTotal       NodeInfinibandUnicastPacketsTransmittedTotalMetricConfig       `mapstructure:"node_infiniband_unicast_packets_transmitted_total"`
+	NodeInfinibandVl15DroppedTotal                     NodeInfinibandVl15DroppedTotalMetricConfig                     `mapstructure:"node_infiniband_vl15_dropped_total"`
+	NodeLoad1                                          NodeLoad1MetricConfig                                          `mapstructure:"node_load1"`
+	NodeMemoryBuffersBytes                             NodeMemoryBuffersBytesMetricConfig                             `mapstructure:"node_memory_Buffers_bytes"`
+	NodeMemoryCachedBytes                              NodeMemoryCachedBytesMetricConfig                              `mapstructure:"node_memory_Cached_bytes"`
+	NodeMemoryMemAvailableBytes                        NodeMemoryMemAvailableBytesMetricConfig                        `mapstructure:"node_memory_MemAvailable_bytes"`
+	NodeMemoryMemFreeBytes                             NodeMemoryMemFreeBytesMetricConfig                             `mapstructure:"node_memory_MemFree_bytes"`
+	NodeMemoryMemTotalBytes                            NodeMemoryMemTotalBytesMetricConfig                            `mapstructure:"node_memory_MemTotal_bytes"`
+	NodeNetworkReceiveBytesTotal                       NodeNetworkReceiveBytesTotalMetricConfig                       `mapstructure:"node_network_receive_bytes_total"`
+	NodeNetworkTransmitBytesTotal                      NodeNetworkTransmitBytesTotalMetricConfig                      `mapstructure:"node_network_transmit_bytes_total"`
+	NodeUnameInfo                                      NodeUnameInfoMetricConfig                                      `mapstructure:"node_uname_info"`
+	ProcessMemUsageByte                                ProcessMemUsageByteMetricConfig                                `mapstructure:"process_mem_usage_byte"`
+	ServiceBlockInByte                                 ServiceBlockInByteMetricConfig                                 `mapstructure:"service_block_in_byte"`
+	ServiceBlockOutByte                                ServiceBlockOutByteMetricConfig                                `mapstructure:"service_block_out_byte"`
+	ServiceCPUPercent                                  ServiceCPUPercentMetricConfig                                  `mapstructure:"service_cpu_percent"`
+	ServiceCPUSecondsTotal                             ServiceCPUSecondsTotalMetricConfig                             `mapstructure:"service_cpu_seconds_total"`
+	ServiceMemLimitByte                                ServiceMemLimitByteMetricConfig                                `mapstructure:"service_mem_limit_byte"`
+	ServiceMemUsageByte                                ServiceMemUsageByteMetricConfig                                `mapstructure:"service_mem_usage_byte"`
+	ServiceMemUsagePercent                             ServiceMemUsagePercentMetricConfig                             `mapstructure:"service_mem_usage_percent"`
+	ServiceNetInByte                                   ServiceNetInByteMetricConfig                                   `mapstructure:"service_net_in_byte"`
+	ServiceNetOutByte                                  ServiceNetOutByteMetricConfig                                  `mapstructure:"service_net_out_byte"`
+	ServiceNetworkReceiveBytesTotal                    ServiceNetworkReceiveBytesTotalMetricConfig                    `mapstructure:"service_network_receive_bytes_total"`
+	ServiceNetworkTransmitBytesTotal                   ServiceNetworkTransmitBytesTotalMetricConfig                   `mapstructure:"service_network_transmit_bytes_total"`
+	TaskBlockInByte                                    TaskBlockInByteMetricConfig                                    `mapstructure:"task_block_in_byte"`
+	TaskBlockOutByte                                   TaskBlockOutByteMetricConfig                                   `mapstructure:"task_block_out_byte"`
+	TaskCPUPercent                                     TaskCPUPercentMetricConfig                                     `mapstructure:"task_cpu_percent"`
+	TaskCPUSecondsTotal                                TaskCPUSecondsTotalMetricConfig                                `mapstructure:"task_cpu_seconds_total"`
+	TaskMemLimitByte                                   TaskMemLimitByteMetricConfig                                   `mapstructure:"task_mem_limit_byte"`
+	TaskMemUsageByte                                   TaskMemUsageByteMetricConfig                                   `mapstructure:"task_mem_usage_byte"`
+	TaskMemUsagePercent                                TaskMemUsagePercentMetricConfig                                `mapstructure:"task_mem_usage_percent"`
+	TaskNetInByte                                      TaskNetInByteMetricConfig                                      `mapstructure:"task_net_in_byte"`
+	TaskNetOutByte                                     TaskNetOutByteMetricConfig                                     `mapstructure:"task_net_out_byte"`
+	TaskNetworkReceiveBytesTotal                       TaskNetworkReceiveBytesTotalMetricConfig                       `mapstructure:"task_network_receive_bytes_total"`
+	TaskNetworkTransmitBytesTotal                      TaskNetworkTransmitBytesTotalMetricConfig                      `mapstructure:"task_network_transmit_bytes_total"`
+	ZombieProcessCount                                 ZombieProcessCountMetricConfig                                 `mapstructure:"zombie_process_count"`
 }
 
 func DefaultMetricsConfig() MetricsConfig {
@@ -1237,6 +2683,152 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []NodeFilesystemSizeBytesMetricAttributeKey{NodeFilesystemSizeBytesMetricAttributeKeyDevice, NodeFilesystemSizeBytesMetricAttributeKeyFstype, NodeFilesystemSizeBytesMetricAttributeKeyMountpoint},
+		},
+		NodeInfinibandExcessiveBufferOverrunErrorsTotal: NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricAttributeKey{NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricAttributeKeyDevice, NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricAttributeKeyPort},
+		},
+		NodeInfinibandExpectedActivePorts: NodeInfinibandExpectedActivePortsMetricConfig{
+			Enabled: true,
+		},
+		NodeInfinibandExpectedRateBytesPerSecond: NodeInfinibandExpectedRateBytesPerSecondMetricConfig{
+			Enabled: true,
+		},
+		NodeInfinibandHwCountersTotal: NodeInfinibandHwCountersTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandHwCountersTotalMetricAttributeKey{NodeInfinibandHwCountersTotalMetricAttributeKeyDevice, NodeInfinibandHwCountersTotalMetricAttributeKeyPort, NodeInfinibandHwCountersTotalMetricAttributeKeyCounter},
+		},
+		NodeInfinibandInfo: NodeInfinibandInfoMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NodeInfinibandInfoMetricAttributeKey{NodeInfinibandInfoMetricAttributeKeyBoardID, NodeInfinibandInfoMetricAttributeKeyDevice, NodeInfinibandInfoMetricAttributeKeyFirmwareVersion, NodeInfinibandInfoMetricAttributeKeyHcaType},
+		},
+		NodeInfinibandLinkDownedTotal: NodeInfinibandLinkDownedTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandLinkDownedTotalMetricAttributeKey{NodeInfinibandLinkDownedTotalMetricAttributeKeyDevice, NodeInfinibandLinkDownedTotalMetricAttributeKeyPort},
+		},
+		NodeInfinibandLinkErrorRecoveryTotal: NodeInfinibandLinkErrorRecoveryTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandLinkErrorRecoveryTotalMetricAttributeKey{NodeInfinibandLinkErrorRecoveryTotalMetricAttributeKeyDevice, NodeInfinibandLinkErrorRecoveryTotalMetricAttributeKeyPort},
+		},
+		NodeInfinibandLinkLayerInfo: NodeInfinibandLinkLayerInfoMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NodeInfinibandLinkLayerInfoMetricAttributeKey{NodeInfinibandLinkLayerInfoMetricAttributeKeyDevice, NodeInfinibandLinkLayerInfoMetricAttributeKeyPort, NodeInfinibandLinkLayerInfoMetricAttributeKeyLinkLayer},
+		},
+		NodeInfinibandLocalLinkIntegrityErrorsTotal: NodeInfinibandLocalLinkIntegrityErrorsTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandLocalLinkIntegrityErrorsTotalMetricAttributeKey{NodeInfinibandLocalLinkIntegrityErrorsTotalMetricAttributeKeyDevice, NodeInfinibandLocalLinkIntegrityErrorsTotalMetricAttributeKeyPort},
+		},
+		NodeInfinibandMulticastPacketsReceivedTotal: NodeInfinibandMulticastPacketsReceivedTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandMulticastPacketsReceivedTotalMetricAttributeKey{NodeInfinibandMulticastPacketsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandMulticastPacketsReceivedTotalMetricAttributeKeyPort},
+		},
+		NodeInfinibandMulticastPacketsTransmittedTotal: NodeInfinibandMulticastPacketsTransmittedTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandMulticastPacketsTransmittedTotalMetricAttributeKey{NodeInfinibandMulticastPacketsTransmittedTotalMetricAttributeKeyDevice, NodeInfinibandMulticastPacketsTransmittedTotalMetricAttributeKeyPort},
+		},
+		NodeInfinibandPhysicalStateID: NodeInfinibandPhysicalStateIDMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NodeInfinibandPhysicalStateIDMetricAttributeKey{NodeInfinibandPhysicalStateIDMetricAttributeKeyDevice, NodeInfinibandPhysicalStateIDMetricAttributeKeyPort},
+		},
+		NodeInfinibandPortConstraintErrorsReceivedTotal: NodeInfinibandPortConstraintErrorsReceivedTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandPortConstraintErrorsReceivedTotalMetricAttributeKey{NodeInfinibandPortConstraintErrorsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandPortConstraintErrorsReceivedTotalMetricAttributeKeyPort},
+		},
+		NodeInfinibandPortConstraintErrorsTransmittedTotal: NodeInfinibandPortConstraintErrorsTransmittedTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandPortConstraintErrorsTransmittedTotalMetricAttributeKey{NodeInfinibandPortConstraintErrorsTransmittedTotalMetricAttributeKeyDevice, NodeInfinibandPortConstraintErrorsTransmittedTotalMetricAttributeKeyPort},
+		},
+		NodeInfinibandPortDataReceivedBytesTotal: NodeInfinibandPortDataReceivedBytesTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandPortDataReceivedBytesTotalMetricAttributeKey{NodeInfinibandPortDataReceivedBytesTotalMetricAttributeKeyDevice, NodeInfinibandPortDataReceivedBytesTotalMetricAttributeKeyPort},
+		},
+		NodeInfinibandPortDataTransmittedBytesTotal: NodeInfinibandPortDataTransmittedBytesTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandPortDataTransmittedBytesTotalMetricAttributeKey{NodeInfinibandPortDataTransmittedBytesTotalMetricAttributeKeyDevice, NodeInfinibandPortDataTransmittedBytesTotalMetricAttributeKeyPort},
+		},
+		NodeInfinibandPortDiscardsReceivedTotal: NodeInfinibandPortDiscardsReceivedTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandPortDiscardsReceivedTotalMetricAttributeKey{NodeInfinibandPortDiscardsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandPortDiscardsReceivedTotalMetricAttributeKeyPort},
+		},
+		NodeInfinibandPortDiscardsTransmittedTotal: NodeInfinibandPortDiscardsTransmittedTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandPortDiscardsTransmittedTotalMetricAttributeKey{NodeInfinibandPortDiscardsTransmittedTotalMetricAttributeKeyDevice, NodeInfinibandPortDiscardsTransmittedTotalMetricAttributeKeyPort},
+		},
+		NodeInfinibandPortErrorsReceivedTotal: NodeInfinibandPortErrorsReceivedTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandPortErrorsReceivedTotalMetricAttributeKey{NodeInfinibandPortErrorsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandPortErrorsReceivedTotalMetricAttributeKeyPort},
+		},
+		NodeInfinibandPortPacketsReceivedTotal: NodeInfinibandPortPacketsReceivedTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandPortPacketsReceivedTotalMetricAttributeKey{NodeInfinibandPortPacketsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandPortPacketsReceivedTotalMetricAttributeKeyPort},
+		},
+		NodeInfinibandPortPacketsTransmittedTotal: NodeInfinibandPortPacketsTransmittedTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandPortPacketsTransmittedTotalMetricAttributeKey{NodeInfinibandPortPacketsTransmittedTotalMetricAttributeKeyDevice, NodeInfinibandPortPacketsTransmittedTotalMetricAttributeKeyPort},
+		},
+		NodeInfinibandPortReceiveRemotePhysicalErrorsTotal: NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricAttributeKey{NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricAttributeKeyDevice, NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricAttributeKeyPort},
+		},
+		NodeInfinibandPortReceiveSwitchRelayErrorsTotal: NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricAttributeKey{NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricAttributeKeyDevice, NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricAttributeKeyPort},
+		},
+		NodeInfinibandPortTransmitWaitTotal: NodeInfinibandPortTransmitWaitTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandPortTransmitWaitTotalMetricAttributeKey{NodeInfinibandPortTransmitWaitTotalMetricAttributeKeyDevice, NodeInfinibandPortTransmitWaitTotalMetricAttributeKeyPort},
+		},
+		NodeInfinibandRateBytesPerSecond: NodeInfinibandRateBytesPerSecondMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NodeInfinibandRateBytesPerSecondMetricAttributeKey{NodeInfinibandRateBytesPerSecondMetricAttributeKeyDevice, NodeInfinibandRateBytesPerSecondMetricAttributeKeyPort},
+		},
+		NodeInfinibandStateID: NodeInfinibandStateIDMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NodeInfinibandStateIDMetricAttributeKey{NodeInfinibandStateIDMetricAttributeKeyDevice, NodeInfinibandStateIDMetricAttributeKeyPort},
+		},
+		NodeInfinibandSymbolErrorTotal: NodeInfinibandSymbolErrorTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandSymbolErrorTotalMetricAttributeKey{NodeInfinibandSymbolErrorTotalMetricAttributeKeyDevice, NodeInfinibandSymbolErrorTotalMetricAttributeKeyPort},
+		},
+		NodeInfinibandUnicastPacketsReceivedTotal: NodeInfinibandUnicastPacketsReceivedTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandUnicastPacketsReceivedTotalMetricAttributeKey{NodeInfinibandUnicastPacketsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandUnicastPacketsReceivedTotalMetricAttributeKeyPort},
+		},
+		NodeInfinibandUnicastPacketsTransmittedTotal: NodeInfinibandUnicastPacketsTransmittedTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandUnicastPacketsTransmittedTotalMetricAttributeKey{NodeInfinibandUnicastPacketsTransmittedTotalMetricAttributeKeyDevice, NodeInfinibandUnicastPacketsTransmittedTotalMetricAttributeKeyPort},
+		},
+		NodeInfinibandVl15DroppedTotal: NodeInfinibandVl15DroppedTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NodeInfinibandVl15DroppedTotalMetricAttributeKey{NodeInfinibandVl15DroppedTotalMetricAttributeKeyDevice, NodeInfinibandVl15DroppedTotalMetricAttributeKeyPort},
 		},
 		NodeLoad1: NodeLoad1MetricConfig{
 			Enabled: true,

@@ -61,6 +61,152 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []NodeFilesystemSizeBytesMetricAttributeKey{NodeFilesystemSizeBytesMetricAttributeKeyDevice, NodeFilesystemSizeBytesMetricAttributeKeyFstype, NodeFilesystemSizeBytesMetricAttributeKeyMountpoint},
 					},
+					NodeInfinibandExcessiveBufferOverrunErrorsTotal: NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricAttributeKey{NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricAttributeKeyDevice, NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandExpectedActivePorts: NodeInfinibandExpectedActivePortsMetricConfig{
+						Enabled: true,
+					},
+					NodeInfinibandExpectedRateBytesPerSecond: NodeInfinibandExpectedRateBytesPerSecondMetricConfig{
+						Enabled: true,
+					},
+					NodeInfinibandHwCountersTotal: NodeInfinibandHwCountersTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandHwCountersTotalMetricAttributeKey{NodeInfinibandHwCountersTotalMetricAttributeKeyDevice, NodeInfinibandHwCountersTotalMetricAttributeKeyPort, NodeInfinibandHwCountersTotalMetricAttributeKeyCounter},
+					},
+					NodeInfinibandInfo: NodeInfinibandInfoMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NodeInfinibandInfoMetricAttributeKey{NodeInfinibandInfoMetricAttributeKeyBoardID, NodeInfinibandInfoMetricAttributeKeyDevice, NodeInfinibandInfoMetricAttributeKeyFirmwareVersion, NodeInfinibandInfoMetricAttributeKeyHcaType},
+					},
+					NodeInfinibandLinkDownedTotal: NodeInfinibandLinkDownedTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandLinkDownedTotalMetricAttributeKey{NodeInfinibandLinkDownedTotalMetricAttributeKeyDevice, NodeInfinibandLinkDownedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandLinkErrorRecoveryTotal: NodeInfinibandLinkErrorRecoveryTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandLinkErrorRecoveryTotalMetricAttributeKey{NodeInfinibandLinkErrorRecoveryTotalMetricAttributeKeyDevice, NodeInfinibandLinkErrorRecoveryTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandLinkLayerInfo: NodeInfinibandLinkLayerInfoMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NodeInfinibandLinkLayerInfoMetricAttributeKey{NodeInfinibandLinkLayerInfoMetricAttributeKeyDevice, NodeInfinibandLinkLayerInfoMetricAttributeKeyPort, NodeInfinibandLinkLayerInfoMetricAttributeKeyLinkLayer},
+					},
+					NodeInfinibandLocalLinkIntegrityErrorsTotal: NodeInfinibandLocalLinkIntegrityErrorsTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandLocalLinkIntegrityErrorsTotalMetricAttributeKey{NodeInfinibandLocalLinkIntegrityErrorsTotalMetricAttributeKeyDevice, NodeInfinibandLocalLinkIntegrityErrorsTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandMulticastPacketsReceivedTotal: NodeInfinibandMulticastPacketsReceivedTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandMulticastPacketsReceivedTotalMetricAttributeKey{NodeInfinibandMulticastPacketsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandMulticastPacketsReceivedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandMulticastPacketsTransmittedTotal: NodeInfinibandMulticastPacketsTransmittedTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandMulticastPacketsTransmittedTotalMetricAttributeKey{NodeInfinibandMulticastPacketsTransmittedTotalMetricAttributeKeyDevice, NodeInfinibandMulticastPacketsTransmittedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPhysicalStateID: NodeInfinibandPhysicalStateIDMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NodeInfinibandPhysicalStateIDMetricAttributeKey{NodeInfinibandPhysicalStateIDMetricAttributeKeyDevice, NodeInfinibandPhysicalStateIDMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortConstraintErrorsReceivedTotal: NodeInfinibandPortConstraintErrorsReceivedTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortConstraintErrorsReceivedTotalMetricAttributeKey{NodeInfinibandPortConstraintErrorsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandPortConstraintErrorsReceivedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortConstraintErrorsTransmittedTotal: NodeInfinibandPortConstraintErrorsTransmittedTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortConstraintErrorsTransmittedTotalMetricAttributeKey{NodeInfinibandPortConstraintErrorsTransmittedTotalMetricAttributeKeyDevice, NodeInfinibandPortConstraintErrorsTransmittedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortDataReceivedBytesTotal: NodeInfinibandPortDataReceivedBytesTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortDataReceivedBytesTotalMetricAttributeKey{NodeInfinibandPortDataReceivedBytesTotalMetricAttributeKeyDevice, NodeInfinibandPortDataReceivedBytesTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortDataTransmittedBytesTotal: NodeInfinibandPortDataTransmittedBytesTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortDataTransmittedBytesTotalMetricAttributeKey{NodeInfinibandPortDataTransmittedBytesTotalMetricAttributeKeyDevice, NodeInfinibandPortDataTransmittedBytesTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortDiscardsReceivedTotal: NodeInfinibandPortDiscardsReceivedTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortDiscardsReceivedTotalMetricAttributeKey{NodeInfinibandPortDiscardsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandPortDiscardsReceivedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortDiscardsTransmittedTotal: NodeInfinibandPortDiscardsTransmittedTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortDiscardsTransmittedTotalMetricAttributeKey{NodeInfinibandPortDiscardsTransmittedTotalMetricAttributeKeyDevice, NodeInfinibandPortDiscardsTransmittedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortErrorsReceivedTotal: NodeInfinibandPortErrorsReceivedTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortErrorsReceivedTotalMetricAttributeKey{NodeInfinibandPortErrorsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandPortErrorsReceivedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortPacketsReceivedTotal: NodeInfinibandPortPacketsReceivedTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortPacketsReceivedTotalMetricAttributeKey{NodeInfinibandPortPacketsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandPortPacketsReceivedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortPacketsTransmittedTotal: NodeInfinibandPortPacketsTransmittedTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortPacketsTransmittedTotalMetricAttributeKey{NodeInfinibandPortPacketsTransmittedTotalMetricAttributeKeyDevice, NodeInfinibandPortPacketsTransmittedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortReceiveRemotePhysicalErrorsTotal: NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricAttributeKey{NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricAttributeKeyDevice, NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortReceiveSwitchRelayErrorsTotal: NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricAttributeKey{NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricAttributeKeyDevice, NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortTransmitWaitTotal: NodeInfinibandPortTransmitWaitTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortTransmitWaitTotalMetricAttributeKey{NodeInfinibandPortTransmitWaitTotalMetricAttributeKeyDevice, NodeInfinibandPortTransmitWaitTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandRateBytesPerSecond: NodeInfinibandRateBytesPerSecondMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NodeInfinibandRateBytesPerSecondMetricAttributeKey{NodeInfinibandRateBytesPerSecondMetricAttributeKeyDevice, NodeInfinibandRateBytesPerSecondMetricAttributeKeyPort},
+					},
+					NodeInfinibandStateID: NodeInfinibandStateIDMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NodeInfinibandStateIDMetricAttributeKey{NodeInfinibandStateIDMetricAttributeKeyDevice, NodeInfinibandStateIDMetricAttributeKeyPort},
+					},
+					NodeInfinibandSymbolErrorTotal: NodeInfinibandSymbolErrorTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandSymbolErrorTotalMetricAttributeKey{NodeInfinibandSymbolErrorTotalMetricAttributeKeyDevice, NodeInfinibandSymbolErrorTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandUnicastPacketsReceivedTotal: NodeInfinibandUnicastPacketsReceivedTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandUnicastPacketsReceivedTotalMetricAttributeKey{NodeInfinibandUnicastPacketsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandUnicastPacketsReceivedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandUnicastPacketsTransmittedTotal: NodeInfinibandUnicastPacketsTransmittedTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandUnicastPacketsTransmittedTotalMetricAttributeKey{NodeInfinibandUnicastPacketsTransmittedTotalMetricAttributeKeyDevice, NodeInfinibandUnicastPacketsTransmittedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandVl15DroppedTotal: NodeInfinibandVl15DroppedTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandVl15DroppedTotalMetricAttributeKey{NodeInfinibandVl15DroppedTotalMetricAttributeKeyDevice, NodeInfinibandVl15DroppedTotalMetricAttributeKeyPort},
+					},
 					NodeLoad1: NodeLoad1MetricConfig{
 						Enabled: true,
 					},
@@ -228,6 +374,152 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []NodeFilesystemSizeBytesMetricAttributeKey{NodeFilesystemSizeBytesMetricAttributeKeyDevice, NodeFilesystemSizeBytesMetricAttributeKeyFstype, NodeFilesystemSizeBytesMetricAttributeKeyMountpoint},
 					},
+					NodeInfinibandExcessiveBufferOverrunErrorsTotal: NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricAttributeKey{NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricAttributeKeyDevice, NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandExpectedActivePorts: NodeInfinibandExpectedActivePortsMetricConfig{
+						Enabled: false,
+					},
+					NodeInfinibandExpectedRateBytesPerSecond: NodeInfinibandExpectedRateBytesPerSecondMetricConfig{
+						Enabled: false,
+					},
+					NodeInfinibandHwCountersTotal: NodeInfinibandHwCountersTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandHwCountersTotalMetricAttributeKey{NodeInfinibandHwCountersTotalMetricAttributeKeyDevice, NodeInfinibandHwCountersTotalMetricAttributeKeyPort, NodeInfinibandHwCountersTotalMetricAttributeKeyCounter},
+					},
+					NodeInfinibandInfo: NodeInfinibandInfoMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NodeInfinibandInfoMetricAttributeKey{NodeInfinibandInfoMetricAttributeKeyBoardID, NodeInfinibandInfoMetricAttributeKeyDevice, NodeInfinibandInfoMetricAttributeKeyFirmwareVersion, NodeInfinibandInfoMetricAttributeKeyHcaType},
+					},
+					NodeInfinibandLinkDownedTotal: NodeInfinibandLinkDownedTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandLinkDownedTotalMetricAttributeKey{NodeInfinibandLinkDownedTotalMetricAttributeKeyDevice, NodeInfinibandLinkDownedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandLinkErrorRecoveryTotal: NodeInfinibandLinkErrorRecoveryTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandLinkErrorRecoveryTotalMetricAttributeKey{NodeInfinibandLinkErrorRecoveryTotalMetricAttributeKeyDevice, NodeInfinibandLinkErrorRecoveryTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandLinkLayerInfo: NodeInfinibandLinkLayerInfoMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NodeInfinibandLinkLayerInfoMetricAttributeKey{NodeInfinibandLinkLayerInfoMetricAttributeKeyDevice, NodeInfinibandLinkLayerInfoMetricAttributeKeyPort, NodeInfinibandLinkLayerInfoMetricAttributeKeyLinkLayer},
+					},
+					NodeInfinibandLocalLinkIntegrityErrorsTotal: NodeInfinibandLocalLinkIntegrityErrorsTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandLocalLinkIntegrityErrorsTotalMetricAttributeKey{NodeInfinibandLocalLinkIntegrityErrorsTotalMetricAttributeKeyDevice, NodeInfinibandLocalLinkIntegrityErrorsTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandMulticastPacketsReceivedTotal: NodeInfinibandMulticastPacketsReceivedTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandMulticastPacketsReceivedTotalMetricAttributeKey{NodeInfinibandMulticastPacketsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandMulticastPacketsReceivedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandMulticastPacketsTransmittedTotal: NodeInfinibandMulticastPacketsTransmittedTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandMulticastPacketsTransmittedTotalMetricAttributeKey{NodeInfinibandMulticastPacketsTransmittedTotalMetricAttributeKeyDevice, NodeInfinibandMulticastPacketsTransmittedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPhysicalStateID: NodeInfinibandPhysicalStateIDMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NodeInfinibandPhysicalStateIDMetricAttributeKey{NodeInfinibandPhysicalStateIDMetricAttributeKeyDevice, NodeInfinibandPhysicalStateIDMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortConstraintErrorsReceivedTotal: NodeInfinibandPortConstraintErrorsReceivedTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortConstraintErrorsReceivedTotalMetricAttributeKey{NodeInfinibandPortConstraintErrorsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandPortConstraintErrorsReceivedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortConstraintErrorsTransmittedTotal: NodeInfinibandPortConstraintErrorsTransmittedTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortConstraintErrorsTransmittedTotalMetricAttributeKey{NodeInfinibandPortConstraintErrorsTransmittedTotalMetricAttributeKeyDevice, NodeInfinibandPortConstraintErrorsTransmittedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortDataReceivedBytesTotal: NodeInfinibandPortDataReceivedBytesTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortDataReceivedBytesTotalMetricAttributeKey{NodeInfinibandPortDataReceivedBytesTotalMetricAttributeKeyDevice, NodeInfinibandPortDataReceivedBytesTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortDataTransmittedBytesTotal: NodeInfinibandPortDataTransmittedBytesTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortDataTransmittedBytesTotalMetricAttributeKey{NodeInfinibandPortDataTransmittedBytesTotalMetricAttributeKeyDevice, NodeInfinibandPortDataTransmittedBytesTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortDiscardsReceivedTotal: NodeInfinibandPortDiscardsReceivedTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortDiscardsReceivedTotalMetricAttributeKey{NodeInfinibandPortDiscardsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandPortDiscardsReceivedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortDiscardsTransmittedTotal: NodeInfinibandPortDiscardsTransmittedTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortDiscardsTransmittedTotalMetricAttributeKey{NodeInfinibandPortDiscardsTransmittedTotalMetricAttributeKeyDevice, NodeInfinibandPortDiscardsTransmittedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortErrorsReceivedTotal: NodeInfinibandPortErrorsReceivedTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortErrorsReceivedTotalMetricAttributeKey{NodeInfinibandPortErrorsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandPortErrorsReceivedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortPacketsReceivedTotal: NodeInfinibandPortPacketsReceivedTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortPacketsReceivedTotalMetricAttributeKey{NodeInfinibandPortPacketsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandPortPacketsReceivedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortPacketsTransmittedTotal: NodeInfinibandPortPacketsTransmittedTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortPacketsTransmittedTotalMetricAttributeKey{NodeInfinibandPortPacketsTransmittedTotalMetricAttributeKeyDevice, NodeInfinibandPortPacketsTransmittedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortReceiveRemotePhysicalErrorsTotal: NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricAttributeKey{NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricAttributeKeyDevice, NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortReceiveSwitchRelayErrorsTotal: NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricAttributeKey{NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricAttributeKeyDevice, NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandPortTransmitWaitTotal: NodeInfinibandPortTransmitWaitTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandPortTransmitWaitTotalMetricAttributeKey{NodeInfinibandPortTransmitWaitTotalMetricAttributeKeyDevice, NodeInfinibandPortTransmitWaitTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandRateBytesPerSecond: NodeInfinibandRateBytesPerSecondMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NodeInfinibandRateBytesPerSecondMetricAttributeKey{NodeInfinibandRateBytesPerSecondMetricAttributeKeyDevice, NodeInfinibandRateBytesPerSecondMetricAttributeKeyPort},
+					},
+					NodeInfinibandStateID: NodeInfinibandStateIDMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NodeInfinibandStateIDMetricAttributeKey{NodeInfinibandStateIDMetricAttributeKeyDevice, NodeInfinibandStateIDMetricAttributeKeyPort},
+					},
+					NodeInfinibandSymbolErrorTotal: NodeInfinibandSymbolErrorTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandSymbolErrorTotalMetricAttributeKey{NodeInfinibandSymbolErrorTotalMetricAttributeKeyDevice, NodeInfinibandSymbolErrorTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandUnicastPacketsReceivedTotal: NodeInfinibandUnicastPacketsReceivedTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandUnicastPacketsReceivedTotalMetricAttributeKey{NodeInfinibandUnicastPacketsReceivedTotalMetricAttributeKeyDevice, NodeInfinibandUnicastPacketsReceivedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandUnicastPacketsTransmittedTotal: NodeInfinibandUnicastPacketsTransmittedTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandUnicastPacketsTransmittedTotalMetricAttributeKey{NodeInfinibandUnicastPacketsTransmittedTotalMetricAttributeKeyDevice, NodeInfinibandUnicastPacketsTransmittedTotalMetricAttributeKeyPort},
+					},
+					NodeInfinibandVl15DroppedTotal: NodeInfinibandVl15DroppedTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NodeInfinibandVl15DroppedTotalMetricAttributeKey{NodeInfinibandVl15DroppedTotalMetricAttributeKeyDevice, NodeInfinibandVl15DroppedTotalMetricAttributeKeyPort},
+					},
 					NodeLoad1: NodeLoad1MetricConfig{
 						Enabled: false,
 					},
@@ -360,7 +652,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(CollectorIterationCountTotalMetricConfig{}, CollectorReadErrorsTotalMetricConfig{}, NodeCPUSecondsTotalMetricConfig{}, NodeDiskReadBytesTotalMetricConfig{}, NodeDiskWrittenBytesTotalMetricConfig{}, NodeFilesystemAvailBytesMetricConfig{}, NodeFilesystemSizeBytesMetricConfig{}, NodeLoad1MetricConfig{}, NodeMemoryBuffersBytesMetricConfig{}, NodeMemoryCachedBytesMetricConfig{}, NodeMemoryMemAvailableBytesMetricConfig{}, NodeMemoryMemFreeBytesMetricConfig{}, NodeMemoryMemTotalBytesMetricConfig{}, NodeNetworkReceiveBytesTotalMetricConfig{}, NodeNetworkTransmitBytesTotalMetricConfig{}, NodeUnameInfoMetricConfig{}, ProcessMemUsageByteMetricConfig{}, ServiceBlockInByteMetricConfig{}, ServiceBlockOutByteMetricConfig{}, ServiceCPUPercentMetricConfig{}, ServiceCPUSecondsTotalMetricConfig{}, ServiceMemLimitByteMetricConfig{}, ServiceMemUsageByteMetricConfig{}, ServiceMemUsagePercentMetricConfig{}, ServiceNetInByteMetricConfig{}, ServiceNetOutByteMetricConfig{}, ServiceNetworkReceiveBytesTotalMetricConfig{}, ServiceNetworkTransmitBytesTotalMetricConfig{}, TaskBlockInByteMetricConfig{}, TaskBlockOutByteMetricConfig{}, TaskCPUPercentMetricConfig{}, TaskCPUSecondsTotalMetricConfig{}, TaskMemLimitByteMetricConfig{}, TaskMemUsageByteMetricConfig{}, TaskMemUsagePercentMetricConfig{}, TaskNetInByteMetricConfig{}, TaskNetOutByteMetricConfig{}, TaskNetworkReceiveBytesTotalMetricConfig{}, TaskNetworkTransmitBytesTotalMetricConfig{}, ZombieProcessCountMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(CollectorIterationCountTotalMetricConfig{}, CollectorReadErrorsTotalMetricConfig{}, NodeCPUSecondsTotalMetricConfig{}, NodeDiskReadBytesTotalMetricConfig{}, NodeDiskWrittenBytesTotalMetricConfig{}, NodeFilesystemAvailBytesMetricConfig{}, NodeFilesystemSizeBytesMetricConfig{}, NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricConfig{}, NodeInfinibandExpectedActivePortsMetricConfig{}, NodeInfinibandExpectedRateBytesPerSecondMetricConfig{}, NodeInfinibandHwCountersTotalMetricConfig{}, NodeInfinibandInfoMetricConfig{}, NodeInfinibandLinkDownedTotalMetricConfig{}, NodeInfinibandLinkErrorRecoveryTotalMetricConfig{}, NodeInfinibandLinkLayerInfoMetricConfig{}, NodeInfinibandLocalLinkIntegrityErrorsTotalMetricConfig{}, NodeInfinibandMulticastPacketsReceivedTotalMetricConfig{}, NodeInfinibandMulticastPacketsTransmittedTotalMetricConfig{}, NodeInfinibandPhysicalStateIDMetricConfig{}, NodeInfinibandPortConstraintErrorsReceivedTotalMetricConfig{}, NodeInfinibandPortConstraintErrorsTransmittedTotalMetricConfig{}, NodeInfinibandPortDataReceivedBytesTotalMetricConfig{}, NodeInfinibandPortDataTransmittedBytesTotalMetricConfig{}, NodeInfinibandPortDiscardsReceivedTotalMetricConfig{}, NodeInfinibandPortDiscardsTransmittedTotalMetricConfig{}, NodeInfinibandPortErrorsReceivedTotalMetricConfig{}, NodeInfinibandPortPacketsReceivedTotalMetricConfig{}, NodeInfinibandPortPacketsTransmittedTotalMetricConfig{}, NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricConfig{}, NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricConfig{}, NodeInfinibandPortTransmitWaitTotalMetricConfig{}, NodeInfinibandRateBytesPerSecondMetricConfig{}, NodeInfinibandStateIDMetricConfig{}, NodeInfinibandSymbolErrorTotalMetricConfig{}, NodeInfinibandUnicastPacketsReceivedTotalMetricConfig{}, NodeInfinibandUnicastPacketsTransmittedTotalMetricConfig{}, NodeInfinibandVl15DroppedTotalMetricConfig{}, NodeLoad1MetricConfig{}, NodeMemoryBuffersBytesMetricConfig{}, NodeMemoryCachedBytesMetricConfig{}, NodeMemoryMemAvailableBytesMetricConfig{}, NodeMemoryMemFreeBytesMetricConfig{}, NodeMemoryMemTotalBytesMetricConfig{}, NodeNetworkReceiveBytesTotalMetricConfig{}, NodeNetworkTransmitBytesTotalMetricConfig{}, NodeUnameInfoMetricConfig{}, ProcessMemUsageByteMetricConfig{}, ServiceBlockInByteMetricConfig{}, ServiceBlockOutByteMetricConfig{}, ServiceCPUPercentMetricConfig{}, ServiceCPUSecondsTotalMetricConfig{}, ServiceMemLimitByteMetricConfig{}, ServiceMemUsageByteMetricConfig{}, ServiceMemUsagePercentMetricConfig{}, ServiceNetInByteMetricConfig{}, ServiceNetOutByteMetricConfig{}, ServiceNetworkReceiveBytesTotalMetricConfig{}, ServiceNetworkTransmitBytesTotalMetricConfig{}, TaskBlockInByteMetricConfig{}, TaskBlockOutByteMetricConfig{}, TaskCPUPercentMetricConfig{}, TaskCPUSecondsTotalMetricConfig{}, TaskMemLimitByteMetricConfig{}, TaskMemUsageByteMetricConfig{}, TaskMemUsagePercentMetricConfig{}, TaskNetInByteMetricConfig{}, TaskNetOutByteMetricConfig{}, TaskNetworkReceiveBytesTotalMetricConfig{}, TaskNetworkTransmitBytesTotalMetricConfig{}, ZombieProcessCountMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -445,6 +737,342 @@ func TestNodeFilesystemSizeBytesMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "metric node_filesystem_size_bytes doesn't have an attribute invalid, valid attributes: [device, fstype, mountpoint]")
 
 	cfg = DefaultMetricsConfig().NodeFilesystemSizeBytes
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandExcessiveBufferOverrunErrorsTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandExcessiveBufferOverrunErrorsTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_excessive_buffer_overrun_errors_total doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandExcessiveBufferOverrunErrorsTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandHwCountersTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandHwCountersTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandHwCountersTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_hw_counters_total doesn't have an attribute invalid, valid attributes: [device, port, counter]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandHwCountersTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandInfoMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandInfo
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandInfoMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_info doesn't have an attribute invalid, valid attributes: [board_id, device, firmware_version, hca_type]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandInfo
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandLinkDownedTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandLinkDownedTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandLinkDownedTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_link_downed_total doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandLinkDownedTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandLinkErrorRecoveryTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandLinkErrorRecoveryTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandLinkErrorRecoveryTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_link_error_recovery_total doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandLinkErrorRecoveryTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandLinkLayerInfoMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandLinkLayerInfo
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandLinkLayerInfoMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_link_layer_info doesn't have an attribute invalid, valid attributes: [device, port, link_layer]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandLinkLayerInfo
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandLocalLinkIntegrityErrorsTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandLocalLinkIntegrityErrorsTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandLocalLinkIntegrityErrorsTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_local_link_integrity_errors_total doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandLocalLinkIntegrityErrorsTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandMulticastPacketsReceivedTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandMulticastPacketsReceivedTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandMulticastPacketsReceivedTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_multicast_packets_received_total doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandMulticastPacketsReceivedTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandMulticastPacketsTransmittedTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandMulticastPacketsTransmittedTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandMulticastPacketsTransmittedTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_multicast_packets_transmitted_total doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandMulticastPacketsTransmittedTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandPhysicalStateIDMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandPhysicalStateID
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandPhysicalStateIDMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_physical_state_id doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandPhysicalStateID
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandPortConstraintErrorsReceivedTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandPortConstraintErrorsReceivedTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandPortConstraintErrorsReceivedTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_port_constraint_errors_received_total doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandPortConstraintErrorsReceivedTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandPortConstraintErrorsTransmittedTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandPortConstraintErrorsTransmittedTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandPortConstraintErrorsTransmittedTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_port_constraint_errors_transmitted_total doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandPortConstraintErrorsTransmittedTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandPortDataReceivedBytesTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandPortDataReceivedBytesTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandPortDataReceivedBytesTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_port_data_received_bytes_total doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandPortDataReceivedBytesTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandPortDataTransmittedBytesTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandPortDataTransmittedBytesTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandPortDataTransmittedBytesTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_port_data_transmitted_bytes_total doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandPortDataTransmittedBytesTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandPortDiscardsReceivedTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandPortDiscardsReceivedTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandPortDiscardsReceivedTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_port_discards_received_total doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandPortDiscardsReceivedTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandPortDiscardsTransmittedTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandPortDiscardsTransmittedTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandPortDiscardsTransmittedTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_port_discards_transmitted_total doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandPortDiscardsTransmittedTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandPortErrorsReceivedTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandPortErrorsReceivedTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandPortErrorsReceivedTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_port_errors_received_total doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandPortErrorsReceivedTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandPortPacketsReceivedTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandPortPacketsReceivedTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandPortPacketsReceivedTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_port_packets_received_total doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandPortPacketsReceivedTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandPortPacketsTransmittedTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandPortPacketsTransmittedTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandPortPacketsTransmittedTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_port_packets_transmitted_total doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandPortPacketsTransmittedTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandPortReceiveRemotePhysicalErrorsTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_port_receive_remote_physical_errors_total doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandPortReceiveRemotePhysicalErrorsTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandPortReceiveSwitchRelayErrorsTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_port_receive_switch_relay_errors_total doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandPortReceiveSwitchRelayErrorsTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandPortTransmitWaitTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandPortTransmitWaitTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandPortTransmitWaitTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_port_transmit_wait_total doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandPortTransmitWaitTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandRateBytesPerSecondMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandRateBytesPerSecond
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandRateBytesPerSecondMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_rate_bytes_per_second doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandRateBytesPerSecond
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandStateIDMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandStateID
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandStateIDMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_state_id doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandStateID
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandSymbolErrorTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandSymbolErrorTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandSymbolErrorTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_symbol_error_total doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandSymbolErrorTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandUnicastPacketsReceivedTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandUnicastPacketsReceivedTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandUnicastPacketsReceivedTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_unicast_packets_received_total doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandUnicastPacketsReceivedTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandUnicastPacketsTransmittedTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandUnicastPacketsTransmittedTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandUnicastPacketsTransmittedTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_unicast_packets_transmitted_total doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandUnicastPacketsTransmittedTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNodeInfinibandVl15DroppedTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NodeInfinibandVl15DroppedTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NodeInfinibandVl15DroppedTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric node_infiniband_vl15_dropped_total doesn't have an attribute invalid, valid attributes: [device, port]")
+
+	cfg = DefaultMetricsConfig().NodeInfinibandVl15DroppedTotal
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }

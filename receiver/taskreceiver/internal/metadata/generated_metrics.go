@@ -19,6 +19,144 @@ const (
 	AggregationStrategyMax = "max"
 )
 
+// AttributeCounter specifies the value counter attribute.
+type AttributeCounter int
+
+const (
+	_ AttributeCounter = iota
+	AttributeCounterDuplicateRequest
+	AttributeCounterImpliedNakSeqErr
+	AttributeCounterLifespan
+	AttributeCounterLocalAckTimeoutErr
+	AttributeCounterNpCnpSent
+	AttributeCounterNpEcnMarkedRocePackets
+	AttributeCounterOutOfBuffer
+	AttributeCounterOutOfSequence
+	AttributeCounterPacketSeqErr
+	AttributeCounterReqCqeError
+	AttributeCounterReqCqeFlushError
+	AttributeCounterReqRemoteAccessErrors
+	AttributeCounterReqRemoteInvalidRequest
+	AttributeCounterRespCqeError
+	AttributeCounterRespCqeFlushError
+	AttributeCounterRespLocalLengthError
+	AttributeCounterRespRemoteAccessErrors
+	AttributeCounterRnrNakRetryErr
+	AttributeCounterRoceAdpRetrans
+	AttributeCounterRoceAdpRetransTo
+	AttributeCounterRoceSlowRestart
+	AttributeCounterRoceSlowRestartCnps
+	AttributeCounterRoceSlowRestartTrans
+	AttributeCounterRpCnpHandled
+	AttributeCounterRpCnpIgnored
+	AttributeCounterRxAtomicRequests
+	AttributeCounterRxDctConnect
+	AttributeCounterRxIcrcEncapsulated
+	AttributeCounterRxReadRequests
+	AttributeCounterRxWriteRequests
+)
+
+// String returns the string representation of the AttributeCounter.
+func (av AttributeCounter) String() string {
+	switch av {
+	case AttributeCounterDuplicateRequest:
+		return "duplicate_request"
+	case AttributeCounterImpliedNakSeqErr:
+		return "implied_nak_seq_err"
+	case AttributeCounterLifespan:
+		return "lifespan"
+	case AttributeCounterLocalAckTimeoutErr:
+		return "local_ack_timeout_err"
+	case AttributeCounterNpCnpSent:
+		return "np_cnp_sent"
+	case AttributeCounterNpEcnMarkedRocePackets:
+		return "np_ecn_marked_roce_packets"
+	case AttributeCounterOutOfBuffer:
+		return "out_of_buffer"
+	case AttributeCounterOutOfSequence:
+		return "out_of_sequence"
+	case AttributeCounterPacketSeqErr:
+		return "packet_seq_err"
+	case AttributeCounterReqCqeError:
+		return "req_cqe_error"
+	case AttributeCounterReqCqeFlushError:
+		return "req_cqe_flush_error"
+	case AttributeCounterReqRemoteAccessErrors:
+		return "req_remote_access_errors"
+	case AttributeCounterReqRemoteInvalidRequest:
+		return "req_remote_invalid_request"
+	case AttributeCounterRespCqeError:
+		return "resp_cqe_error"
+	case AttributeCounterRespCqeFlushError:
+		return "resp_cqe_flush_error"
+	case AttributeCounterRespLocalLengthError:
+		return "resp_local_length_error"
+	case AttributeCounterRespRemoteAccessErrors:
+		return "resp_remote_access_errors"
+	case AttributeCounterRnrNakRetryErr:
+		return "rnr_nak_retry_err"
+	case AttributeCounterRoceAdpRetrans:
+		return "roce_adp_retrans"
+	case AttributeCounterRoceAdpRetransTo:
+		return "roce_adp_retrans_to"
+	case AttributeCounterRoceSlowRestart:
+		return "roce_slow_restart"
+	case AttributeCounterRoceSlowRestartCnps:
+		return "roce_slow_restart_cnps"
+	case AttributeCounterRoceSlowRestartTrans:
+		return "roce_slow_restart_trans"
+	case AttributeCounterRpCnpHandled:
+		return "rp_cnp_handled"
+	case AttributeCounterRpCnpIgnored:
+		return "rp_cnp_ignored"
+	case AttributeCounterRxAtomicRequests:
+		return "rx_atomic_requests"
+	case AttributeCounterRxDctConnect:
+		return "rx_dct_connect"
+	case AttributeCounterRxIcrcEncapsulated:
+		return "rx_icrc_encapsulated"
+	case AttributeCounterRxReadRequests:
+		return "rx_read_requests"
+	case AttributeCounterRxWriteRequests:
+		return "rx_write_requests"
+	}
+	return ""
+}
+
+// MapAttributeCounter is a helper map of string to AttributeCounter attribute value.
+var MapAttributeCounter = map[string]AttributeCounter{
+	"duplicate_request":          AttributeCounterDuplicateRequest,
+	"implied_nak_seq_err":        AttributeCounterImpliedNakSeqErr,
+	"lifespan":                   AttributeCounterLifespan,
+	"local_ack_timeout_err":      AttributeCounterLocalAckTimeoutErr,
+	"np_cnp_sent":                AttributeCounterNpCnpSent,
+	"np_ecn_marked_roce_packets": AttributeCounterNpEcnMarkedRocePackets,
+	"out_of_buffer":              AttributeCounterOutOfBuffer,
+	"out_of_sequence":            AttributeCounterOutOfSequence,
+	"packet_seq_err":             AttributeCounterPacketSeqErr,
+	"req_cqe_error":              AttributeCounterReqCqeError,
+	"req_cqe_flush_error":        AttributeCounterReqCqeFlushError,
+	"req_remote_access_errors":   AttributeCounterReqRemoteAccessErrors,
+	"req_remote_invalid_request": AttributeCounterReqRemoteInvalidRequest,
+	"resp_cqe_error":             AttributeCounterRespCqeError,
+	"resp_cqe_flush_error":       AttributeCounterRespCqeFlushError,
+	"resp_local_length_error":    AttributeCounterRespLocalLengthError,
+	"resp_remote_access_errors":  AttributeCounterRespRemoteAccessErrors,
+	"rnr_nak_retry_err":          AttributeCounterRnrNakRetryErr,
+	"roce_adp_retrans":           AttributeCounterRoceAdpRetrans,
+	"roce_adp_retrans_to":        AttributeCounterRoceAdpRetransTo,
+	"roce_slow_restart":          AttributeCounterRoceSlowRestart,
+	"roce_slow_restart_cnps":     AttributeCounterRoceSlowRestartCnps,
+	"roce_slow_restart_trans":    AttributeCounterRoceSlowRestartTrans,
+	"rp_cnp_handled":             AttributeCounterRpCnpHandled,
+	"rp_cnp_ignored":             AttributeCounterRpCnpIgnored,
+	"rx_atomic_requests":         AttributeCounterRxAtomicRequests,
+	"rx_dct_connect":             AttributeCounterRxDctConnect,
+	"rx_icrc_encapsulated":       AttributeCounterRxIcrcEncapsulated,
+	"rx_read_requests":           AttributeCounterRxReadRequests,
+	"rx_write_requests":          AttributeCounterRxWriteRequests,
+}
+
 // AttributeMode specifies the value mode attribute.
 type AttributeMode int
 
@@ -78,6 +216,7 @@ const (
 	AttributeSourceComm
 	AttributeSourceDiskstats
 	AttributeSourceEnviron
+	AttributeSourceInfiniband
 	AttributeSourceLoadavg
 	AttributeSourceMeminfo
 	AttributeSourceMountinfo
@@ -102,6 +241,8 @@ func (av AttributeSource) String() string {
 		return "diskstats"
 	case AttributeSourceEnviron:
 		return "environ"
+	case AttributeSourceInfiniband:
+		return "infiniband"
 	case AttributeSourceLoadavg:
 		return "loadavg"
 	case AttributeSourceMeminfo:
@@ -130,21 +271,22 @@ func (av AttributeSource) String() string {
 
 // MapAttributeSource is a helper map of string to AttributeSource attribute value.
 var MapAttributeSource = map[string]AttributeSource{
-	"cgroup":    AttributeSourceCgroup,
-	"comm":      AttributeSourceComm,
-	"diskstats": AttributeSourceDiskstats,
-	"environ":   AttributeSourceEnviron,
-	"loadavg":   AttributeSourceLoadavg,
-	"meminfo":   AttributeSourceMeminfo,
-	"mountinfo": AttributeSourceMountinfo,
-	"net_dev":   AttributeSourceNetDev,
-	"net_ns":    AttributeSourceNetNs,
-	"pod_logs":  AttributeSourcePodLogs,
-	"proc":      AttributeSourceProc,
-	"proc_stat": AttributeSourceProcStat,
-	"stat":      AttributeSourceStat,
-	"statfs":    AttributeSourceStatfs,
-	"uname":     AttributeSourceUname,
+	"cgroup":     AttributeSourceCgroup,
+	"comm":       AttributeSourceComm,
+	"diskstats":  AttributeSourceDiskstats,
+	"environ":    AttributeSourceEnviron,
+	"infiniband": AttributeSourceInfiniband,
+	"loadavg":    AttributeSourceLoadavg,
+	"meminfo":    AttributeSourceMeminfo,
+	"mountinfo":  AttributeSourceMountinfo,
+	"net_dev":    AttributeSourceNetDev,
+	"net_ns":     AttributeSourceNetNs,
+	"pod_logs":   AttributeSourcePodLogs,
+	"proc":       AttributeSourceProc,
+	"proc_stat":  AttributeSourceProcStat,
+	"stat":       AttributeSourceStat,
+	"statfs":     AttributeSourceStatfs,
+	"uname":      AttributeSourceUname,
 }
 
 var MetricsInfo = metricsInfo{
@@ -175,6 +317,124 @@ var MetricsInfo = metricsInfo{
 	NodeFilesystemSizeBytes: metricInfo{
 		Name:       "node_filesystem_size_bytes",
 		Attributes: []string{"device", "fstype", "mountpoint"},
+	},
+	NodeInfinibandExcessiveBufferOverrunErrorsTotal: metricInfo{
+		Name:       "node_infiniband_excessive_buffer_overrun_errors_total",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandExpectedActivePorts: metricInfo{
+		Name: "node_infiniband_expected_active_ports",
+	},
+	NodeInfinibandExpectedRateBytesPerSecond: metricInfo{
+		Name: "node_infiniband_expected_rate_bytes_per_second",
+	},
+	NodeInfinibandHwCountersTotal: metricInfo{
+		Name:       "node_infiniband_hw_counters_total",
+		Attributes: []string{"device", "port", "counter"},
+	},
+	NodeInfinibandInfo: metricInfo{
+		Name:       "node_infiniband_info",
+		Attributes: []string{"board_id", "device", "firmware_version", "hca_type"},
+	},
+	NodeInfinibandLinkDownedTotal: metricInfo{
+		Name:       "node_infiniband_link_downed_total",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandLinkErrorRecoveryTotal: metricInfo{
+		Name:       "node_infiniband_link_error_recovery_total",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandLinkLayerInfo: metricInfo{
+		Name:       "node_infiniband_link_layer_info",
+		Attributes: []string{"device", "port", "link_layer"},
+	},
+	NodeInfinibandLocalLinkIntegrityErrorsTotal: metricInfo{
+		Name:       "node_infiniband_local_link_integrity_errors_total",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandMulticastPacketsReceivedTotal: metricInfo{
+		Name:       "node_infiniband_multicast_packets_received_total",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandMulticastPacketsTransmittedTotal: metricInfo{
+		Name:       "node_infiniband_multicast_packets_transmitted_total",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandPhysicalStateID: metricInfo{
+		Name:       "node_infiniband_physical_state_id",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandPortConstraintErrorsReceivedTotal: metricInfo{
+		Name:       "node_infiniband_port_constraint_errors_received_total",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandPortConstraintErrorsTransmittedTotal: metricInfo{
+		Name:       "node_infiniband_port_constraint_errors_transmitted_total",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandPortDataReceivedBytesTotal: metricInfo{
+		Name:       "node_infiniband_port_data_received_bytes_total",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandPortDataTransmittedBytesTotal: metricInfo{
+		Name:       "node_infiniband_port_data_transmitted_bytes_total",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandPortDiscardsReceivedTotal: metricInfo{
+		Name:       "node_infiniband_port_discards_received_total",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandPortDiscardsTransmittedTotal: metricInfo{
+		Name:       "node_infiniband_port_discards_transmitted_total",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandPortErrorsReceivedTotal: metricInfo{
+		Name:       "node_infiniband_port_errors_received_total",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandPortPacketsReceivedTotal: metricInfo{
+		Name:       "node_infiniband_port_packets_received_total",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandPortPacketsTransmittedTotal: metricInfo{
+		Name:       "node_infiniband_port_packets_transmitted_total",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandPortReceiveRemotePhysicalErrorsTotal: metricInfo{
+		Name:       "node_infiniband_port_receive_remote_physical_errors_total",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandPortReceiveSwitchRelayErrorsTotal: metricInfo{
+		Name:       "node_infiniband_port_receive_switch_relay_errors_total",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandPortTransmitWaitTotal: metricInfo{
+		Name:       "node_infiniband_port_transmit_wait_total",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandRateBytesPerSecond: metricInfo{
+		Name:       "node_infiniband_rate_bytes_per_second",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandStateID: metricInfo{
+		Name:       "node_infiniband_state_id",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandSymbolErrorTotal: metricInfo{
+		Name:       "node_infiniband_symbol_error_total",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandUnicastPacketsReceivedTotal: metricInfo{
+		Name:       "node_infiniband_unicast_packets_received_total",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandUnicastPacketsTransmittedTotal: metricInfo{
+		Name:       "node_infiniband_unicast_packets_transmitted_total",
+		Attributes: []string{"device", "port"},
+	},
+	NodeInfinibandVl15DroppedTotal: metricInfo{
+		Name:       "node_infiniband_vl15_dropped_total",
+		Attributes: []string{"device", "port"},
 	},
 	NodeLoad1: metricInfo{
 		Name: "node_load1",
@@ -283,46 +543,76 @@ var MetricsInfo = metricsInfo{
 }
 
 type metricsInfo struct {
-	CollectorIterationCountTotal     metricInfo
-	CollectorReadErrorsTotal         metricInfo
-	NodeCPUSecondsTotal              metricInfo
-	NodeDiskReadBytesTotal           metricInfo
-	NodeDiskWrittenBytesTotal        metricInfo
-	NodeFilesystemAvailBytes         metricInfo
-	NodeFilesystemSizeBytes          metricInfo
-	NodeLoad1                        metricInfo
-	NodeMemoryBuffersBytes           metricInfo
-	NodeMemoryCachedBytes            metricInfo
-	NodeMemoryMemAvailableBytes      metricInfo
-	NodeMemoryMemFreeBytes           metricInfo
-	NodeMemoryMemTotalBytes          metricInfo
-	NodeNetworkReceiveBytesTotal     metricInfo
-	NodeNetworkTransmitBytesTotal    metricInfo
-	NodeUnameInfo                    metricInfo
-	ProcessMemUsageByte              metricInfo
-	ServiceBlockInByte               metricInfo
-	ServiceBlockOutByte              metricInfo
-	ServiceCPUPercent                metricInfo
-	ServiceCPUSecondsTotal           metricInfo
-	ServiceMemLimitByte              metricInfo
-	ServiceMemUsageByte              metricInfo
-	ServiceMemUsagePercent           metricInfo
-	ServiceNetInByte                 metricInfo
-	ServiceNetOutByte                metricInfo
-	ServiceNetworkReceiveBytesTotal  metricInfo
-	ServiceNetworkTransmitBytesTotal metricInfo
-	TaskBlockInByte                  metricInfo
-	TaskBlockOutByte                 metricInfo
-	TaskCPUPercent                   metricInfo
-	TaskCPUSecondsTotal              metricInfo
-	TaskMemLimitByte                 metricInfo
-	TaskMemUsageByte                 metricInfo
-	TaskMemUsagePercent              metricInfo
-	TaskNetInByte                    metricInfo
-	TaskNetOutByte                   metricInfo
-	TaskNetworkReceiveBytesTotal     metricInfo
-	TaskNetworkTransmitBytesTotal    metricInfo
-	ZombieProcessCount               metricInfo
+	CollectorIterationCountTotal                       metricInfo
+	CollectorReadErrorsTotal                           metricInfo
+	NodeCPUSecondsTotal                                metricInfo
+	NodeDiskReadBytesTotal                             metricInfo
+	NodeDiskWrittenBytesTotal                          metricInfo
+	NodeFilesystemAvailBytes                           metricInfo
+	NodeFilesystemSizeBytes                            metricInfo
+	NodeInfinibandExcessiveBufferOverrunErrorsTotal    metricInfo
+	NodeInfinibandExpectedActivePorts                  metricInfo
+	NodeInfinibandExpectedRateBytesPerSecond           metricInfo
+	NodeInfinibandHwCountersTotal                      metricInfo
+	NodeInfinibandInfo                                 metricInfo
+	NodeInfinibandLinkDownedTotal                      metricInfo
+	NodeInfinibandLinkErrorRecoveryTotal               metricInfo
+	NodeInfinibandLinkLayerInfo                        metricInfo
+	NodeInfinibandLocalLinkIntegrityErrorsTotal        metricInfo
+	NodeInfinibandMulticastPacketsReceivedTotal        metricInfo
+	NodeInfinibandMulticastPacketsTransmittedTotal     metricInfo
+	NodeInfinibandPhysicalStateID                      metricInfo
+	NodeInfinibandPortConstraintErrorsReceivedTotal    metricInfo
+	NodeInfinibandPortConstraintErrorsTransmittedTotal metricInfo
+	NodeInfinibandPortDataReceivedBytesTotal           metricInfo
+	NodeInfinibandPortDataTransmittedBytesTotal        metricInfo
+	NodeInfinibandPortDiscardsReceivedTotal            metricInfo
+	NodeInfinibandPortDiscardsTransmittedTotal         metricInfo
+	NodeInfinibandPortErrorsReceivedTotal              metricInfo
+	NodeInfinibandPortPacketsReceivedTotal             metricInfo
+	NodeInfinibandPortPacketsTransmittedTotal          metricInfo
+	NodeInfinibandPortReceiveRemotePhysicalErrorsTotal metricInfo
+	NodeInfinibandPortReceiveSwitchRelayErrorsTotal    metricInfo
+	NodeInfinibandPortTransmitWaitTotal                metricInfo
+	NodeInfinibandRateBytesPerSecond                   metricInfo
+	NodeInfinibandStateID                              metricInfo
+	NodeInfinibandSymbolErrorTotal                     metricInfo
+	NodeInfinibandUnicastPacketsReceivedTotal          metricInfo
+	NodeInfinibandUnicastPacketsTransmittedTotal       metricInfo
+	NodeInfinibandVl15DroppedTotal                     metricInfo
+	NodeLoad1                                          metricInfo
+	NodeMemoryBuffersBytes                             metricInfo
+	NodeMemoryCachedBytes                              metricInfo
+	NodeMemoryMemAvailableBytes                        metricInfo
+	NodeMemoryMemFreeBytes                             metricInfo
+	NodeMemoryMemTotalBytes                            metricInfo
+	NodeNetworkReceiveBytesTotal                       metricInfo
+	NodeNetworkTransmitBytesTotal                      metricInfo
+	NodeUnameInfo                                      metricInfo
+	ProcessMemUsageByte                                metricInfo
+	ServiceBlockInByte                                 metricInfo
+	ServiceBlockOutByte                                metricInfo
+	ServiceCPUPercent                                  metricInfo
+	ServiceCPUSecondsTotal                             metricInfo
+	ServiceMemLimitByte                                metricInfo
+	ServiceMemUsageByte                                metricInfo
+	ServiceMemUsagePercent                             metricInfo
+	ServiceNetInByte                                   metricInfo
+	ServiceNetOutByte                                  metricInfo
+	ServiceNetworkReceiveBytesTotal                    metricInfo
+	ServiceNetworkTransmitBytesTotal                   metricInfo
+	TaskBlockInByte                                    metricInfo
+	TaskBlockOutByte                                   metricInfo
+	TaskCPUPercent                                     metricInfo
+	TaskCPUSecondsTotal                                metricInfo
+	TaskMemLimitByte                                   metricInfo
+	TaskMemUsageByte                                   metricInfo
+	TaskMemUsagePercent                                metricInfo
+	TaskNetInByte                                      metricInfo
+	TaskNetOutByte                                     metricInfo
+	TaskNetworkReceiveBytesTotal                       metricInfo
+	TaskNetworkTransmitBytesTotal                      metricInfo
+	ZombieProcessCount                                 metricInfo
 }
 
 type metricInfo struct {
@@ -973,6 +1263,2740 @@ func (m *metricNodeFilesystemSizeBytes) emit(metrics pmetric.MetricSlice) {
 
 func newMetricNodeFilesystemSizeBytes(cfg NodeFilesystemSizeBytesMetricConfig) metricNodeFilesystemSizeBytes {
 	m := metricNodeFilesystemSizeBytes{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandExcessiveBufferOverrunErrorsTotal struct {
+	data          pmetric.Metric                                              // data buffer for generated metric.
+	config        NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricConfig // metric config provided by user.
+	capacity      int                                                         // max observed number of data points added to the metric.
+	aggDataPoints []float64                                                   // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_excessive_buffer_overrun_errors_total metric with initial data.
+func (m *metricNodeInfinibandExcessiveBufferOverrunErrorsTotal) init() {
+	m.data.SetName("node_infiniband_excessive_buffer_overrun_errors_total")
+	m.data.SetDescription("Number of times that OverrunErrors consecutive flow control update periods occurred, each having at least one overrun error: counters/excessive_buffer_overrun_errors (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandExcessiveBufferOverrunErrorsTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandExcessiveBufferOverrunErrorsTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandExcessiveBufferOverrunErrorsTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandExcessiveBufferOverrunErrorsTotal(cfg NodeInfinibandExcessiveBufferOverrunErrorsTotalMetricConfig) metricNodeInfinibandExcessiveBufferOverrunErrorsTotal {
+	m := metricNodeInfinibandExcessiveBufferOverrunErrorsTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandExpectedActivePorts struct {
+	data     pmetric.Metric                                // data buffer for generated metric.
+	config   NodeInfinibandExpectedActivePortsMetricConfig // metric config provided by user.
+	capacity int                                           // max observed number of data points added to the metric.
+}
+
+// init fills node_infiniband_expected_active_ports metric with initial data.
+func (m *metricNodeInfinibandExpectedActivePorts) init() {
+	m.data.SetName("node_infiniband_expected_active_ports")
+	m.data.SetDescription("Ports this node should have ACTIVE at node_infiniband_expected_rate_bytes_per_second or faster (infiniband::expected_active_ports); absent where none is configured. Ours: the alerts compare the ports with it.")
+	m.data.SetUnit("{port}")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricNodeInfinibandExpectedActivePorts) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandExpectedActivePorts) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandExpectedActivePorts) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandExpectedActivePorts(cfg NodeInfinibandExpectedActivePortsMetricConfig) metricNodeInfinibandExpectedActivePorts {
+	m := metricNodeInfinibandExpectedActivePorts{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandExpectedRateBytesPerSecond struct {
+	data     pmetric.Metric                                       // data buffer for generated metric.
+	config   NodeInfinibandExpectedRateBytesPerSecondMetricConfig // metric config provided by user.
+	capacity int                                                  // max observed number of data points added to the metric.
+}
+
+// init fills node_infiniband_expected_rate_bytes_per_second metric with initial data.
+func (m *metricNodeInfinibandExpectedRateBytesPerSecond) init() {
+	m.data.SetName("node_infiniband_expected_rate_bytes_per_second")
+	m.data.SetDescription("Rate each of the expected ports should have trained at (infiniband::expected_rate_gbps), 0 for any; absent where no port count is configured. Ours.")
+	m.data.SetUnit("By/s")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricNodeInfinibandExpectedRateBytesPerSecond) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandExpectedRateBytesPerSecond) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandExpectedRateBytesPerSecond) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandExpectedRateBytesPerSecond(cfg NodeInfinibandExpectedRateBytesPerSecondMetricConfig) metricNodeInfinibandExpectedRateBytesPerSecond {
+	m := metricNodeInfinibandExpectedRateBytesPerSecond{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandHwCountersTotal struct {
+	data          pmetric.Metric                            // data buffer for generated metric.
+	config        NodeInfinibandHwCountersTotalMetricConfig // metric config provided by user.
+	capacity      int                                       // max observed number of data points added to the metric.
+	aggDataPoints []float64                                 // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_hw_counters_total metric with initial data.
+func (m *metricNodeInfinibandHwCountersTotal) init() {
+	m.data.SetName("node_infiniband_hw_counters_total")
+	m.data.SetDescription("A counter of the HCA driver's hw_counters directory of the port (RoCE congestion control and retransmission, transport errors), as prometheus/procfs parses them. Ours: node_exporter 1.5 does not read hw_counters.")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandHwCountersTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string, counterAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandHwCountersTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandHwCountersTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandHwCountersTotalMetricAttributeKeyCounter) {
+		dp.Attributes().PutStr("counter", counterAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandHwCountersTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandHwCountersTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandHwCountersTotal(cfg NodeInfinibandHwCountersTotalMetricConfig) metricNodeInfinibandHwCountersTotal {
+	m := metricNodeInfinibandHwCountersTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandInfo struct {
+	data          pmetric.Metric                 // data buffer for generated metric.
+	config        NodeInfinibandInfoMetricConfig // metric config provided by user.
+	capacity      int                            // max observed number of data points added to the metric.
+	aggDataPoints []int64                        // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_info metric with initial data.
+func (m *metricNodeInfinibandInfo) init() {
+	m.data.SetName("node_infiniband_info")
+	m.data.SetDescription("Non-numeric data from /sys/class/infiniband/<device>, value is always 1 (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandInfo) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, boardIDAttributeValue string, deviceAttributeValue string, firmwareVersionAttributeValue string, hcaTypeAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandInfoMetricAttributeKeyBoardID) {
+		dp.Attributes().PutStr("board_id", boardIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandInfoMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandInfoMetricAttributeKeyFirmwareVersion) {
+		dp.Attributes().PutStr("firmware_version", firmwareVersionAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandInfoMetricAttributeKeyHcaType) {
+		dp.Attributes().PutStr("hca_type", hcaTypeAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandInfo) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandInfo) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandInfo(cfg NodeInfinibandInfoMetricConfig) metricNodeInfinibandInfo {
+	m := metricNodeInfinibandInfo{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandLinkDownedTotal struct {
+	data          pmetric.Metric                            // data buffer for generated metric.
+	config        NodeInfinibandLinkDownedTotalMetricConfig // metric config provided by user.
+	capacity      int                                       // max observed number of data points added to the metric.
+	aggDataPoints []float64                                 // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_link_downed_total metric with initial data.
+func (m *metricNodeInfinibandLinkDownedTotal) init() {
+	m.data.SetName("node_infiniband_link_downed_total")
+	m.data.SetDescription("Number of times the link failed to recover from an error state and went down: counters/link_downed (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandLinkDownedTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandLinkDownedTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandLinkDownedTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandLinkDownedTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandLinkDownedTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandLinkDownedTotal(cfg NodeInfinibandLinkDownedTotalMetricConfig) metricNodeInfinibandLinkDownedTotal {
+	m := metricNodeInfinibandLinkDownedTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandLinkErrorRecoveryTotal struct {
+	data          pmetric.Metric                                   // data buffer for generated metric.
+	config        NodeInfinibandLinkErrorRecoveryTotalMetricConfig // metric config provided by user.
+	capacity      int                                              // max observed number of data points added to the metric.
+	aggDataPoints []float64                                        // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_link_error_recovery_total metric with initial data.
+func (m *metricNodeInfinibandLinkErrorRecoveryTotal) init() {
+	m.data.SetName("node_infiniband_link_error_recovery_total")
+	m.data.SetDescription("Number of times the link successfully recovered from an error state: counters/link_error_recovery (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandLinkErrorRecoveryTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandLinkErrorRecoveryTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandLinkErrorRecoveryTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandLinkErrorRecoveryTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandLinkErrorRecoveryTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandLinkErrorRecoveryTotal(cfg NodeInfinibandLinkErrorRecoveryTotalMetricConfig) metricNodeInfinibandLinkErrorRecoveryTotal {
+	m := metricNodeInfinibandLinkErrorRecoveryTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandLinkLayerInfo struct {
+	data          pmetric.Metric                          // data buffer for generated metric.
+	config        NodeInfinibandLinkLayerInfoMetricConfig // metric config provided by user.
+	capacity      int                                     // max observed number of data points added to the metric.
+	aggDataPoints []int64                                 // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_link_layer_info metric with initial data.
+func (m *metricNodeInfinibandLinkLayerInfo) init() {
+	m.data.SetName("node_infiniband_link_layer_info")
+	m.data.SetDescription("Constant 1 labelled with the port's link layer: InfiniBand, or Ethernet for RoCE. Ours: node_exporter 1.5 does not report it.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandLinkLayerInfo) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, deviceAttributeValue string, portAttributeValue string, linkLayerAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandLinkLayerInfoMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandLinkLayerInfoMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandLinkLayerInfoMetricAttributeKeyLinkLayer) {
+		dp.Attributes().PutStr("link_layer", linkLayerAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandLinkLayerInfo) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandLinkLayerInfo) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandLinkLayerInfo(cfg NodeInfinibandLinkLayerInfoMetricConfig) metricNodeInfinibandLinkLayerInfo {
+	m := metricNodeInfinibandLinkLayerInfo{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandLocalLinkIntegrityErrorsTotal struct {
+	data          pmetric.Metric                                          // data buffer for generated metric.
+	config        NodeInfinibandLocalLinkIntegrityErrorsTotalMetricConfig // metric config provided by user.
+	capacity      int                                                     // max observed number of data points added to the metric.
+	aggDataPoints []float64                                               // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_local_link_integrity_errors_total metric with initial data.
+func (m *metricNodeInfinibandLocalLinkIntegrityErrorsTotal) init() {
+	m.data.SetName("node_infiniband_local_link_integrity_errors_total")
+	m.data.SetDescription("Number of times that the count of local physical errors exceeded the threshold specified by LocalPhyErrors: counters/local_link_integrity_errors (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandLocalLinkIntegrityErrorsTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandLocalLinkIntegrityErrorsTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandLocalLinkIntegrityErrorsTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandLocalLinkIntegrityErrorsTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandLocalLinkIntegrityErrorsTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandLocalLinkIntegrityErrorsTotal(cfg NodeInfinibandLocalLinkIntegrityErrorsTotalMetricConfig) metricNodeInfinibandLocalLinkIntegrityErrorsTotal {
+	m := metricNodeInfinibandLocalLinkIntegrityErrorsTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandMulticastPacketsReceivedTotal struct {
+	data          pmetric.Metric                                          // data buffer for generated metric.
+	config        NodeInfinibandMulticastPacketsReceivedTotalMetricConfig // metric config provided by user.
+	capacity      int                                                     // max observed number of data points added to the metric.
+	aggDataPoints []float64                                               // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_multicast_packets_received_total metric with initial data.
+func (m *metricNodeInfinibandMulticastPacketsReceivedTotal) init() {
+	m.data.SetName("node_infiniband_multicast_packets_received_total")
+	m.data.SetDescription("Number of multicast packets received (including errors): counters/multicast_rcv_packets (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandMulticastPacketsReceivedTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandMulticastPacketsReceivedTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandMulticastPacketsReceivedTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandMulticastPacketsReceivedTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandMulticastPacketsReceivedTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandMulticastPacketsReceivedTotal(cfg NodeInfinibandMulticastPacketsReceivedTotalMetricConfig) metricNodeInfinibandMulticastPacketsReceivedTotal {
+	m := metricNodeInfinibandMulticastPacketsReceivedTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandMulticastPacketsTransmittedTotal struct {
+	data          pmetric.Metric                                             // data buffer for generated metric.
+	config        NodeInfinibandMulticastPacketsTransmittedTotalMetricConfig // metric config provided by user.
+	capacity      int                                                        // max observed number of data points added to the metric.
+	aggDataPoints []float64                                                  // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_multicast_packets_transmitted_total metric with initial data.
+func (m *metricNodeInfinibandMulticastPacketsTransmittedTotal) init() {
+	m.data.SetName("node_infiniband_multicast_packets_transmitted_total")
+	m.data.SetDescription("Number of multicast packets transmitted (including errors): counters/multicast_xmit_packets (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandMulticastPacketsTransmittedTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandMulticastPacketsTransmittedTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandMulticastPacketsTransmittedTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandMulticastPacketsTransmittedTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandMulticastPacketsTransmittedTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandMulticastPacketsTransmittedTotal(cfg NodeInfinibandMulticastPacketsTransmittedTotalMetricConfig) metricNodeInfinibandMulticastPacketsTransmittedTotal {
+	m := metricNodeInfinibandMulticastPacketsTransmittedTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandPhysicalStateID struct {
+	data          pmetric.Metric                            // data buffer for generated metric.
+	config        NodeInfinibandPhysicalStateIDMetricConfig // metric config provided by user.
+	capacity      int                                       // max observed number of data points added to the metric.
+	aggDataPoints []float64                                 // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_physical_state_id metric with initial data.
+func (m *metricNodeInfinibandPhysicalStateID) init() {
+	m.data.SetName("node_infiniband_physical_state_id")
+	m.data.SetDescription("Physical state of the InfiniBand port (0: no change, 1: sleep, 2: polling, 3: disable, 4: shift, 5: link up, 6: link error recover, 7: phytest) (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandPhysicalStateID) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPhysicalStateIDMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPhysicalStateIDMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandPhysicalStateID) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandPhysicalStateID) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandPhysicalStateID(cfg NodeInfinibandPhysicalStateIDMetricConfig) metricNodeInfinibandPhysicalStateID {
+	m := metricNodeInfinibandPhysicalStateID{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandPortConstraintErrorsReceivedTotal struct {
+	data          pmetric.Metric                                              // data buffer for generated metric.
+	config        NodeInfinibandPortConstraintErrorsReceivedTotalMetricConfig // metric config provided by user.
+	capacity      int                                                         // max observed number of data points added to the metric.
+	aggDataPoints []float64                                                   // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_port_constraint_errors_received_total metric with initial data.
+func (m *metricNodeInfinibandPortConstraintErrorsReceivedTotal) init() {
+	m.data.SetName("node_infiniband_port_constraint_errors_received_total")
+	m.data.SetDescription("Number of packets received on the switch physical port that are discarded: counters/port_rcv_constraint_errors (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandPortConstraintErrorsReceivedTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortConstraintErrorsReceivedTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortConstraintErrorsReceivedTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandPortConstraintErrorsReceivedTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandPortConstraintErrorsReceivedTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandPortConstraintErrorsReceivedTotal(cfg NodeInfinibandPortConstraintErrorsReceivedTotalMetricConfig) metricNodeInfinibandPortConstraintErrorsReceivedTotal {
+	m := metricNodeInfinibandPortConstraintErrorsReceivedTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandPortConstraintErrorsTransmittedTotal struct {
+	data          pmetric.Metric                                                 // data buffer for generated metric.
+	config        NodeInfinibandPortConstraintErrorsTransmittedTotalMetricConfig // metric config provided by user.
+	capacity      int                                                            // max observed number of data points added to the metric.
+	aggDataPoints []float64                                                      // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_port_constraint_errors_transmitted_total metric with initial data.
+func (m *metricNodeInfinibandPortConstraintErrorsTransmittedTotal) init() {
+	m.data.SetName("node_infiniband_port_constraint_errors_transmitted_total")
+	m.data.SetDescription("Number of packets not transmitted from the switch physical port: counters/port_xmit_constraint_errors (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandPortConstraintErrorsTransmittedTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortConstraintErrorsTransmittedTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortConstraintErrorsTransmittedTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandPortConstraintErrorsTransmittedTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandPortConstraintErrorsTransmittedTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandPortConstraintErrorsTransmittedTotal(cfg NodeInfinibandPortConstraintErrorsTransmittedTotalMetricConfig) metricNodeInfinibandPortConstraintErrorsTransmittedTotal {
+	m := metricNodeInfinibandPortConstraintErrorsTransmittedTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandPortDataReceivedBytesTotal struct {
+	data          pmetric.Metric                                       // data buffer for generated metric.
+	config        NodeInfinibandPortDataReceivedBytesTotalMetricConfig // metric config provided by user.
+	capacity      int                                                  // max observed number of data points added to the metric.
+	aggDataPoints []float64                                            // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_port_data_received_bytes_total metric with initial data.
+func (m *metricNodeInfinibandPortDataReceivedBytesTotal) init() {
+	m.data.SetName("node_infiniband_port_data_received_bytes_total")
+	m.data.SetDescription("Number of data octets received on all links (the kernel's 4-byte words times 4): counters/port_rcv_data (node_exporter infiniband collector).")
+	m.data.SetUnit("By")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandPortDataReceivedBytesTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortDataReceivedBytesTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortDataReceivedBytesTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandPortDataReceivedBytesTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandPortDataReceivedBytesTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandPortDataReceivedBytesTotal(cfg NodeInfinibandPortDataReceivedBytesTotalMetricConfig) metricNodeInfinibandPortDataReceivedBytesTotal {
+	m := metricNodeInfinibandPortDataReceivedBytesTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandPortDataTransmittedBytesTotal struct {
+	data          pmetric.Metric                                          // data buffer for generated metric.
+	config        NodeInfinibandPortDataTransmittedBytesTotalMetricConfig // metric config provided by user.
+	capacity      int                                                     // max observed number of data points added to the metric.
+	aggDataPoints []float64                                               // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_port_data_transmitted_bytes_total metric with initial data.
+func (m *metricNodeInfinibandPortDataTransmittedBytesTotal) init() {
+	m.data.SetName("node_infiniband_port_data_transmitted_bytes_total")
+	m.data.SetDescription("Number of data octets transmitted on all links (the kernel's 4-byte words times 4): counters/port_xmit_data (node_exporter infiniband collector).")
+	m.data.SetUnit("By")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandPortDataTransmittedBytesTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortDataTransmittedBytesTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortDataTransmittedBytesTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandPortDataTransmittedBytesTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandPortDataTransmittedBytesTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandPortDataTransmittedBytesTotal(cfg NodeInfinibandPortDataTransmittedBytesTotalMetricConfig) metricNodeInfinibandPortDataTransmittedBytesTotal {
+	m := metricNodeInfinibandPortDataTransmittedBytesTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandPortDiscardsReceivedTotal struct {
+	data          pmetric.Metric                                      // data buffer for generated metric.
+	config        NodeInfinibandPortDiscardsReceivedTotalMetricConfig // metric config provided by user.
+	capacity      int                                                 // max observed number of data points added to the metric.
+	aggDataPoints []float64                                           // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_port_discards_received_total metric with initial data.
+func (m *metricNodeInfinibandPortDiscardsReceivedTotal) init() {
+	m.data.SetName("node_infiniband_port_discards_received_total")
+	m.data.SetDescription("Number of inbound packets discarded by the port because the port is down or congested: counters/port_rcv_discards (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandPortDiscardsReceivedTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortDiscardsReceivedTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortDiscardsReceivedTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandPortDiscardsReceivedTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandPortDiscardsReceivedTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandPortDiscardsReceivedTotal(cfg NodeInfinibandPortDiscardsReceivedTotalMetricConfig) metricNodeInfinibandPortDiscardsReceivedTotal {
+	m := metricNodeInfinibandPortDiscardsReceivedTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandPortDiscardsTransmittedTotal struct {
+	data          pmetric.Metric                                         // data buffer for generated metric.
+	config        NodeInfinibandPortDiscardsTransmittedTotalMetricConfig // metric config provided by user.
+	capacity      int                                                    // max observed number of data points added to the metric.
+	aggDataPoints []float64                                              // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_port_discards_transmitted_total metric with initial data.
+func (m *metricNodeInfinibandPortDiscardsTransmittedTotal) init() {
+	m.data.SetName("node_infiniband_port_discards_transmitted_total")
+	m.data.SetDescription("Number of outbound packets discarded by the port because the port is down or congested: counters/port_xmit_discards (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandPortDiscardsTransmittedTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortDiscardsTransmittedTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortDiscardsTransmittedTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandPortDiscardsTransmittedTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandPortDiscardsTransmittedTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandPortDiscardsTransmittedTotal(cfg NodeInfinibandPortDiscardsTransmittedTotalMetricConfig) metricNodeInfinibandPortDiscardsTransmittedTotal {
+	m := metricNodeInfinibandPortDiscardsTransmittedTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandPortErrorsReceivedTotal struct {
+	data          pmetric.Metric                                    // data buffer for generated metric.
+	config        NodeInfinibandPortErrorsReceivedTotalMetricConfig // metric config provided by user.
+	capacity      int                                               // max observed number of data points added to the metric.
+	aggDataPoints []float64                                         // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_port_errors_received_total metric with initial data.
+func (m *metricNodeInfinibandPortErrorsReceivedTotal) init() {
+	m.data.SetName("node_infiniband_port_errors_received_total")
+	m.data.SetDescription("Number of packets containing an error that were received on this port: counters/port_rcv_errors (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandPortErrorsReceivedTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortErrorsReceivedTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortErrorsReceivedTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandPortErrorsReceivedTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandPortErrorsReceivedTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandPortErrorsReceivedTotal(cfg NodeInfinibandPortErrorsReceivedTotalMetricConfig) metricNodeInfinibandPortErrorsReceivedTotal {
+	m := metricNodeInfinibandPortErrorsReceivedTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandPortPacketsReceivedTotal struct {
+	data          pmetric.Metric                                     // data buffer for generated metric.
+	config        NodeInfinibandPortPacketsReceivedTotalMetricConfig // metric config provided by user.
+	capacity      int                                                // max observed number of data points added to the metric.
+	aggDataPoints []float64                                          // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_port_packets_received_total metric with initial data.
+func (m *metricNodeInfinibandPortPacketsReceivedTotal) init() {
+	m.data.SetName("node_infiniband_port_packets_received_total")
+	m.data.SetDescription("Number of packets received on all VLs by this port (including errors): counters/port_rcv_packets (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandPortPacketsReceivedTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortPacketsReceivedTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortPacketsReceivedTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandPortPacketsReceivedTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandPortPacketsReceivedTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandPortPacketsReceivedTotal(cfg NodeInfinibandPortPacketsReceivedTotalMetricConfig) metricNodeInfinibandPortPacketsReceivedTotal {
+	m := metricNodeInfinibandPortPacketsReceivedTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandPortPacketsTransmittedTotal struct {
+	data          pmetric.Metric                                        // data buffer for generated metric.
+	config        NodeInfinibandPortPacketsTransmittedTotalMetricConfig // metric config provided by user.
+	capacity      int                                                   // max observed number of data points added to the metric.
+	aggDataPoints []float64                                             // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_port_packets_transmitted_total metric with initial data.
+func (m *metricNodeInfinibandPortPacketsTransmittedTotal) init() {
+	m.data.SetName("node_infiniband_port_packets_transmitted_total")
+	m.data.SetDescription("Number of packets transmitted on all VLs from this port (including errors): counters/port_xmit_packets (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandPortPacketsTransmittedTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortPacketsTransmittedTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortPacketsTransmittedTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandPortPacketsTransmittedTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandPortPacketsTransmittedTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandPortPacketsTransmittedTotal(cfg NodeInfinibandPortPacketsTransmittedTotalMetricConfig) metricNodeInfinibandPortPacketsTransmittedTotal {
+	m := metricNodeInfinibandPortPacketsTransmittedTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandPortReceiveRemotePhysicalErrorsTotal struct {
+	data          pmetric.Metric                                                 // data buffer for generated metric.
+	config        NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricConfig // metric config provided by user.
+	capacity      int                                                            // max observed number of data points added to the metric.
+	aggDataPoints []float64                                                      // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_port_receive_remote_physical_errors_total metric with initial data.
+func (m *metricNodeInfinibandPortReceiveRemotePhysicalErrorsTotal) init() {
+	m.data.SetName("node_infiniband_port_receive_remote_physical_errors_total")
+	m.data.SetDescription("Number of packets marked with the EBP (End of Bad Packet) delimiter received on the port: counters/port_rcv_remote_physical_errors (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandPortReceiveRemotePhysicalErrorsTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandPortReceiveRemotePhysicalErrorsTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandPortReceiveRemotePhysicalErrorsTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandPortReceiveRemotePhysicalErrorsTotal(cfg NodeInfinibandPortReceiveRemotePhysicalErrorsTotalMetricConfig) metricNodeInfinibandPortReceiveRemotePhysicalErrorsTotal {
+	m := metricNodeInfinibandPortReceiveRemotePhysicalErrorsTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandPortReceiveSwitchRelayErrorsTotal struct {
+	data          pmetric.Metric                                              // data buffer for generated metric.
+	config        NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricConfig // metric config provided by user.
+	capacity      int                                                         // max observed number of data points added to the metric.
+	aggDataPoints []float64                                                   // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_port_receive_switch_relay_errors_total metric with initial data.
+func (m *metricNodeInfinibandPortReceiveSwitchRelayErrorsTotal) init() {
+	m.data.SetName("node_infiniband_port_receive_switch_relay_errors_total")
+	m.data.SetDescription("Number of packets that could not be forwarded by the switch: counters/port_rcv_switch_relay_errors (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandPortReceiveSwitchRelayErrorsTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandPortReceiveSwitchRelayErrorsTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandPortReceiveSwitchRelayErrorsTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandPortReceiveSwitchRelayErrorsTotal(cfg NodeInfinibandPortReceiveSwitchRelayErrorsTotalMetricConfig) metricNodeInfinibandPortReceiveSwitchRelayErrorsTotal {
+	m := metricNodeInfinibandPortReceiveSwitchRelayErrorsTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandPortTransmitWaitTotal struct {
+	data          pmetric.Metric                                  // data buffer for generated metric.
+	config        NodeInfinibandPortTransmitWaitTotalMetricConfig // metric config provided by user.
+	capacity      int                                             // max observed number of data points added to the metric.
+	aggDataPoints []float64                                       // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_port_transmit_wait_total metric with initial data.
+func (m *metricNodeInfinibandPortTransmitWaitTotal) init() {
+	m.data.SetName("node_infiniband_port_transmit_wait_total")
+	m.data.SetDescription("Number of ticks during which the port had data to transmit but no data was sent during the entire tick: counters/port_xmit_wait (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandPortTransmitWaitTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortTransmitWaitTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandPortTransmitWaitTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandPortTransmitWaitTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandPortTransmitWaitTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandPortTransmitWaitTotal(cfg NodeInfinibandPortTransmitWaitTotalMetricConfig) metricNodeInfinibandPortTransmitWaitTotal {
+	m := metricNodeInfinibandPortTransmitWaitTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandRateBytesPerSecond struct {
+	data          pmetric.Metric                               // data buffer for generated metric.
+	config        NodeInfinibandRateBytesPerSecondMetricConfig // metric config provided by user.
+	capacity      int                                          // max observed number of data points added to the metric.
+	aggDataPoints []float64                                    // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_rate_bytes_per_second metric with initial data.
+func (m *metricNodeInfinibandRateBytesPerSecond) init() {
+	m.data.SetName("node_infiniband_rate_bytes_per_second")
+	m.data.SetDescription("Maximum signal transfer rate (node_exporter infiniband collector).")
+	m.data.SetUnit("By/s")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandRateBytesPerSecond) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandRateBytesPerSecondMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandRateBytesPerSecondMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandRateBytesPerSecond) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandRateBytesPerSecond) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandRateBytesPerSecond(cfg NodeInfinibandRateBytesPerSecondMetricConfig) metricNodeInfinibandRateBytesPerSecond {
+	m := metricNodeInfinibandRateBytesPerSecond{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandStateID struct {
+	data          pmetric.Metric                    // data buffer for generated metric.
+	config        NodeInfinibandStateIDMetricConfig // metric config provided by user.
+	capacity      int                               // max observed number of data points added to the metric.
+	aggDataPoints []float64                         // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_state_id metric with initial data.
+func (m *metricNodeInfinibandStateID) init() {
+	m.data.SetName("node_infiniband_state_id")
+	m.data.SetDescription("State of the InfiniBand port (0: no change, 1: down, 2: init, 3: armed, 4: active, 5: act defer) (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandStateID) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandStateIDMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandStateIDMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandStateID) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandStateID) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandStateID(cfg NodeInfinibandStateIDMetricConfig) metricNodeInfinibandStateID {
+	m := metricNodeInfinibandStateID{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandSymbolErrorTotal struct {
+	data          pmetric.Metric                             // data buffer for generated metric.
+	config        NodeInfinibandSymbolErrorTotalMetricConfig // metric config provided by user.
+	capacity      int                                        // max observed number of data points added to the metric.
+	aggDataPoints []float64                                  // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_symbol_error_total metric with initial data.
+func (m *metricNodeInfinibandSymbolErrorTotal) init() {
+	m.data.SetName("node_infiniband_symbol_error_total")
+	m.data.SetDescription("Number of minor link errors detected on one or more physical lanes: counters/symbol_error (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandSymbolErrorTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandSymbolErrorTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandSymbolErrorTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandSymbolErrorTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandSymbolErrorTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandSymbolErrorTotal(cfg NodeInfinibandSymbolErrorTotalMetricConfig) metricNodeInfinibandSymbolErrorTotal {
+	m := metricNodeInfinibandSymbolErrorTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandUnicastPacketsReceivedTotal struct {
+	data          pmetric.Metric                                        // data buffer for generated metric.
+	config        NodeInfinibandUnicastPacketsReceivedTotalMetricConfig // metric config provided by user.
+	capacity      int                                                   // max observed number of data points added to the metric.
+	aggDataPoints []float64                                             // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_unicast_packets_received_total metric with initial data.
+func (m *metricNodeInfinibandUnicastPacketsReceivedTotal) init() {
+	m.data.SetName("node_infiniband_unicast_packets_received_total")
+	m.data.SetDescription("Number of unicast packets received (including errors): counters/unicast_rcv_packets (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandUnicastPacketsReceivedTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandUnicastPacketsReceivedTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandUnicastPacketsReceivedTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandUnicastPacketsReceivedTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandUnicastPacketsReceivedTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandUnicastPacketsReceivedTotal(cfg NodeInfinibandUnicastPacketsReceivedTotalMetricConfig) metricNodeInfinibandUnicastPacketsReceivedTotal {
+	m := metricNodeInfinibandUnicastPacketsReceivedTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandUnicastPacketsTransmittedTotal struct {
+	data          pmetric.Metric                                           // data buffer for generated metric.
+	config        NodeInfinibandUnicastPacketsTransmittedTotalMetricConfig // metric config provided by user.
+	capacity      int                                                      // max observed number of data points added to the metric.
+	aggDataPoints []float64                                                // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_unicast_packets_transmitted_total metric with initial data.
+func (m *metricNodeInfinibandUnicastPacketsTransmittedTotal) init() {
+	m.data.SetName("node_infiniband_unicast_packets_transmitted_total")
+	m.data.SetDescription("Number of unicast packets transmitted (including errors): counters/unicast_xmit_packets (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandUnicastPacketsTransmittedTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandUnicastPacketsTransmittedTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandUnicastPacketsTransmittedTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandUnicastPacketsTransmittedTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandUnicastPacketsTransmittedTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandUnicastPacketsTransmittedTotal(cfg NodeInfinibandUnicastPacketsTransmittedTotalMetricConfig) metricNodeInfinibandUnicastPacketsTransmittedTotal {
+	m := metricNodeInfinibandUnicastPacketsTransmittedTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNodeInfinibandVl15DroppedTotal struct {
+	data          pmetric.Metric                             // data buffer for generated metric.
+	config        NodeInfinibandVl15DroppedTotalMetricConfig // metric config provided by user.
+	capacity      int                                        // max observed number of data points added to the metric.
+	aggDataPoints []float64                                  // slice containing number of aggregated datapoints at each index
+}
+
+// init fills node_infiniband_vl15_dropped_total metric with initial data.
+func (m *metricNodeInfinibandVl15DroppedTotal) init() {
+	m.data.SetName("node_infiniband_vl15_dropped_total")
+	m.data.SetDescription("Number of incoming VL15 packets dropped due to resource limitations: counters/VL15_dropped (node_exporter infiniband collector).")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNodeInfinibandVl15DroppedTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandVl15DroppedTotalMetricAttributeKeyDevice) {
+		dp.Attributes().PutStr("device", deviceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NodeInfinibandVl15DroppedTotalMetricAttributeKeyPort) {
+		dp.Attributes().PutStr("port", portAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNodeInfinibandVl15DroppedTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNodeInfinibandVl15DroppedTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNodeInfinibandVl15DroppedTotal(cfg NodeInfinibandVl15DroppedTotalMetricConfig) metricNodeInfinibandVl15DroppedTotal {
+	m := metricNodeInfinibandVl15DroppedTotal{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -2863,53 +5887,83 @@ func newMetricZombieProcessCount(cfg ZombieProcessCountMetricConfig) metricZombi
 // MetricsBuilder provides an interface for scrapers to report metrics while taking care of all the transformations
 // required to produce metric representation defined in metadata and user config.
 type MetricsBuilder struct {
-	config                                 MetricsBuilderConfig // config of the metrics builder.
-	startTime                              pcommon.Timestamp    // start time that will be applied to all recorded data points.
-	metricsCapacity                        int                  // maximum observed number of metrics per resource.
-	metricsBuffer                          pmetric.Metrics      // accumulates metrics data before emitting.
-	buildInfo                              component.BuildInfo  // contains version information.
-	resourceAttributeIncludeFilter         map[string]filter.Filter
-	resourceAttributeExcludeFilter         map[string]filter.Filter
-	metricCollectorIterationCountTotal     metricCollectorIterationCountTotal
-	metricCollectorReadErrorsTotal         metricCollectorReadErrorsTotal
-	metricNodeCPUSecondsTotal              metricNodeCPUSecondsTotal
-	metricNodeDiskReadBytesTotal           metricNodeDiskReadBytesTotal
-	metricNodeDiskWrittenBytesTotal        metricNodeDiskWrittenBytesTotal
-	metricNodeFilesystemAvailBytes         metricNodeFilesystemAvailBytes
-	metricNodeFilesystemSizeBytes          metricNodeFilesystemSizeBytes
-	metricNodeLoad1                        metricNodeLoad1
-	metricNodeMemoryBuffersBytes           metricNodeMemoryBuffersBytes
-	metricNodeMemoryCachedBytes            metricNodeMemoryCachedBytes
-	metricNodeMemoryMemAvailableBytes      metricNodeMemoryMemAvailableBytes
-	metricNodeMemoryMemFreeBytes           metricNodeMemoryMemFreeBytes
-	metricNodeMemoryMemTotalBytes          metricNodeMemoryMemTotalBytes
-	metricNodeNetworkReceiveBytesTotal     metricNodeNetworkReceiveBytesTotal
-	metricNodeNetworkTransmitBytesTotal    metricNodeNetworkTransmitBytesTotal
-	metricNodeUnameInfo                    metricNodeUnameInfo
-	metricProcessMemUsageByte              metricProcessMemUsageByte
-	metricServiceBlockInByte               metricServiceBlockInByte
-	metricServiceBlockOutByte              metricServiceBlockOutByte
-	metricServiceCPUPercent                metricServiceCPUPercent
-	metricServiceCPUSecondsTotal           metricServiceCPUSecondsTotal
-	metricServiceMemLimitByte              metricServiceMemLimitByte
-	metricServiceMemUsageByte              metricServiceMemUsageByte
-	metricServiceMemUsagePercent           metricServiceMemUsagePercent
-	metricServiceNetInByte                 metricServiceNetInByte
-	metricServiceNetOutByte                metricServiceNetOutByte
-	metricServiceNetworkReceiveBytesTotal  metricServiceNetworkReceiveBytesTotal
-	metricServiceNetworkTransmitBytesTotal metricServiceNetworkTransmitBytesTotal
-	metricTaskBlockInByte                  metricTaskBlockInByte
-	metricTaskBlockOutByte                 metricTaskBlockOutByte
-	metricTaskCPUPercent                   metricTaskCPUPercent
-	metricTaskCPUSecondsTotal              metricTaskCPUSecondsTotal
-	metricTaskMemLimitByte                 metricTaskMemLimitByte
-	metricTaskMemUsageByte                 metricTaskMemUsageByte
-	metricTaskMemUsagePercent              metricTaskMemUsagePercent
-	metricTaskNetInByte                    metricTaskNetInByte
-	metricTaskNetOutByte                   metricTaskNetOutByte
-	metricTaskNetworkReceiveBytesTotal     metricTaskNetworkReceiveBytesTotal
-	metricTaskNetworkTransmitBytesTotal    metricTaskNetworkTransmitBytesTotal
-	metricZombieProcessCount               metricZombieProcessCount
+	config                                                   MetricsBuilderConfig // config of the metrics builder.
+	startTime                                                pcommon.Timestamp    // start time that will be applied to all recorded data points.
+	metricsCapacity                                          int                  // maximum observed number of metrics per resource.
+	metricsBuffer                                            pmetric.Metrics      // accumulates metrics data before emitting.
+	buildInfo                                                component.BuildInfo  // contains version information.
+	resourceAttributeIncludeFilter                           map[string]filter.Filter
+	resourceAttributeExcludeFilter                           map[string]filter.Filter
+	metricCollectorIterationCountTotal                       metricCollectorIterationCountTotal
+	metricCollectorReadErrorsTotal                           metricCollectorReadErrorsTotal
+	metricNodeCPUSecondsTotal                                metricNodeCPUSecondsTotal
+	metricNodeDiskReadBytesTotal                             metricNodeDiskReadBytesTotal
+	metricNodeDiskWrittenBytesTotal                          metricNodeDiskWrittenBytesTotal
+	metricNodeFilesystemAvailBytes                           metricNodeFilesystemAvailBytes
+	metricNodeFilesystemSizeBytes                            metricNodeFilesystemSizeBytes
+	metricNodeInfinibandExcessiveBufferOverrunErrorsTotal    metricNodeInfinibandExcessiveBufferOverrunErrorsTotal
+	metricNodeInfinibandExpectedActivePorts                  metricNodeInfinibandExpectedActivePorts
+	metricNodeInfinibandExpectedRateBytesPerSecond           metricNodeInfinibandExpectedRateBytesPerSecond
+	metricNodeInfinibandHwCountersTotal                      metricNodeInfinibandHwCountersTotal
+	metricNodeInfinibandInfo                                 metricNodeInfinibandInfo
+	metricNodeInfinibandLinkDownedTotal                      metricNodeInfinibandLinkDownedTotal
+	metricNodeInfinibandLinkErrorRecoveryTotal               metricNodeInfinibandLinkErrorRecoveryTotal
+	metricNodeInfinibandLinkLayerInfo                        metricNodeInfinibandLinkLayerInfo
+	metricNodeInfinibandLocalLinkIntegrityErrorsTotal        metricNodeInfinibandLocalLinkIntegrityErrorsTotal
+	metricNodeInfinibandMulticastPacketsReceivedTotal        metricNodeInfinibandMulticastPacketsReceivedTotal
+	metricNodeInfinibandMulticastPacketsTransmittedTotal     metricNodeInfinibandMulticastPacketsTransmittedTotal
+	metricNodeInfinibandPhysicalStateID                      metricNodeInfinibandPhysicalStateID
+	metricNodeInfinibandPortConstraintErrorsReceivedTotal    metricNodeInfinibandPortConstraintErrorsReceivedTotal
+	metricNodeInfinibandPortConstraintErrorsTransmittedTotal metricNodeInfinibandPortConstraintErrorsTransmittedTotal
+	metricNodeInfinibandPortDataReceivedBytesTotal           metricNodeInfinibandPortDataReceivedBytesTotal
+	metricNodeInfinibandPortDataTransmittedBytesTotal        metricNodeInfinibandPortDataTransmittedBytesTotal
+	metricNodeInfinibandPortDiscardsReceivedTotal            metricNodeInfinibandPortDiscardsReceivedTotal
+	metricNodeInfinibandPortDiscardsTransmittedTotal         metricNodeInfinibandPortDiscardsTransmittedTotal
+	metricNodeInfinibandPortErrorsReceivedTotal              metricNodeInfinibandPortErrorsReceivedTotal
+	metricNodeInfinibandPortPacketsReceivedTotal             metricNodeInfinibandPortPacketsReceivedTotal
+	metricNodeInfinibandPortPacketsTransmittedTotal          metricNodeInfinibandPortPacketsTransmittedTotal
+	metricNodeInfinibandPortReceiveRemotePhysicalErrorsTotal metricNodeInfinibandPortReceiveRemotePhysicalErrorsTotal
+	metricNodeInfinibandPortReceiveSwitchRelayErrorsTotal    metricNodeInfinibandPortReceiveSwitchRelayErrorsTotal
+	metricNodeInfinibandPortTransmitWaitTotal                metricNodeInfinibandPortTransmitWaitTotal
+	metricNodeInfinibandRateBytesPerSecond                   metricNodeInfinibandRateBytesPerSecond
+	metricNodeInfinibandStateID                              metricNodeInfinibandStateID
+	metricNodeInfinibandSymbolErrorTotal                     metricNodeInfinibandSymbolErrorTotal
+	metricNodeInfinibandUnicastPacketsReceivedTotal          metricNodeInfinibandUnicastPacketsReceivedTotal
+	metricNodeInfinibandUnicastPacketsTransmittedTotal       metricNodeInfinibandUnicastPacketsTransmittedTotal
+	metricNodeInfinibandVl15DroppedTotal                     metricNodeInfinibandVl15DroppedTotal
+	metricNodeLoad1                                          metricNodeLoad1
+	metricNodeMemoryBuffersBytes                             metricNodeMemoryBuffersBytes
+	metricNodeMemoryCachedBytes                              metricNodeMemoryCachedBytes
+	metricNodeMemoryMemAvailableBytes                        metricNodeMemoryMemAvailableBytes
+	metricNodeMemoryMemFreeBytes                             metricNodeMemoryMemFreeBytes
+	metricNodeMemoryMemTotalBytes                            metricNodeMemoryMemTotalBytes
+	metricNodeNetworkReceiveBytesTotal                       metricNodeNetworkReceiveBytesTotal
+	metricNodeNetworkTransmitBytesTotal                      metricNodeNetworkTransmitBytesTotal
+	metricNodeUnameInfo                                      metricNodeUnameInfo
+	metricProcessMemUsageByte                                metricProcessMemUsageByte
+	metricServiceBlockInByte                                 metricServiceBlockInByte
+	metricServiceBlockOutByte                                metricServiceBlockOutByte
+	metricServiceCPUPercent                                  metricServiceCPUPercent
+	metricServiceCPUSecondsTotal                             metricServiceCPUSecondsTotal
+	metricServiceMemLimitByte                                metricServiceMemLimitByte
+	metricServiceMemUsageByte                                metricServiceMemUsageByte
+	metricServiceMemUsagePercent                             metricServiceMemUsagePercent
+	metricServiceNetInByte                                   metricServiceNetInByte
+	metricServiceNetOutByte                                  metricServiceNetOutByte
+	metricServiceNetworkReceiveBytesTotal                    metricServiceNetworkReceiveBytesTotal
+	metricServiceNetworkTransmitBytesTotal                   metricServiceNetworkTransmitBytesTotal
+	metricTaskBlockInByte                                    metricTaskBlockInByte
+	metricTaskBlockOutByte                                   metricTaskBlockOutByte
+	metricTaskCPUPercent                                     metricTaskCPUPercent
+	metricTaskCPUSecondsTotal                                metricTaskCPUSecondsTotal
+	metricTaskMemLimitByte                                   metricTaskMemLimitByte
+	metricTaskMemUsageByte                                   metricTaskMemUsageByte
+	metricTaskMemUsagePercent                                metricTaskMemUsagePercent
+	metricTaskNetInByte                                      metricTaskNetInByte
+	metricTaskNetOutByte                                     metricTaskNetOutByte
+	metricTaskNetworkReceiveBytesTotal                       metricTaskNetworkReceiveBytesTotal
+	metricTaskNetworkTransmitBytesTotal                      metricTaskNetworkTransmitBytesTotal
+	metricZombieProcessCount                                 metricZombieProcessCount
 }
 
 // MetricBuilderOption applies changes to default metrics builder.
@@ -2931,52 +5985,82 @@ func WithStartTime(startTime pcommon.Timestamp) MetricBuilderOption {
 }
 func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, options ...MetricBuilderOption) *MetricsBuilder {
 	mb := &MetricsBuilder{
-		config:                                 mbc,
-		startTime:                              pcommon.NewTimestampFromTime(time.Now()),
-		metricsBuffer:                          pmetric.NewMetrics(),
-		buildInfo:                              settings.BuildInfo,
-		metricCollectorIterationCountTotal:     newMetricCollectorIterationCountTotal(mbc.Metrics.CollectorIterationCountTotal),
-		metricCollectorReadErrorsTotal:         newMetricCollectorReadErrorsTotal(mbc.Metrics.CollectorReadErrorsTotal),
-		metricNodeCPUSecondsTotal:              newMetricNodeCPUSecondsTotal(mbc.Metrics.NodeCPUSecondsTotal),
-		metricNodeDiskReadBytesTotal:           newMetricNodeDiskReadBytesTotal(mbc.Metrics.NodeDiskReadBytesTotal),
-		metricNodeDiskWrittenBytesTotal:        newMetricNodeDiskWrittenBytesTotal(mbc.Metrics.NodeDiskWrittenBytesTotal),
-		metricNodeFilesystemAvailBytes:         newMetricNodeFilesystemAvailBytes(mbc.Metrics.NodeFilesystemAvailBytes),
-		metricNodeFilesystemSizeBytes:          newMetricNodeFilesystemSizeBytes(mbc.Metrics.NodeFilesystemSizeBytes),
-		metricNodeLoad1:                        newMetricNodeLoad1(mbc.Metrics.NodeLoad1),
-		metricNodeMemoryBuffersBytes:           newMetricNodeMemoryBuffersBytes(mbc.Metrics.NodeMemoryBuffersBytes),
-		metricNodeMemoryCachedBytes:            newMetricNodeMemoryCachedBytes(mbc.Metrics.NodeMemoryCachedBytes),
-		metricNodeMemoryMemAvailableBytes:      newMetricNodeMemoryMemAvailableBytes(mbc.Metrics.NodeMemoryMemAvailableBytes),
-		metricNodeMemoryMemFreeBytes:           newMetricNodeMemoryMemFreeBytes(mbc.Metrics.NodeMemoryMemFreeBytes),
-		metricNodeMemoryMemTotalBytes:          newMetricNodeMemoryMemTotalBytes(mbc.Metrics.NodeMemoryMemTotalBytes),
-		metricNodeNetworkReceiveBytesTotal:     newMetricNodeNetworkReceiveBytesTotal(mbc.Metrics.NodeNetworkReceiveBytesTotal),
-		metricNodeNetworkTransmitBytesTotal:    newMetricNodeNetworkTransmitBytesTotal(mbc.Metrics.NodeNetworkTransmitBytesTotal),
-		metricNodeUnameInfo:                    newMetricNodeUnameInfo(mbc.Metrics.NodeUnameInfo),
-		metricProcessMemUsageByte:              newMetricProcessMemUsageByte(mbc.Metrics.ProcessMemUsageByte),
-		metricServiceBlockInByte:               newMetricServiceBlockInByte(mbc.Metrics.ServiceBlockInByte),
-		metricServiceBlockOutByte:              newMetricServiceBlockOutByte(mbc.Metrics.ServiceBlockOutByte),
-		metricServiceCPUPercent:                newMetricServiceCPUPercent(mbc.Metrics.ServiceCPUPercent),
-		metricServiceCPUSecondsTotal:           newMetricServiceCPUSecondsTotal(mbc.Metrics.ServiceCPUSecondsTotal),
-		metricServiceMemLimitByte:              newMetricServiceMemLimitByte(mbc.Metrics.ServiceMemLimitByte),
-		metricServiceMemUsageByte:              newMetricServiceMemUsageByte(mbc.Metrics.ServiceMemUsageByte),
-		metricServiceMemUsagePercent:           newMetricServiceMemUsagePercent(mbc.Metrics.ServiceMemUsagePercent),
-		metricServiceNetInByte:                 newMetricServiceNetInByte(mbc.Metrics.ServiceNetInByte),
-		metricServiceNetOutByte:                newMetricServiceNetOutByte(mbc.Metrics.ServiceNetOutByte),
-		metricServiceNetworkReceiveBytesTotal:  newMetricServiceNetworkReceiveBytesTotal(mbc.Metrics.ServiceNetworkReceiveBytesTotal),
-		metricServiceNetworkTransmitBytesTotal: newMetricServiceNetworkTransmitBytesTotal(mbc.Metrics.ServiceNetworkTransmitBytesTotal),
-		metricTaskBlockInByte:                  newMetricTaskBlockInByte(mbc.Metrics.TaskBlockInByte),
-		metricTaskBlockOutByte:                 newMetricTaskBlockOutByte(mbc.Metrics.TaskBlockOutByte),
-		metricTaskCPUPercent:                   newMetricTaskCPUPercent(mbc.Metrics.TaskCPUPercent),
-		metricTaskCPUSecondsTotal:              newMetricTaskCPUSecondsTotal(mbc.Metrics.TaskCPUSecondsTotal),
-		metricTaskMemLimitByte:                 newMetricTaskMemLimitByte(mbc.Metrics.TaskMemLimitByte),
-		metricTaskMemUsageByte:                 newMetricTaskMemUsageByte(mbc.Metrics.TaskMemUsageByte),
-		metricTaskMemUsagePercent:              newMetricTaskMemUsagePercent(mbc.Metrics.TaskMemUsagePercent),
-		metricTaskNetInByte:                    newMetricTaskNetInByte(mbc.Metrics.TaskNetInByte),
-		metricTaskNetOutByte:                   newMetricTaskNetOutByte(mbc.Metrics.TaskNetOutByte),
-		metricTaskNetworkReceiveBytesTotal:     newMetricTaskNetworkReceiveBytesTotal(mbc.Metrics.TaskNetworkReceiveBytesTotal),
-		metricTaskNetworkTransmitBytesTotal:    newMetricTaskNetworkTransmitBytesTotal(mbc.Metrics.TaskNetworkTransmitBytesTotal),
-		metricZombieProcessCount:               newMetricZombieProcessCount(mbc.Metrics.ZombieProcessCount),
-		resourceAttributeIncludeFilter:         make(map[string]filter.Filter),
-		resourceAttributeExcludeFilter:         make(map[string]filter.Filter),
+		config:                             mbc,
+		startTime:                          pcommon.NewTimestampFromTime(time.Now()),
+		metricsBuffer:                      pmetric.NewMetrics(),
+		buildInfo:                          settings.BuildInfo,
+		metricCollectorIterationCountTotal: newMetricCollectorIterationCountTotal(mbc.Metrics.CollectorIterationCountTotal),
+		metricCollectorReadErrorsTotal:     newMetricCollectorReadErrorsTotal(mbc.Metrics.CollectorReadErrorsTotal),
+		metricNodeCPUSecondsTotal:          newMetricNodeCPUSecondsTotal(mbc.Metrics.NodeCPUSecondsTotal),
+		metricNodeDiskReadBytesTotal:       newMetricNodeDiskReadBytesTotal(mbc.Metrics.NodeDiskReadBytesTotal),
+		metricNodeDiskWrittenBytesTotal:    newMetricNodeDiskWrittenBytesTotal(mbc.Metrics.NodeDiskWrittenBytesTotal),
+		metricNodeFilesystemAvailBytes:     newMetricNodeFilesystemAvailBytes(mbc.Metrics.NodeFilesystemAvailBytes),
+		metricNodeFilesystemSizeBytes:      newMetricNodeFilesystemSizeBytes(mbc.Metrics.NodeFilesystemSizeBytes),
+		metricNodeInfinibandExcessiveBufferOverrunErrorsTotal:    newMetricNodeInfinibandExcessiveBufferOverrunErrorsTotal(mbc.Metrics.NodeInfinibandExcessiveBufferOverrunErrorsTotal),
+		metricNodeInfinibandExpectedActivePorts:                  newMetricNodeInfinibandExpectedActivePorts(mbc.Metrics.NodeInfinibandExpectedActivePorts),
+		metricNodeInfinibandExpectedRateBytesPerSecond:           newMetricNodeInfinibandExpectedRateBytesPerSecond(mbc.Metrics.NodeInfinibandExpectedRateBytesPerSecond),
+		metricNodeInfinibandHwCountersTotal:                      newMetricNodeInfinibandHwCountersTotal(mbc.Metrics.NodeInfinibandHwCountersTotal),
+		metricNodeInfinibandInfo:                                 newMetricNodeInfinibandInfo(mbc.Metrics.NodeInfinibandInfo),
+		metricNodeInfinibandLinkDownedTotal:                      newMetricNodeInfinibandLinkDownedTotal(mbc.Metrics.NodeInfinibandLinkDownedTotal),
+		metricNodeInfinibandLinkErrorRecoveryTotal:               newMetricNodeInfinibandLinkErrorRecoveryTotal(mbc.Metrics.NodeInfinibandLinkErrorRecoveryTotal),
+		metricNodeInfinibandLinkLayerInfo:                        newMetricNodeInfinibandLinkLayerInfo(mbc.Metrics.NodeInfinibandLinkLayerInfo),
+		metricNodeInfinibandLocalLinkIntegrityErrorsTotal:        newMetricNodeInfinibandLocalLinkIntegrityErrorsTotal(mbc.Metrics.NodeInfinibandLocalLinkIntegrityErrorsTotal),
+		metricNodeInfinibandMulticastPacketsReceivedTotal:        newMetricNodeInfinibandMulticastPacketsReceivedTotal(mbc.Metrics.NodeInfinibandMulticastPacketsReceivedTotal),
+		metricNodeInfinibandMulticastPacketsTransmittedTotal:     newMetricNodeInfinibandMulticastPacketsTransmittedTotal(mbc.Metrics.NodeInfinibandMulticastPacketsTransmittedTotal),
+		metricNodeInfinibandPhysicalStateID:                      newMetricNodeInfinibandPhysicalStateID(mbc.Metrics.NodeInfinibandPhysicalStateID),
+		metricNodeInfinibandPortConstraintErrorsReceivedTotal:    newMetricNodeInfinibandPortConstraintErrorsReceivedTotal(mbc.Metrics.NodeInfinibandPortConstraintErrorsReceivedTotal),
+		metricNodeInfinibandPortConstraintErrorsTransmittedTotal: newMetricNodeInfinibandPortConstraintErrorsTransmittedTotal(mbc.Metrics.NodeInfinibandPortConstraintErrorsTransmittedTotal),
+		metricNodeInfinibandPortDataReceivedBytesTotal:           newMetricNodeInfinibandPortDataReceivedBytesTotal(mbc.Metrics.NodeInfinibandPortDataReceivedBytesTotal),
+		metricNodeInfinibandPortDataTransmittedBytesTotal:        newMetricNodeInfinibandPortDataTransmittedBytesTotal(mbc.Metrics.NodeInfinibandPortDataTransmittedBytesTotal),
+		metricNodeInfinibandPortDiscardsReceivedTotal:            newMetricNodeInfinibandPortDiscardsReceivedTotal(mbc.Metrics.NodeInfinibandPortDiscardsReceivedTotal),
+		metricNodeInfinibandPortDiscardsTransmittedTotal:         newMetricNodeInfinibandPortDiscardsTransmittedTotal(mbc.Metrics.NodeInfinibandPortDiscardsTransmittedTotal),
+		metricNodeInfinibandPortErrorsReceivedTotal:              newMetricNodeInfinibandPortErrorsReceivedTotal(mbc.Metrics.NodeInfinibandPortErrorsReceivedTotal),
+		metricNodeInfinibandPortPacketsReceivedTotal:             newMetricNodeInfinibandPortPacketsReceivedTotal(mbc.Metrics.NodeInfinibandPortPacketsReceivedTotal),
+		metricNodeInfinibandPortPacketsTransmittedTotal:          newMetricNodeInfinibandPortPacketsTransmittedTotal(mbc.Metrics.NodeInfinibandPortPacketsTransmittedTotal),
+		metricNodeInfinibandPortReceiveRemotePhysicalErrorsTotal: newMetricNodeInfinibandPortReceiveRemotePhysicalErrorsTotal(mbc.Metrics.NodeInfinibandPortReceiveRemotePhysicalErrorsTotal),
+		metricNodeInfinibandPortReceiveSwitchRelayErrorsTotal:    newMetricNodeInfinibandPortReceiveSwitchRelayErrorsTotal(mbc.Metrics.NodeInfinibandPortReceiveSwitchRelayErrorsTotal),
+		metricNodeInfinibandPortTransmitWaitTotal:                newMetricNodeInfinibandPortTransmitWaitTotal(mbc.Metrics.NodeInfinibandPortTransmitWaitTotal),
+		metricNodeInfinibandRateBytesPerSecond:                   newMetricNodeInfinibandRateBytesPerSecond(mbc.Metrics.NodeInfinibandRateBytesPerSecond),
+		metricNodeInfinibandStateID:                              newMetricNodeInfinibandStateID(mbc.Metrics.NodeInfinibandStateID),
+		metricNodeInfinibandSymbolErrorTotal:                     newMetricNodeInfinibandSymbolErrorTotal(mbc.Metrics.NodeInfinibandSymbolErrorTotal),
+		metricNodeInfinibandUnicastPacketsReceivedTotal:          newMetricNodeInfinibandUnicastPacketsReceivedTotal(mbc.Metrics.NodeInfinibandUnicastPacketsReceivedTotal),
+		metricNodeInfinibandUnicastPacketsTransmittedTotal:       newMetricNodeInfinibandUnicastPacketsTransmittedTotal(mbc.Metrics.NodeInfinibandUnicastPacketsTransmittedTotal),
+		metricNodeInfinibandVl15DroppedTotal:                     newMetricNodeInfinibandVl15DroppedTotal(mbc.Metrics.NodeInfinibandVl15DroppedTotal),
+		metricNodeLoad1:                                          newMetricNodeLoad1(mbc.Metrics.NodeLoad1),
+		metricNodeMemoryBuffersBytes:                             newMetricNodeMemoryBuffersBytes(mbc.Metrics.NodeMemoryBuffersBytes),
+		metricNodeMemoryCachedBytes:                              newMetricNodeMemoryCachedBytes(mbc.Metrics.NodeMemoryCachedBytes),
+		metricNodeMemoryMemAvailableBytes:                        newMetricNodeMemoryMemAvailableBytes(mbc.Metrics.NodeMemoryMemAvailableBytes),
+		metricNodeMemoryMemFreeBytes:                             newMetricNodeMemoryMemFreeBytes(mbc.Metrics.NodeMemoryMemFreeBytes),
+		metricNodeMemoryMemTotalBytes:                            newMetricNodeMemoryMemTotalBytes(mbc.Metrics.NodeMemoryMemTotalBytes),
+		metricNodeNetworkReceiveBytesTotal:                       newMetricNodeNetworkReceiveBytesTotal(mbc.Metrics.NodeNetworkReceiveBytesTotal),
+		metricNodeNetworkTransmitBytesTotal:                      newMetricNodeNetworkTransmitBytesTotal(mbc.Metrics.NodeNetworkTransmitBytesTotal),
+		metricNodeUnameInfo:                                      newMetricNodeUnameInfo(mbc.Metrics.NodeUnameInfo),
+		metricProcessMemUsageByte:                                newMetricProcessMemUsageByte(mbc.Metrics.ProcessMemUsageByte),
+		metricServiceBlockInByte:                                 newMetricServiceBlockInByte(mbc.Metrics.ServiceBlockInByte),
+		metricServiceBlockOutByte:                                newMetricServiceBlockOutByte(mbc.Metrics.ServiceBlockOutByte),
+		metricServiceCPUPercent:                                  newMetricServiceCPUPercent(mbc.Metrics.ServiceCPUPercent),
+		metricServiceCPUSecondsTotal:                             newMetricServiceCPUSecondsTotal(mbc.Metrics.ServiceCPUSecondsTotal),
+		metricServiceMemLimitByte:                                newMetricServiceMemLimitByte(mbc.Metrics.ServiceMemLimitByte),
+		metricServiceMemUsageByte:                                newMetricServiceMemUsageByte(mbc.Metrics.ServiceMemUsageByte),
+		metricServiceMemUsagePercent:                             newMetricServiceMemUsagePercent(mbc.Metrics.ServiceMemUsagePercent),
+		metricServiceNetInByte:                                   newMetricServiceNetInByte(mbc.Metrics.ServiceNetInByte),
+		metricServiceNetOutByte:                                  newMetricServiceNetOutByte(mbc.Metrics.ServiceNetOutByte),
+		metricServiceNetworkReceiveBytesTotal:                    newMetricServiceNetworkReceiveBytesTotal(mbc.Metrics.ServiceNetworkReceiveBytesTotal),
+		metricServiceNetworkTransmitBytesTotal:                   newMetricServiceNetworkTransmitBytesTotal(mbc.Metrics.ServiceNetworkTransmitBytesTotal),
+		metricTaskBlockInByte:                                    newMetricTaskBlockInByte(mbc.Metrics.TaskBlockInByte),
+		metricTaskBlockOutByte:                                   newMetricTaskBlockOutByte(mbc.Metrics.TaskBlockOutByte),
+		metricTaskCPUPercent:                                     newMetricTaskCPUPercent(mbc.Metrics.TaskCPUPercent),
+		metricTaskCPUSecondsTotal:                                newMetricTaskCPUSecondsTotal(mbc.Metrics.TaskCPUSecondsTotal),
+		metricTaskMemLimitByte:                                   newMetricTaskMemLimitByte(mbc.Metrics.TaskMemLimitByte),
+		metricTaskMemUsageByte:                                   newMetricTaskMemUsageByte(mbc.Metrics.TaskMemUsageByte),
+		metricTaskMemUsagePercent:                                newMetricTaskMemUsagePercent(mbc.Metrics.TaskMemUsagePercent),
+		metricTaskNetInByte:                                      newMetricTaskNetInByte(mbc.Metrics.TaskNetInByte),
+		metricTaskNetOutByte:                                     newMetricTaskNetOutByte(mbc.Metrics.TaskNetOutByte),
+		metricTaskNetworkReceiveBytesTotal:                       newMetricTaskNetworkReceiveBytesTotal(mbc.Metrics.TaskNetworkReceiveBytesTotal),
+		metricTaskNetworkTransmitBytesTotal:                      newMetricTaskNetworkTransmitBytesTotal(mbc.Metrics.TaskNetworkTransmitBytesTotal),
+		metricZombieProcessCount:                                 newMetricZombieProcessCount(mbc.Metrics.ZombieProcessCount),
+		resourceAttributeIncludeFilter:                           make(map[string]filter.Filter),
+		resourceAttributeExcludeFilter:                           make(map[string]filter.Filter),
 	}
 	if mbc.ResourceAttributes.ContainerID.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["container_id"] = filter.CreateFilter(mbc.ResourceAttributes.ContainerID.MetricsInclude)
@@ -3138,6 +6222,36 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricNodeDiskWrittenBytesTotal.emit(ils.Metrics())
 	mb.metricNodeFilesystemAvailBytes.emit(ils.Metrics())
 	mb.metricNodeFilesystemSizeBytes.emit(ils.Metrics())
+	mb.metricNodeInfinibandExcessiveBufferOverrunErrorsTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandExpectedActivePorts.emit(ils.Metrics())
+	mb.metricNodeInfinibandExpectedRateBytesPerSecond.emit(ils.Metrics())
+	mb.metricNodeInfinibandHwCountersTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandInfo.emit(ils.Metrics())
+	mb.metricNodeInfinibandLinkDownedTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandLinkErrorRecoveryTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandLinkLayerInfo.emit(ils.Metrics())
+	mb.metricNodeInfinibandLocalLinkIntegrityErrorsTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandMulticastPacketsReceivedTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandMulticastPacketsTransmittedTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandPhysicalStateID.emit(ils.Metrics())
+	mb.metricNodeInfinibandPortConstraintErrorsReceivedTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandPortConstraintErrorsTransmittedTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandPortDataReceivedBytesTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandPortDataTransmittedBytesTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandPortDiscardsReceivedTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandPortDiscardsTransmittedTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandPortErrorsReceivedTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandPortPacketsReceivedTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandPortPacketsTransmittedTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandPortReceiveRemotePhysicalErrorsTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandPortReceiveSwitchRelayErrorsTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandPortTransmitWaitTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandRateBytesPerSecond.emit(ils.Metrics())
+	mb.metricNodeInfinibandStateID.emit(ils.Metrics())
+	mb.metricNodeInfinibandSymbolErrorTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandUnicastPacketsReceivedTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandUnicastPacketsTransmittedTotal.emit(ils.Metrics())
+	mb.metricNodeInfinibandVl15DroppedTotal.emit(ils.Metrics())
 	mb.metricNodeLoad1.emit(ils.Metrics())
 	mb.metricNodeMemoryBuffersBytes.emit(ils.Metrics())
 	mb.metricNodeMemoryCachedBytes.emit(ils.Metrics())
@@ -3235,6 +6349,156 @@ func (mb *MetricsBuilder) RecordNodeFilesystemAvailBytesDataPoint(ts pcommon.Tim
 // RecordNodeFilesystemSizeBytesDataPoint adds a data point to node_filesystem_size_bytes metric.
 func (mb *MetricsBuilder) RecordNodeFilesystemSizeBytesDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, fstypeAttributeValue string, mountpointAttributeValue string) {
 	mb.metricNodeFilesystemSizeBytes.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, fstypeAttributeValue, mountpointAttributeValue)
+}
+
+// RecordNodeInfinibandExcessiveBufferOverrunErrorsTotalDataPoint adds a data point to node_infiniband_excessive_buffer_overrun_errors_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandExcessiveBufferOverrunErrorsTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandExcessiveBufferOverrunErrorsTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandExpectedActivePortsDataPoint adds a data point to node_infiniband_expected_active_ports metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandExpectedActivePortsDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricNodeInfinibandExpectedActivePorts.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordNodeInfinibandExpectedRateBytesPerSecondDataPoint adds a data point to node_infiniband_expected_rate_bytes_per_second metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandExpectedRateBytesPerSecondDataPoint(ts pcommon.Timestamp, val float64) {
+	mb.metricNodeInfinibandExpectedRateBytesPerSecond.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordNodeInfinibandHwCountersTotalDataPoint adds a data point to node_infiniband_hw_counters_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandHwCountersTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string, counterAttributeValue AttributeCounter) {
+	mb.metricNodeInfinibandHwCountersTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue, counterAttributeValue.String())
+}
+
+// RecordNodeInfinibandInfoDataPoint adds a data point to node_infiniband_info metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandInfoDataPoint(ts pcommon.Timestamp, val int64, boardIDAttributeValue string, deviceAttributeValue string, firmwareVersionAttributeValue string, hcaTypeAttributeValue string) {
+	mb.metricNodeInfinibandInfo.recordDataPoint(mb.startTime, ts, val, boardIDAttributeValue, deviceAttributeValue, firmwareVersionAttributeValue, hcaTypeAttributeValue)
+}
+
+// RecordNodeInfinibandLinkDownedTotalDataPoint adds a data point to node_infiniband_link_downed_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandLinkDownedTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandLinkDownedTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandLinkErrorRecoveryTotalDataPoint adds a data point to node_infiniband_link_error_recovery_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandLinkErrorRecoveryTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandLinkErrorRecoveryTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandLinkLayerInfoDataPoint adds a data point to node_infiniband_link_layer_info metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandLinkLayerInfoDataPoint(ts pcommon.Timestamp, val int64, deviceAttributeValue string, portAttributeValue string, linkLayerAttributeValue string) {
+	mb.metricNodeInfinibandLinkLayerInfo.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue, linkLayerAttributeValue)
+}
+
+// RecordNodeInfinibandLocalLinkIntegrityErrorsTotalDataPoint adds a data point to node_infiniband_local_link_integrity_errors_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandLocalLinkIntegrityErrorsTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandLocalLinkIntegrityErrorsTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandMulticastPacketsReceivedTotalDataPoint adds a data point to node_infiniband_multicast_packets_received_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandMulticastPacketsReceivedTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandMulticastPacketsReceivedTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandMulticastPacketsTransmittedTotalDataPoint adds a data point to node_infiniband_multicast_packets_transmitted_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandMulticastPacketsTransmittedTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandMulticastPacketsTransmittedTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandPhysicalStateIDDataPoint adds a data point to node_infiniband_physical_state_id metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandPhysicalStateIDDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandPhysicalStateID.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandPortConstraintErrorsReceivedTotalDataPoint adds a data point to node_infiniband_port_constraint_errors_received_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandPortConstraintErrorsReceivedTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandPortConstraintErrorsReceivedTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandPortConstraintErrorsTransmittedTotalDataPoint adds a data point to node_infiniband_port_constraint_errors_transmitted_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandPortConstraintErrorsTransmittedTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandPortConstraintErrorsTransmittedTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandPortDataReceivedBytesTotalDataPoint adds a data point to node_infiniband_port_data_received_bytes_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandPortDataReceivedBytesTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandPortDataReceivedBytesTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandPortDataTransmittedBytesTotalDataPoint adds a data point to node_infiniband_port_data_transmitted_bytes_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandPortDataTransmittedBytesTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandPortDataTransmittedBytesTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandPortDiscardsReceivedTotalDataPoint adds a data point to node_infiniband_port_discards_received_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandPortDiscardsReceivedTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandPortDiscardsReceivedTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandPortDiscardsTransmittedTotalDataPoint adds a data point to node_infiniband_port_discards_transmitted_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandPortDiscardsTransmittedTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandPortDiscardsTransmittedTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandPortErrorsReceivedTotalDataPoint adds a data point to node_infiniband_port_errors_received_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandPortErrorsReceivedTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandPortErrorsReceivedTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandPortPacketsReceivedTotalDataPoint adds a data point to node_infiniband_port_packets_received_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandPortPacketsReceivedTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandPortPacketsReceivedTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandPortPacketsTransmittedTotalDataPoint adds a data point to node_infiniband_port_packets_transmitted_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandPortPacketsTransmittedTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandPortPacketsTransmittedTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandPortReceiveRemotePhysicalErrorsTotalDataPoint adds a data point to node_infiniband_port_receive_remote_physical_errors_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandPortReceiveRemotePhysicalErrorsTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandPortReceiveRemotePhysicalErrorsTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandPortReceiveSwitchRelayErrorsTotalDataPoint adds a data point to node_infiniband_port_receive_switch_relay_errors_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandPortReceiveSwitchRelayErrorsTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandPortReceiveSwitchRelayErrorsTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandPortTransmitWaitTotalDataPoint adds a data point to node_infiniband_port_transmit_wait_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandPortTransmitWaitTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandPortTransmitWaitTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandRateBytesPerSecondDataPoint adds a data point to node_infiniband_rate_bytes_per_second metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandRateBytesPerSecondDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandRateBytesPerSecond.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandStateIDDataPoint adds a data point to node_infiniband_state_id metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandStateIDDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandStateID.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandSymbolErrorTotalDataPoint adds a data point to node_infiniband_symbol_error_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandSymbolErrorTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandSymbolErrorTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandUnicastPacketsReceivedTotalDataPoint adds a data point to node_infiniband_unicast_packets_received_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandUnicastPacketsReceivedTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandUnicastPacketsReceivedTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandUnicastPacketsTransmittedTotalDataPoint adds a data point to node_infiniband_unicast_packets_transmitted_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandUnicastPacketsTransmittedTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandUnicastPacketsTransmittedTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
+}
+
+// RecordNodeInfinibandVl15DroppedTotalDataPoint adds a data point to node_infiniband_vl15_dropped_total metric.
+func (mb *MetricsBuilder) RecordNodeInfinibandVl15DroppedTotalDataPoint(ts pcommon.Timestamp, val float64, deviceAttributeValue string, portAttributeValue string) {
+	mb.metricNodeInfinibandVl15DroppedTotal.recordDataPoint(mb.startTime, ts, val, deviceAttributeValue, portAttributeValue)
 }
 
 // RecordNodeLoad1DataPoint adds a data point to node_load1 metric.

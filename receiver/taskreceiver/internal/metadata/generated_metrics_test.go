@@ -74,6 +74,34 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap["node_disk_written_bytes_total"] = mb.metricNodeDiskWrittenBytesTotal.config.AggregationStrategy
 			aggMap["node_filesystem_avail_bytes"] = mb.metricNodeFilesystemAvailBytes.config.AggregationStrategy
 			aggMap["node_filesystem_size_bytes"] = mb.metricNodeFilesystemSizeBytes.config.AggregationStrategy
+			aggMap["node_infiniband_excessive_buffer_overrun_errors_total"] = mb.metricNodeInfinibandExcessiveBufferOverrunErrorsTotal.config.AggregationStrategy
+			aggMap["node_infiniband_hw_counters_total"] = mb.metricNodeInfinibandHwCountersTotal.config.AggregationStrategy
+			aggMap["node_infiniband_info"] = mb.metricNodeInfinibandInfo.config.AggregationStrategy
+			aggMap["node_infiniband_link_downed_total"] = mb.metricNodeInfinibandLinkDownedTotal.config.AggregationStrategy
+			aggMap["node_infiniband_link_error_recovery_total"] = mb.metricNodeInfinibandLinkErrorRecoveryTotal.config.AggregationStrategy
+			aggMap["node_infiniband_link_layer_info"] = mb.metricNodeInfinibandLinkLayerInfo.config.AggregationStrategy
+			aggMap["node_infiniband_local_link_integrity_errors_total"] = mb.metricNodeInfinibandLocalLinkIntegrityErrorsTotal.config.AggregationStrategy
+			aggMap["node_infiniband_multicast_packets_received_total"] = mb.metricNodeInfinibandMulticastPacketsReceivedTotal.config.AggregationStrategy
+			aggMap["node_infiniband_multicast_packets_transmitted_total"] = mb.metricNodeInfinibandMulticastPacketsTransmittedTotal.config.AggregationStrategy
+			aggMap["node_infiniband_physical_state_id"] = mb.metricNodeInfinibandPhysicalStateID.config.AggregationStrategy
+			aggMap["node_infiniband_port_constraint_errors_received_total"] = mb.metricNodeInfinibandPortConstraintErrorsReceivedTotal.config.AggregationStrategy
+			aggMap["node_infiniband_port_constraint_errors_transmitted_total"] = mb.metricNodeInfinibandPortConstraintErrorsTransmittedTotal.config.AggregationStrategy
+			aggMap["node_infiniband_port_data_received_bytes_total"] = mb.metricNodeInfinibandPortDataReceivedBytesTotal.config.AggregationStrategy
+			aggMap["node_infiniband_port_data_transmitted_bytes_total"] = mb.metricNodeInfinibandPortDataTransmittedBytesTotal.config.AggregationStrategy
+			aggMap["node_infiniband_port_discards_received_total"] = mb.metricNodeInfinibandPortDiscardsReceivedTotal.config.AggregationStrategy
+			aggMap["node_infiniband_port_discards_transmitted_total"] = mb.metricNodeInfinibandPortDiscardsTransmittedTotal.config.AggregationStrategy
+			aggMap["node_infiniband_port_errors_received_total"] = mb.metricNodeInfinibandPortErrorsReceivedTotal.config.AggregationStrategy
+			aggMap["node_infiniband_port_packets_received_total"] = mb.metricNodeInfinibandPortPacketsReceivedTotal.config.AggregationStrategy
+			aggMap["node_infiniband_port_packets_transmitted_total"] = mb.metricNodeInfinibandPortPacketsTransmittedTotal.config.AggregationStrategy
+			aggMap["node_infiniband_port_receive_remote_physical_errors_total"] = mb.metricNodeInfinibandPortReceiveRemotePhysicalErrorsTotal.config.AggregationStrategy
+			aggMap["node_infiniband_port_receive_switch_relay_errors_total"] = mb.metricNodeInfinibandPortReceiveSwitchRelayErrorsTotal.config.AggregationStrategy
+			aggMap["node_infiniband_port_transmit_wait_total"] = mb.metricNodeInfinibandPortTransmitWaitTotal.config.AggregationStrategy
+			aggMap["node_infiniband_rate_bytes_per_second"] = mb.metricNodeInfinibandRateBytesPerSecond.config.AggregationStrategy
+			aggMap["node_infiniband_state_id"] = mb.metricNodeInfinibandStateID.config.AggregationStrategy
+			aggMap["node_infiniband_symbol_error_total"] = mb.metricNodeInfinibandSymbolErrorTotal.config.AggregationStrategy
+			aggMap["node_infiniband_unicast_packets_received_total"] = mb.metricNodeInfinibandUnicastPacketsReceivedTotal.config.AggregationStrategy
+			aggMap["node_infiniband_unicast_packets_transmitted_total"] = mb.metricNodeInfinibandUnicastPacketsTransmittedTotal.config.AggregationStrategy
+			aggMap["node_infiniband_vl15_dropped_total"] = mb.metricNodeInfinibandVl15DroppedTotal.config.AggregationStrategy
 			aggMap["node_network_receive_bytes_total"] = mb.metricNodeNetworkReceiveBytesTotal.config.AggregationStrategy
 			aggMap["node_network_transmit_bytes_total"] = mb.metricNodeNetworkTransmitBytesTotal.config.AggregationStrategy
 			aggMap["node_uname_info"] = mb.metricNodeUnameInfo.config.AggregationStrategy
@@ -128,6 +156,180 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordNodeFilesystemSizeBytesDataPoint(ts, 1, "device-val", "fstype-val", "mountpoint-val")
 			if tt.name == "reaggregate_set" {
 				mb.RecordNodeFilesystemSizeBytesDataPoint(ts, 3, "device-val-2", "fstype-val-2", "mountpoint-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandExcessiveBufferOverrunErrorsTotalDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandExcessiveBufferOverrunErrorsTotalDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandExpectedActivePortsDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandExpectedRateBytesPerSecondDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandHwCountersTotalDataPoint(ts, 1, "device-val", "port-val", AttributeCounterDuplicateRequest)
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandHwCountersTotalDataPoint(ts, 3, "device-val-2", "port-val-2", AttributeCounterImpliedNakSeqErr)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandInfoDataPoint(ts, 1, "board_id-val", "device-val", "firmware_version-val", "hca_type-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandInfoDataPoint(ts, 3, "board_id-val-2", "device-val-2", "firmware_version-val-2", "hca_type-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandLinkDownedTotalDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandLinkDownedTotalDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandLinkErrorRecoveryTotalDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandLinkErrorRecoveryTotalDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandLinkLayerInfoDataPoint(ts, 1, "device-val", "port-val", "link_layer-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandLinkLayerInfoDataPoint(ts, 3, "device-val-2", "port-val-2", "link_layer-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandLocalLinkIntegrityErrorsTotalDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandLocalLinkIntegrityErrorsTotalDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandMulticastPacketsReceivedTotalDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandMulticastPacketsReceivedTotalDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandMulticastPacketsTransmittedTotalDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandMulticastPacketsTransmittedTotalDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandPhysicalStateIDDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandPhysicalStateIDDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandPortConstraintErrorsReceivedTotalDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandPortConstraintErrorsReceivedTotalDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandPortConstraintErrorsTransmittedTotalDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandPortConstraintErrorsTransmittedTotalDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandPortDataReceivedBytesTotalDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandPortDataReceivedBytesTotalDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandPortDataTransmittedBytesTotalDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandPortDataTransmittedBytesTotalDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandPortDiscardsReceivedTotalDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandPortDiscardsReceivedTotalDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandPortDiscardsTransmittedTotalDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandPortDiscardsTransmittedTotalDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandPortErrorsReceivedTotalDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandPortErrorsReceivedTotalDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandPortPacketsReceivedTotalDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandPortPacketsReceivedTotalDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandPortPacketsTransmittedTotalDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandPortPacketsTransmittedTotalDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandPortReceiveRemotePhysicalErrorsTotalDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandPortReceiveRemotePhysicalErrorsTotalDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandPortReceiveSwitchRelayErrorsTotalDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandPortReceiveSwitchRelayErrorsTotalDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandPortTransmitWaitTotalDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandPortTransmitWaitTotalDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandRateBytesPerSecondDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandRateBytesPerSecondDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandStateIDDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandStateIDDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandSymbolErrorTotalDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandSymbolErrorTotalDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandUnicastPacketsReceivedTotalDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandUnicastPacketsReceivedTotalDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandUnicastPacketsTransmittedTotalDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandUnicastPacketsTransmittedTotalDataPoint(ts, 3, "device-val-2", "port-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNodeInfinibandVl15DroppedTotalDataPoint(ts, 1, "device-val", "port-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNodeInfinibandVl15DroppedTotalDataPoint(ts, 3, "device-val-2", "port-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -269,6 +471,34 @@ func TestMetricsBuilder(t *testing.T) {
 				assert.Empty(t, mb.metricNodeDiskWrittenBytesTotal.aggDataPoints)
 				assert.Empty(t, mb.metricNodeFilesystemAvailBytes.aggDataPoints)
 				assert.Empty(t, mb.metricNodeFilesystemSizeBytes.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandExcessiveBufferOverrunErrorsTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandHwCountersTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandInfo.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandLinkDownedTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandLinkErrorRecoveryTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandLinkLayerInfo.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandLocalLinkIntegrityErrorsTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandMulticastPacketsReceivedTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandMulticastPacketsTransmittedTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandPhysicalStateID.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandPortConstraintErrorsReceivedTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandPortConstraintErrorsTransmittedTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandPortDataReceivedBytesTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandPortDataTransmittedBytesTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandPortDiscardsReceivedTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandPortDiscardsTransmittedTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandPortErrorsReceivedTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandPortPacketsReceivedTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandPortPacketsTransmittedTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandPortReceiveRemotePhysicalErrorsTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandPortReceiveSwitchRelayErrorsTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandPortTransmitWaitTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandRateBytesPerSecond.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandStateID.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandSymbolErrorTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandUnicastPacketsReceivedTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandUnicastPacketsTransmittedTotal.aggDataPoints)
+				assert.Empty(t, mb.metricNodeInfinibandVl15DroppedTotal.aggDataPoints)
 				assert.Empty(t, mb.metricNodeNetworkReceiveBytesTotal.aggDataPoints)
 				assert.Empty(t, mb.metricNodeNetworkTransmitBytesTotal.aggDataPoints)
 				assert.Empty(t, mb.metricNodeUnameInfo.aggDataPoints)
@@ -629,6 +859,1402 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("fstype")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("mountpoint")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_excessive_buffer_overrun_errors_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_excessive_buffer_overrun_errors_total"], "Found a duplicate in the metrics slice: node_infiniband_excessive_buffer_overrun_errors_total")
+						validatedMetrics["node_infiniband_excessive_buffer_overrun_errors_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of times that OverrunErrors consecutive flow control update periods occurred, each having at least one overrun error: counters/excessive_buffer_overrun_errors (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_excessive_buffer_overrun_errors_total"], "Found a duplicate in the metrics slice: node_infiniband_excessive_buffer_overrun_errors_total")
+						validatedMetrics["node_infiniband_excessive_buffer_overrun_errors_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of times that OverrunErrors consecutive flow control update periods occurred, each having at least one overrun error: counters/excessive_buffer_overrun_errors (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_excessive_buffer_overrun_errors_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_expected_active_ports":
+					assert.False(t, validatedMetrics["node_infiniband_expected_active_ports"], "Found a duplicate in the metrics slice: node_infiniband_expected_active_ports")
+					validatedMetrics["node_infiniband_expected_active_ports"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Ports this node should have ACTIVE at node_infiniband_expected_rate_bytes_per_second or faster (infiniband::expected_active_ports); absent where none is configured. Ours: the alerts compare the ports with it.", mi.Description())
+					assert.Equal(t, "{port}", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+				case "node_infiniband_expected_rate_bytes_per_second":
+					assert.False(t, validatedMetrics["node_infiniband_expected_rate_bytes_per_second"], "Found a duplicate in the metrics slice: node_infiniband_expected_rate_bytes_per_second")
+					validatedMetrics["node_infiniband_expected_rate_bytes_per_second"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Rate each of the expected ports should have trained at (infiniband::expected_rate_gbps), 0 for any; absent where no port count is configured. Ours.", mi.Description())
+					assert.Equal(t, "By/s", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+				case "node_infiniband_hw_counters_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_hw_counters_total"], "Found a duplicate in the metrics slice: node_infiniband_hw_counters_total")
+						validatedMetrics["node_infiniband_hw_counters_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "A counter of the HCA driver's hw_counters directory of the port (RoCE congestion control and retransmission, transport errors), as prometheus/procfs parses them. Ours: node_exporter 1.5 does not read hw_counters.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+						counterAttrVal, ok := dp.Attributes().Get("counter")
+						assert.True(t, ok)
+						assert.Equal(t, "duplicate_request", counterAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_hw_counters_total"], "Found a duplicate in the metrics slice: node_infiniband_hw_counters_total")
+						validatedMetrics["node_infiniband_hw_counters_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "A counter of the HCA driver's hw_counters directory of the port (RoCE congestion control and retransmission, transport errors), as prometheus/procfs parses them. Ours: node_exporter 1.5 does not read hw_counters.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_hw_counters_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("counter")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_info":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_info"], "Found a duplicate in the metrics slice: node_infiniband_info")
+						validatedMetrics["node_infiniband_info"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Non-numeric data from /sys/class/infiniband/<device>, value is always 1 (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						boardIDAttrVal, ok := dp.Attributes().Get("board_id")
+						assert.True(t, ok)
+						assert.Equal(t, "board_id-val", boardIDAttrVal.Str())
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						firmwareVersionAttrVal, ok := dp.Attributes().Get("firmware_version")
+						assert.True(t, ok)
+						assert.Equal(t, "firmware_version-val", firmwareVersionAttrVal.Str())
+						hcaTypeAttrVal, ok := dp.Attributes().Get("hca_type")
+						assert.True(t, ok)
+						assert.Equal(t, "hca_type-val", hcaTypeAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_info"], "Found a duplicate in the metrics slice: node_infiniband_info")
+						validatedMetrics["node_infiniband_info"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Non-numeric data from /sys/class/infiniband/<device>, value is always 1 (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["node_infiniband_info"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("board_id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("firmware_version")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hca_type")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_link_downed_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_link_downed_total"], "Found a duplicate in the metrics slice: node_infiniband_link_downed_total")
+						validatedMetrics["node_infiniband_link_downed_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of times the link failed to recover from an error state and went down: counters/link_downed (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_link_downed_total"], "Found a duplicate in the metrics slice: node_infiniband_link_downed_total")
+						validatedMetrics["node_infiniband_link_downed_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of times the link failed to recover from an error state and went down: counters/link_downed (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_link_downed_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_link_error_recovery_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_link_error_recovery_total"], "Found a duplicate in the metrics slice: node_infiniband_link_error_recovery_total")
+						validatedMetrics["node_infiniband_link_error_recovery_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of times the link successfully recovered from an error state: counters/link_error_recovery (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_link_error_recovery_total"], "Found a duplicate in the metrics slice: node_infiniband_link_error_recovery_total")
+						validatedMetrics["node_infiniband_link_error_recovery_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of times the link successfully recovered from an error state: counters/link_error_recovery (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_link_error_recovery_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_link_layer_info":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_link_layer_info"], "Found a duplicate in the metrics slice: node_infiniband_link_layer_info")
+						validatedMetrics["node_infiniband_link_layer_info"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Constant 1 labelled with the port's link layer: InfiniBand, or Ethernet for RoCE. Ours: node_exporter 1.5 does not report it.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+						linkLayerAttrVal, ok := dp.Attributes().Get("link_layer")
+						assert.True(t, ok)
+						assert.Equal(t, "link_layer-val", linkLayerAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_link_layer_info"], "Found a duplicate in the metrics slice: node_infiniband_link_layer_info")
+						validatedMetrics["node_infiniband_link_layer_info"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Constant 1 labelled with the port's link layer: InfiniBand, or Ethernet for RoCE. Ours: node_exporter 1.5 does not report it.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["node_infiniband_link_layer_info"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("link_layer")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_local_link_integrity_errors_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_local_link_integrity_errors_total"], "Found a duplicate in the metrics slice: node_infiniband_local_link_integrity_errors_total")
+						validatedMetrics["node_infiniband_local_link_integrity_errors_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of times that the count of local physical errors exceeded the threshold specified by LocalPhyErrors: counters/local_link_integrity_errors (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_local_link_integrity_errors_total"], "Found a duplicate in the metrics slice: node_infiniband_local_link_integrity_errors_total")
+						validatedMetrics["node_infiniband_local_link_integrity_errors_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of times that the count of local physical errors exceeded the threshold specified by LocalPhyErrors: counters/local_link_integrity_errors (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_local_link_integrity_errors_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_multicast_packets_received_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_multicast_packets_received_total"], "Found a duplicate in the metrics slice: node_infiniband_multicast_packets_received_total")
+						validatedMetrics["node_infiniband_multicast_packets_received_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of multicast packets received (including errors): counters/multicast_rcv_packets (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_multicast_packets_received_total"], "Found a duplicate in the metrics slice: node_infiniband_multicast_packets_received_total")
+						validatedMetrics["node_infiniband_multicast_packets_received_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of multicast packets received (including errors): counters/multicast_rcv_packets (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_multicast_packets_received_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_multicast_packets_transmitted_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_multicast_packets_transmitted_total"], "Found a duplicate in the metrics slice: node_infiniband_multicast_packets_transmitted_total")
+						validatedMetrics["node_infiniband_multicast_packets_transmitted_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of multicast packets transmitted (including errors): counters/multicast_xmit_packets (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_multicast_packets_transmitted_total"], "Found a duplicate in the metrics slice: node_infiniband_multicast_packets_transmitted_total")
+						validatedMetrics["node_infiniband_multicast_packets_transmitted_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of multicast packets transmitted (including errors): counters/multicast_xmit_packets (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_multicast_packets_transmitted_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_physical_state_id":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_physical_state_id"], "Found a duplicate in the metrics slice: node_infiniband_physical_state_id")
+						validatedMetrics["node_infiniband_physical_state_id"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Physical state of the InfiniBand port (0: no change, 1: sleep, 2: polling, 3: disable, 4: shift, 5: link up, 6: link error recover, 7: phytest) (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_physical_state_id"], "Found a duplicate in the metrics slice: node_infiniband_physical_state_id")
+						validatedMetrics["node_infiniband_physical_state_id"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Physical state of the InfiniBand port (0: no change, 1: sleep, 2: polling, 3: disable, 4: shift, 5: link up, 6: link error recover, 7: phytest) (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_physical_state_id"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_port_constraint_errors_received_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_port_constraint_errors_received_total"], "Found a duplicate in the metrics slice: node_infiniband_port_constraint_errors_received_total")
+						validatedMetrics["node_infiniband_port_constraint_errors_received_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of packets received on the switch physical port that are discarded: counters/port_rcv_constraint_errors (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_port_constraint_errors_received_total"], "Found a duplicate in the metrics slice: node_infiniband_port_constraint_errors_received_total")
+						validatedMetrics["node_infiniband_port_constraint_errors_received_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of packets received on the switch physical port that are discarded: counters/port_rcv_constraint_errors (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_port_constraint_errors_received_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_port_constraint_errors_transmitted_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_port_constraint_errors_transmitted_total"], "Found a duplicate in the metrics slice: node_infiniband_port_constraint_errors_transmitted_total")
+						validatedMetrics["node_infiniband_port_constraint_errors_transmitted_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of packets not transmitted from the switch physical port: counters/port_xmit_constraint_errors (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_port_constraint_errors_transmitted_total"], "Found a duplicate in the metrics slice: node_infiniband_port_constraint_errors_transmitted_total")
+						validatedMetrics["node_infiniband_port_constraint_errors_transmitted_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of packets not transmitted from the switch physical port: counters/port_xmit_constraint_errors (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_port_constraint_errors_transmitted_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_port_data_received_bytes_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_port_data_received_bytes_total"], "Found a duplicate in the metrics slice: node_infiniband_port_data_received_bytes_total")
+						validatedMetrics["node_infiniband_port_data_received_bytes_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of data octets received on all links (the kernel's 4-byte words times 4): counters/port_rcv_data (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_port_data_received_bytes_total"], "Found a duplicate in the metrics slice: node_infiniband_port_data_received_bytes_total")
+						validatedMetrics["node_infiniband_port_data_received_bytes_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of data octets received on all links (the kernel's 4-byte words times 4): counters/port_rcv_data (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_port_data_received_bytes_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_port_data_transmitted_bytes_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_port_data_transmitted_bytes_total"], "Found a duplicate in the metrics slice: node_infiniband_port_data_transmitted_bytes_total")
+						validatedMetrics["node_infiniband_port_data_transmitted_bytes_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of data octets transmitted on all links (the kernel's 4-byte words times 4): counters/port_xmit_data (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_port_data_transmitted_bytes_total"], "Found a duplicate in the metrics slice: node_infiniband_port_data_transmitted_bytes_total")
+						validatedMetrics["node_infiniband_port_data_transmitted_bytes_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of data octets transmitted on all links (the kernel's 4-byte words times 4): counters/port_xmit_data (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_port_data_transmitted_bytes_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_port_discards_received_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_port_discards_received_total"], "Found a duplicate in the metrics slice: node_infiniband_port_discards_received_total")
+						validatedMetrics["node_infiniband_port_discards_received_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of inbound packets discarded by the port because the port is down or congested: counters/port_rcv_discards (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_port_discards_received_total"], "Found a duplicate in the metrics slice: node_infiniband_port_discards_received_total")
+						validatedMetrics["node_infiniband_port_discards_received_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of inbound packets discarded by the port because the port is down or congested: counters/port_rcv_discards (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_port_discards_received_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_port_discards_transmitted_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_port_discards_transmitted_total"], "Found a duplicate in the metrics slice: node_infiniband_port_discards_transmitted_total")
+						validatedMetrics["node_infiniband_port_discards_transmitted_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of outbound packets discarded by the port because the port is down or congested: counters/port_xmit_discards (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_port_discards_transmitted_total"], "Found a duplicate in the metrics slice: node_infiniband_port_discards_transmitted_total")
+						validatedMetrics["node_infiniband_port_discards_transmitted_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of outbound packets discarded by the port because the port is down or congested: counters/port_xmit_discards (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_port_discards_transmitted_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_port_errors_received_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_port_errors_received_total"], "Found a duplicate in the metrics slice: node_infiniband_port_errors_received_total")
+						validatedMetrics["node_infiniband_port_errors_received_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of packets containing an error that were received on this port: counters/port_rcv_errors (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_port_errors_received_total"], "Found a duplicate in the metrics slice: node_infiniband_port_errors_received_total")
+						validatedMetrics["node_infiniband_port_errors_received_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of packets containing an error that were received on this port: counters/port_rcv_errors (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_port_errors_received_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_port_packets_received_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_port_packets_received_total"], "Found a duplicate in the metrics slice: node_infiniband_port_packets_received_total")
+						validatedMetrics["node_infiniband_port_packets_received_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of packets received on all VLs by this port (including errors): counters/port_rcv_packets (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_port_packets_received_total"], "Found a duplicate in the metrics slice: node_infiniband_port_packets_received_total")
+						validatedMetrics["node_infiniband_port_packets_received_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of packets received on all VLs by this port (including errors): counters/port_rcv_packets (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_port_packets_received_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_port_packets_transmitted_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_port_packets_transmitted_total"], "Found a duplicate in the metrics slice: node_infiniband_port_packets_transmitted_total")
+						validatedMetrics["node_infiniband_port_packets_transmitted_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of packets transmitted on all VLs from this port (including errors): counters/port_xmit_packets (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_port_packets_transmitted_total"], "Found a duplicate in the metrics slice: node_infiniband_port_packets_transmitted_total")
+						validatedMetrics["node_infiniband_port_packets_transmitted_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of packets transmitted on all VLs from this port (including errors): counters/port_xmit_packets (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_port_packets_transmitted_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_port_receive_remote_physical_errors_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_port_receive_remote_physical_errors_total"], "Found a duplicate in the metrics slice: node_infiniband_port_receive_remote_physical_errors_total")
+						validatedMetrics["node_infiniband_port_receive_remote_physical_errors_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of packets marked with the EBP (End of Bad Packet) delimiter received on the port: counters/port_rcv_remote_physical_errors (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_port_receive_remote_physical_errors_total"], "Found a duplicate in the metrics slice: node_infiniband_port_receive_remote_physical_errors_total")
+						validatedMetrics["node_infiniband_port_receive_remote_physical_errors_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of packets marked with the EBP (End of Bad Packet) delimiter received on the port: counters/port_rcv_remote_physical_errors (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_port_receive_remote_physical_errors_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_port_receive_switch_relay_errors_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_port_receive_switch_relay_errors_total"], "Found a duplicate in the metrics slice: node_infiniband_port_receive_switch_relay_errors_total")
+						validatedMetrics["node_infiniband_port_receive_switch_relay_errors_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of packets that could not be forwarded by the switch: counters/port_rcv_switch_relay_errors (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_port_receive_switch_relay_errors_total"], "Found a duplicate in the metrics slice: node_infiniband_port_receive_switch_relay_errors_total")
+						validatedMetrics["node_infiniband_port_receive_switch_relay_errors_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of packets that could not be forwarded by the switch: counters/port_rcv_switch_relay_errors (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_port_receive_switch_relay_errors_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_port_transmit_wait_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_port_transmit_wait_total"], "Found a duplicate in the metrics slice: node_infiniband_port_transmit_wait_total")
+						validatedMetrics["node_infiniband_port_transmit_wait_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of ticks during which the port had data to transmit but no data was sent during the entire tick: counters/port_xmit_wait (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_port_transmit_wait_total"], "Found a duplicate in the metrics slice: node_infiniband_port_transmit_wait_total")
+						validatedMetrics["node_infiniband_port_transmit_wait_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of ticks during which the port had data to transmit but no data was sent during the entire tick: counters/port_xmit_wait (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_port_transmit_wait_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_rate_bytes_per_second":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_rate_bytes_per_second"], "Found a duplicate in the metrics slice: node_infiniband_rate_bytes_per_second")
+						validatedMetrics["node_infiniband_rate_bytes_per_second"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Maximum signal transfer rate (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "By/s", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_rate_bytes_per_second"], "Found a duplicate in the metrics slice: node_infiniband_rate_bytes_per_second")
+						validatedMetrics["node_infiniband_rate_bytes_per_second"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Maximum signal transfer rate (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "By/s", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_rate_bytes_per_second"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_state_id":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_state_id"], "Found a duplicate in the metrics slice: node_infiniband_state_id")
+						validatedMetrics["node_infiniband_state_id"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "State of the InfiniBand port (0: no change, 1: down, 2: init, 3: armed, 4: active, 5: act defer) (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_state_id"], "Found a duplicate in the metrics slice: node_infiniband_state_id")
+						validatedMetrics["node_infiniband_state_id"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "State of the InfiniBand port (0: no change, 1: down, 2: init, 3: armed, 4: active, 5: act defer) (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_state_id"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_symbol_error_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_symbol_error_total"], "Found a duplicate in the metrics slice: node_infiniband_symbol_error_total")
+						validatedMetrics["node_infiniband_symbol_error_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of minor link errors detected on one or more physical lanes: counters/symbol_error (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_symbol_error_total"], "Found a duplicate in the metrics slice: node_infiniband_symbol_error_total")
+						validatedMetrics["node_infiniband_symbol_error_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of minor link errors detected on one or more physical lanes: counters/symbol_error (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_symbol_error_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_unicast_packets_received_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_unicast_packets_received_total"], "Found a duplicate in the metrics slice: node_infiniband_unicast_packets_received_total")
+						validatedMetrics["node_infiniband_unicast_packets_received_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of unicast packets received (including errors): counters/unicast_rcv_packets (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_unicast_packets_received_total"], "Found a duplicate in the metrics slice: node_infiniband_unicast_packets_received_total")
+						validatedMetrics["node_infiniband_unicast_packets_received_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of unicast packets received (including errors): counters/unicast_rcv_packets (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_unicast_packets_received_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_unicast_packets_transmitted_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_unicast_packets_transmitted_total"], "Found a duplicate in the metrics slice: node_infiniband_unicast_packets_transmitted_total")
+						validatedMetrics["node_infiniband_unicast_packets_transmitted_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of unicast packets transmitted (including errors): counters/unicast_xmit_packets (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_unicast_packets_transmitted_total"], "Found a duplicate in the metrics slice: node_infiniband_unicast_packets_transmitted_total")
+						validatedMetrics["node_infiniband_unicast_packets_transmitted_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of unicast packets transmitted (including errors): counters/unicast_xmit_packets (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_unicast_packets_transmitted_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
+						assert.False(t, ok)
+					}
+				case "node_infiniband_vl15_dropped_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["node_infiniband_vl15_dropped_total"], "Found a duplicate in the metrics slice: node_infiniband_vl15_dropped_total")
+						validatedMetrics["node_infiniband_vl15_dropped_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of incoming VL15 packets dropped due to resource limitations: counters/VL15_dropped (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						deviceAttrVal, ok := dp.Attributes().Get("device")
+						assert.True(t, ok)
+						assert.Equal(t, "device-val", deviceAttrVal.Str())
+						portAttrVal, ok := dp.Attributes().Get("port")
+						assert.True(t, ok)
+						assert.Equal(t, "port-val", portAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["node_infiniband_vl15_dropped_total"], "Found a duplicate in the metrics slice: node_infiniband_vl15_dropped_total")
+						validatedMetrics["node_infiniband_vl15_dropped_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Number of incoming VL15 packets dropped due to resource limitations: counters/VL15_dropped (node_exporter infiniband collector).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["node_infiniband_vl15_dropped_total"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("device")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("port")
 						assert.False(t, ok)
 					}
 				case "node_load1":

@@ -44,6 +44,22 @@ var hostProcesses = []hostfixture.Process{
 	{PID: 304, Comm: "sshd", Cmdline: []string{"sshd: /usr/sbin/sshd -D"}, State: "S", RSSPages: 2000},
 }
 
+// ndrNode is four NDR InfiniBand ports of a GPU node's compute fabric: two healthy, one that
+// trained at half its width (2X, 200 Gb/s) and has symbol errors, one down (its cable pulled,
+// the PHY polling) after flapping.
+var ndrNode = []hostfixture.HCA{
+	hostfixture.ConnectX7(0, hostfixture.HCAPort{State: "4: ACTIVE", PhysState: "5: LinkUp", Rate: "400 Gb/sec (4X NDR)", LinkLayer: "InfiniBand", Counters: hostfixture.IBCounters(0, 0, 0), HwCounters: hostfixture.HwCounters(0, false)}),
+	hostfixture.ConnectX7(1, hostfixture.HCAPort{State: "4: ACTIVE", PhysState: "5: LinkUp", Rate: "400 Gb/sec (4X NDR)", LinkLayer: "InfiniBand", Counters: hostfixture.IBCounters(1, 0, 1), HwCounters: hostfixture.HwCounters(1, false)}),
+	hostfixture.ConnectX7(2, hostfixture.HCAPort{State: "4: ACTIVE", PhysState: "5: LinkUp", Rate: "200 Gb/sec (2X NDR)", LinkLayer: "InfiniBand", Counters: hostfixture.IBCounters(2, 1834, 0), HwCounters: hostfixture.HwCounters(2, false)}),
+	hostfixture.ConnectX7(3, hostfixture.HCAPort{State: "1: DOWN", PhysState: "2: Polling", Rate: "10 Gb/sec (4X SDR)", LinkLayer: "InfiniBand", Counters: hostfixture.IBCounters(3, 12, 7), HwCounters: hostfixture.HwCounters(3, false)}),
+}
+
+// roceNode is two 400 GbE RoCE ports: counters/ and hw_counters/ with congestion control's.
+var roceNode = []hostfixture.HCA{
+	hostfixture.ConnectX7(0, hostfixture.HCAPort{State: "4: ACTIVE", PhysState: "5: LinkUp", Rate: "400 Gb/sec (4X NDR)", LinkLayer: "Ethernet", Counters: hostfixture.IBCounters(0, 0, 0), HwCounters: hostfixture.HwCounters(0, true)}),
+	hostfixture.ConnectX7(1, hostfixture.HCAPort{State: "4: ACTIVE", PhysState: "5: LinkUp", Rate: "400 Gb/sec (4X NDR)", LinkLayer: "Ethernet", Counters: hostfixture.IBCounters(1, 0, 0), HwCounters: hostfixture.HwCounters(1, true)}),
+}
+
 var hosts = map[string]hostfixture.Host{
 	// Plain docker with the cgroupfs driver, as OpenPAI's YARN-era and early k8s nodes ran.
 	"v1-cgroupfs-docker": {
@@ -74,10 +90,11 @@ var hosts = map[string]hostfixture.Host{
 	},
 	// Kubernetes with containerd and the systemd driver on cgroup v1: burstable and best-effort
 	// pods, each with its sandbox (ids sorting after and before the app's), and a platform
-	// service.
+	// service; an NDR InfiniBand node.
 	"v1-systemd-containerd": {
 		CgroupVersion: 1,
 		Processes:     hostProcesses,
+		HCAs:          ndrNode,
 		Pods: []hostfixture.Pod{{
 			Sandbox: &hostfixture.Sandbox{ID: id(12), PID: 2002},
 			Containers: []hostfixture.Container{{
@@ -113,10 +130,11 @@ var hosts = map[string]hostfixture.Host{
 	// sandbox (cri-o's default) and with cri-o's conmon scope beside it (not a container), and a
 	// host-network pod without a memory limit that shares its PID namespace (so cri-o gave it a
 	// sandbox, whose id sorts before the app's) and whose logs the kubelet has not written yet
-	// (no names: the task keeps its environment's labels).
+	// (no names: the task keeps its environment's labels). A RoCE node.
 	"v2-systemd-crio": {
 		CgroupVersion: 2,
 		Processes:     hostProcesses,
+		HCAs:          roceNode,
 		Pods: []hostfixture.Pod{{
 			Containers: []hostfixture.Container{{
 				CgroupPath: "/kubepods.slice/kubepods-pod" + strings.ReplaceAll(uid(21), "-", "_") + ".slice/crio-" + id(21) + ".scope",
@@ -144,7 +162,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: mkfixtures DIR")
 		os.Exit(2)
 	}
-	for name, h := range hosts {
+	for name := range hosts {
+		h := hosts[name]
 		dir := filepath.Join(os.Args[1], name)
 		if err := os.RemoveAll(dir); err != nil { //nolint:gosec // G703: it rewrites the fixtures in the directory on its command line, as it is meant to
 			fmt.Fprintln(os.Stderr, err)
