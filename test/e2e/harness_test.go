@@ -99,7 +99,9 @@ func iterations(families map[string]*dto.MetricFamily) float64 {
 	return 0
 }
 
-// waitForCollections scrapes url until the task receiver has collected n times.
+// waitForCollections scrapes url until the task receiver has collected n times. The exporter
+// takes a collection in series by series and may serve a page in between: a test that reads the
+// nth collection whole waits for n+1.
 func waitForCollections(tb testing.TB, url string, n float64) map[string]*dto.MetricFamily {
 	tb.Helper()
 	var families map[string]*dto.MetricFamily

@@ -66,7 +66,8 @@ func TestAgainstNodeExporter(t *testing.T) {
 		"receivers::task::collection_interval=200ms")
 	neURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", nePort)
 
-	waitForCollections(t, ours, 1)
+	// Every node family there, not a page served while the first collection was taken in.
+	waitForCollections(t, ours, 2)
 	var theirs map[string]*dto.MetricFamily
 	eventually(t, "node_exporter", func() bool {
 		var err error
@@ -142,8 +143,6 @@ func TestAgainstNodeExporterInfiniBand(t *testing.T) {
 				"receivers::task::collection_interval=200ms",
 				"service::pipelines::metrics::receivers=[task]",
 			)
-			// The exporter takes a collection in series by series, and a page can be served in
-			// between: once the second has begun, the first is all there.
 			mine := waitForCollections(t, ours, 2)
 			var theirs map[string]*dto.MetricFamily
 			eventually(t, "node_exporter", func() bool {
