@@ -31,12 +31,17 @@ KUBE_APISERVER = $$(test/kube/build-apiserver.sh)
 KUBECTL_TEST   = $$(test/kube/build-apiserver.sh kubectl)
 HELM_TEST      = $$(test/helm/build-helm.sh)
 PROMETHEUS_OPERATOR_CRDS = $$(test/helm/build-helm.sh crds)
+# The Prometheus server the tests run: Prometheus 3 (test/prometheus/build.sh) for the e2e
+# packages, the report's tests and the real node; Debian's 2.42 for E2E_PROMETHEUS2_RUN, the
+# dashboards' and OpenPAI's queries run once more (and `promtool test rules`, Debian's promtool).
+PROMETHEUS_TEST = $$(test/prometheus/build.sh)
+E2E_PROMETHEUS2_RUN := ^(TestDashboards|TestOpenPAIQueries)$$
 # The real node's Kubernetes and the Prometheus 3 that discovers the agents there.
 REALNODE_BINS  = KUBELET_BIN=$$(test/kube/build-apiserver.sh kubelet) \
 	KUBE_CONTROLLER_MANAGER_BIN=$$(test/kube/build-apiserver.sh kube-controller-manager) \
 	KUBE_SCHEDULER_BIN=$$(test/kube/build-apiserver.sh kube-scheduler) \
 	KUBE_PROXY_BIN=$$(test/kube/build-apiserver.sh kube-proxy) \
-	PROMETHEUS3_BIN=$$(test/prometheus/build.sh)
+	PROMETHEUS_BIN=$(PROMETHEUS_TEST)
 COMPONENTS   := $(shell find receiver processor exporter connector extension -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
 SOURCES      := $(shell find receiver processor exporter connector extension internal distro/omitdetectors -name '*.go' -o -name go.mod 2>/dev/null) go.mod go.sum
 
@@ -114,13 +119,17 @@ test: deps lint unit e2e realnode
 unit: deps
 	$(GO) test -race -count=1 ./...
 
-## e2e: the built binary against fixture trees, a real node_exporter and a real Prometheus
+## e2e: the built binary against fixture trees, a real node_exporter and a real Prometheus: 3.x
+## for every package, then Debian's 2.42 for the dashboards' and OpenPAI's queries
 # The built kubectl is first on PATH too: deploy/secrets.sh, which the tests of deploy/ run, calls
 # `kubectl`, and a fresh machine has none.
+E2E_ENV = OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_AGENT_BIN=$(CURDIR)/$(AGENT_BIN) OTELCOL_IMAGE=$(CURDIR)/$(IMAGE) KUBE_APISERVER_BIN=$(KUBE_APISERVER) KUBECTL_BIN=$(KUBECTL_TEST) PATH="$$(dirname $(KUBECTL_TEST)):$$PATH" \
+	HELM_BIN=$(HELM_TEST) PROMETHEUS_OPERATOR_CRDS=$(PROMETHEUS_OPERATOR_CRDS)
 e2e: deps $(BIN) $(AGENT_BIN) image
-	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_AGENT_BIN=$(CURDIR)/$(AGENT_BIN) OTELCOL_IMAGE=$(CURDIR)/$(IMAGE) KUBE_APISERVER_BIN=$(KUBE_APISERVER) KUBECTL_BIN=$(KUBECTL_TEST) PATH="$$(dirname $(KUBECTL_TEST)):$$PATH" \
-		HELM_BIN=$(HELM_TEST) PROMETHEUS_OPERATOR_CRDS=$(PROMETHEUS_OPERATOR_CRDS) \
+	$(E2E_ENV) PROMETHEUS_BIN=$(PROMETHEUS_TEST) \
 		$(GO) test -count=1 -tags e2e $(if $(E2E_FLAGS),$(E2E_GOLDEN_PKGS) -args $(E2E_FLAGS),$(E2E_PKGS))
+	$(if $(E2E_FLAGS),,$(E2E_ENV) PROMETHEUS_BIN=$$(command -v prometheus) \
+		$(GO) test -count=1 -tags e2e -run '$(E2E_PROMETHEUS2_RUN)' ./test/e2e/)
 
 ## realnode: deploy/ installed as deploy/README.md says (kustomize, then Helm) on a real single-node
 ## Kubernetes the tests bring up and tear down (test/realnode; root), with simulated GPUs that real
