@@ -2,7 +2,7 @@
 # Makes sure that the programs the tests run beside the code are here, so that `make test` needs
 # nothing but Go and gcc before it. Missing Debian packages are installed when run as root;
 # otherwise it stops with one line naming them. What Debian lacks (Kubernetes, Prometheus 3,
-# Helm) is built from the Go module proxy once per version by its script, which keeps it in its
+# Helm, Thanos) is built from the Go module proxy once per version by its script, which keeps it in its
 # cache (~/.cache/otelcol-gpu). When everything is here it says nothing and takes milliseconds,
 # so every target that runs these programs runs it first.
 #
@@ -41,6 +41,8 @@ declare -A source=(
 	[kube-proxy]="build test/kube/build-apiserver.sh kube-proxy"
 	[prometheus3]="build test/prometheus/build.sh prometheus"
 	[helm]="build test/helm/build-helm.sh helm"
+	# Thanos (Receive, Query) under the scale-out layout's tests and `make bench`'s scale-out run.
+	[thanos]="build test/thanos/build.sh"
 	[prometheus-operator-crds]="build test/helm/build-helm.sh crds"
 )
 

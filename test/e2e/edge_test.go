@@ -83,17 +83,24 @@ func runEdgeOutage(t *testing.T, path storePath, agentSets ...string) []string {
 	// Prometheus, everything before it has been delivered or dropped. The last run's count is
 	// read before that moment: a collection made after it may still be on its way.
 	collected = append(collected, collections(t, agent))
-	back := time.Now()
-	waitDrained(t, "a collection made after the gateway came back in Prometheus", func() bool {
+	waitDelivered(t, store, edgeNode, time.Now())
+	return missingCollections(t, store.samples(t, fmt.Sprintf(`{node_name=%q}[1h]`, edgeNode)), collected)
+}
+
+// waitDelivered waits until a collection of each receiver that node made after since is in the
+// store. The backlog drains in order, so then everything before it has been delivered or
+// dropped.
+func waitDelivered(tb testing.TB, store metricStore, node string, since time.Time) {
+	tb.Helper()
+	waitDrained(tb, fmt.Sprintf("a collection of %s made after %s in the store", node, since.Format(time.TimeOnly)), func() bool {
 		for _, r := range edgeReceivers {
-			q := fmt.Sprintf(`timestamp(collector_iteration_count_total{node_name=%q, name=%q}) > %d`, edgeNode, r, back.Unix())
-			if store.count(t, q) != 1 {
+			q := fmt.Sprintf(`timestamp(collector_iteration_count_total{node_name=%q, name=%q}) > %d`, node, r, since.Unix())
+			if store.count(tb, q) != 1 {
 				return false
 			}
 		}
 		return true
 	})
-	return missingCollections(t, store.samples(t, fmt.Sprintf(`{node_name=%q}[1h]`, edgeNode)), collected)
 }
 
 // storePath starts a store and returns it with the --set flags that point distro/gateway.yaml
@@ -145,12 +152,18 @@ func remoteWritePath(tb testing.TB) (metricStore, []string) { return remoteWrite
 func remoteWritePathWith(more string) storePath {
 	return func(tb testing.TB) (metricStore, []string) {
 		p := startPrometheusServer(tb, prometheusConfig{more: more, flags: []string{"--web.enable-remote-write-receiver"}})
-		return p.metricStore, []string{
-			"exporters::prometheusremotewrite/store::endpoint=" + p.base + "/api/v1/write",
-			"service::pipelines::metrics/remote_write::receivers=[otlp]",
-			"service::pipelines::metrics/remote_write::processors=[memory_limiter]",
-			"service::pipelines::metrics/remote_write::exporters=[prometheusremotewrite/store]",
-		}
+		return p.metricStore, remoteWriteSets(p.base + "/api/v1/write")
+	}
+}
+
+// remoteWriteSets put the gateway's prometheusremotewrite/store exporter, writing to url, in the
+// pipeline the README shows.
+func remoteWriteSets(url string) []string {
+	return []string{
+		"exporters::prometheusremotewrite/store::endpoint=" + url,
+		"service::pipelines::metrics/remote_write::receivers=[otlp]",
+		"service::pipelines::metrics/remote_write::processors=[memory_limiter]",
+		"service::pipelines::metrics/remote_write::exporters=[prometheusremotewrite/store]",
 	}
 }
 
@@ -167,7 +180,12 @@ func startEdgeStore(tb testing.TB, path storePath) (*stack.Secrets, metricStore,
 // edgeAgentOptions play the edge node with simulated GPUs on a fixture host, collecting every
 // second and retrying within a second: only what is about time is shortened.
 func edgeAgentOptions(tb testing.TB, gateway *stack.Gateway, sets ...string) stack.AgentOptions {
-	options := agentOptions(tb, gateway, edgeNode, "10.0.0.1")
+	return simulatedAgentOptions(tb, gateway, edgeNode, "10.0.0.1", sets...)
+}
+
+// simulatedAgentOptions are edgeAgentOptions for node name at ip.
+func simulatedAgentOptions(tb testing.TB, gateway *stack.Gateway, name, ip string, sets ...string) stack.AgentOptions {
+	options := agentOptions(tb, gateway, name, ip)
 	options.Sets = append(options.Sets,
 		"receivers::gpu::backend=simulated",
 		"receivers::gpu::scenario="+filepath.Join(repoRoot(tb), "distro", "scenarios", "dgx-a100-demo.yaml"),
@@ -329,7 +347,7 @@ func missingCollections(tb testing.TB, all []sampleSeries, collected []map[strin
 			continue
 		}
 		for i, run := range runs[r] {
-			if len(run) < collected[i][r] {
+			if i < len(collected) && len(run) < collected[i][r] {
 				lost = append(lost, fmt.Sprintf("%s: run %d: %d collections in Prometheus, the agent made %d", r, i+1, len(run), collected[i][r]))
 			}
 		}

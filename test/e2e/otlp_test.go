@@ -15,7 +15,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
@@ -34,32 +33,10 @@ func prometheusOTLPPath(tb testing.TB) (metricStore, []string) {
 }
 
 // componentSets are the --set flags that deploy/components/<name> adds to the gateway's
-// arguments, read from its patches, so that a test runs the component as it ships.
+// arguments, so that a test runs the component as it ships.
 func componentSets(tb testing.TB, name string) []string {
 	tb.Helper()
-	var kustomization struct {
-		Patches []struct {
-			Patch string `yaml:"patch"`
-		} `yaml:"patches"`
-	}
-	require.NoError(tb, yaml.Unmarshal(mustRead(tb, filepath.Join(repoRoot(tb), "deploy", "components", name, "kustomization.yaml")), &kustomization))
-	var sets []string
-	for _, p := range kustomization.Patches {
-		var ops []struct {
-			Path  string `yaml:"path"`
-			Value any    `yaml:"value"`
-		}
-		require.NoError(tb, yaml.Unmarshal([]byte(p.Patch), &ops))
-		for _, op := range ops {
-			if arg, ok := op.Value.(string); ok && strings.HasSuffix(op.Path, "/args/-") {
-				set, found := strings.CutPrefix(arg, "--set=")
-				require.True(tb, found, "%s: an argument that is no --set: %s", name, arg)
-				sets = append(sets, set)
-			}
-		}
-	}
-	require.NotEmpty(tb, sets, "deploy/components/%s adds no --set flag", name)
-	return sets
+	return stack.KustomizeSets(tb, filepath.Join(repoRoot(tb), "deploy", "components", name, "kustomization.yaml"))
 }
 
 // TestEdgeZeroLossPrometheusOTLP is TestEdgeZeroLoss with the gateway sending OTLP into
@@ -97,11 +74,7 @@ func TestStoresMatchScrape(t *testing.T) {
 	waitHealthy(t, "the gateway", gateway.Health)
 	pods := []pod{{"gateway", "otelcol-gpu-gateway-0", "node-a", gateway.Endpoints}}
 	for ip, name := range map[string]string{"10.0.0.1": "node-a", "10.0.0.11": "node-b"} {
-		options := agentOptions(t, gateway, name, ip)
-		options.Sets = append(options.Sets,
-			"receivers::gpu::backend=simulated",
-			"receivers::gpu::scenario="+filepath.Join(root, "distro", "scenarios", "dgx-a100-demo.yaml"))
-		agent := stack.StartAgent(t, secrets, options)
+		agent := stack.StartAgent(t, secrets, simulatedAgentOptions(t, gateway, name, ip))
 		pods = append(pods, pod{"agent", "otelcol-gpu-agent-" + name, name, agent.Endpoints})
 	}
 

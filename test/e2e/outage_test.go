@@ -42,6 +42,8 @@ func TestLongOutageBacklog(t *testing.T) {
 		{"prometheus-remote-write-as-shipped", remoteWritePath, false},
 		{"prometheus-remote-write-4h-window", remoteWritePathWith(outOfOrderWindow(4 * time.Hour)), true},
 		{"prometheus3-otlp", prometheusOTLPPath, true},
+		{"thanos-receive-as-default", thanosPath(), false},
+		{"thanos-receive-4h-window", thanosPath("--tsdb.out-of-order.time-window=4h"), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			secrets, store, gateway := startEdgeStore(t, tc.path)
