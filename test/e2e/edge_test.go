@@ -162,7 +162,7 @@ func remoteWriteSets(url string) []string {
 	return []string{
 		"exporters::prometheusremotewrite/store::endpoint=" + url,
 		"service::pipelines::metrics/remote_write::receivers=[otlp]",
-		"service::pipelines::metrics/remote_write::processors=[memory_limiter]",
+		"service::pipelines::metrics/remote_write::processors=[memory_limiter,resource/prometheus]",
 		"service::pipelines::metrics/remote_write::exporters=[prometheusremotewrite/store]",
 	}
 }
