@@ -31,12 +31,19 @@ KUBE_APISERVER = $$(test/kube/build-apiserver.sh)
 KUBECTL_TEST   = $$(test/kube/build-apiserver.sh kubectl)
 HELM_TEST      = $$(test/helm/build-helm.sh)
 PROMETHEUS_OPERATOR_CRDS = $$(test/helm/build-helm.sh crds)
+# The Prometheus server the tests run: Prometheus 3 (test/prometheus/build.sh) for the e2e
+# packages, the report's tests and the real node; Debian's 2.42 for E2E_PROMETHEUS2_RUN, the
+# dashboards' and OpenPAI's queries run once more (and `promtool test rules`, Debian's promtool).
+PROMETHEUS_TEST = $$(test/prometheus/build.sh)
+# Thanos Receive and Query: the scale-out layout's store (test/e2e, bench/gateway).
+THANOS_TEST     = $$(test/thanos/build.sh)
+E2E_PROMETHEUS2_RUN := ^(TestDashboards|TestOpenPAIQueries)$$
 # The real node's Kubernetes and the Prometheus 3 that discovers the agents there.
 REALNODE_BINS  = KUBELET_BIN=$$(test/kube/build-apiserver.sh kubelet) \
 	KUBE_CONTROLLER_MANAGER_BIN=$$(test/kube/build-apiserver.sh kube-controller-manager) \
 	KUBE_SCHEDULER_BIN=$$(test/kube/build-apiserver.sh kube-scheduler) \
 	KUBE_PROXY_BIN=$$(test/kube/build-apiserver.sh kube-proxy) \
-	PROMETHEUS3_BIN=$$(test/prometheus/build.sh)
+	PROMETHEUS_BIN=$(PROMETHEUS_TEST)
 COMPONENTS   := $(shell find receiver processor exporter connector extension -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
 SOURCES      := $(shell find receiver processor exporter connector extension internal distro/omitdetectors -name '*.go' -o -name go.mod 2>/dev/null) go.mod go.sum
 
@@ -115,13 +122,17 @@ test: deps lint unit e2e realnode
 unit: deps
 	$(GO) test -race -count=1 ./...
 
-## e2e: the built binary against fixture trees, a real node_exporter and a real Prometheus
+## e2e: the built binary against fixture trees, a real node_exporter and a real Prometheus: 3.x
+## for every package, then Debian's 2.42 for the dashboards' and OpenPAI's queries
 # The built kubectl is first on PATH too: deploy/secrets.sh, which the tests of deploy/ run, calls
 # `kubectl`, and a fresh machine has none.
+E2E_ENV = OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_AGENT_BIN=$(CURDIR)/$(AGENT_BIN) OTELCOL_IMAGE=$(CURDIR)/$(IMAGE) KUBE_APISERVER_BIN=$(KUBE_APISERVER) KUBECTL_BIN=$(KUBECTL_TEST) PATH="$$(dirname $(KUBECTL_TEST)):$$PATH" \
+	HELM_BIN=$(HELM_TEST) PROMETHEUS_OPERATOR_CRDS=$(PROMETHEUS_OPERATOR_CRDS) THANOS_BIN=$(THANOS_TEST)
 e2e: deps $(BIN) $(AGENT_BIN) image
-	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_AGENT_BIN=$(CURDIR)/$(AGENT_BIN) OTELCOL_IMAGE=$(CURDIR)/$(IMAGE) KUBE_APISERVER_BIN=$(KUBE_APISERVER) KUBECTL_BIN=$(KUBECTL_TEST) PATH="$$(dirname $(KUBECTL_TEST)):$$PATH" \
-		HELM_BIN=$(HELM_TEST) PROMETHEUS_OPERATOR_CRDS=$(PROMETHEUS_OPERATOR_CRDS) \
-		$(GO) test -count=1 -tags e2e $(if $(E2E_FLAGS),$(E2E_GOLDEN_PKGS) -args $(E2E_FLAGS),$(E2E_PKGS))
+	$(E2E_ENV) PROMETHEUS_BIN=$(PROMETHEUS_TEST) \
+		$(GO) test -count=1 -tags e2e -timeout 30m $(if $(E2E_FLAGS),$(E2E_GOLDEN_PKGS) -args $(E2E_FLAGS),$(E2E_PKGS))
+	$(if $(E2E_FLAGS),,$(E2E_ENV) PROMETHEUS_BIN=$$(command -v prometheus) \
+		$(GO) test -count=1 -tags e2e -run '$(E2E_PROMETHEUS2_RUN)' ./test/e2e/)
 
 ## realnode: deploy/ installed as deploy/README.md says (kustomize, then Helm) on a real single-node
 ## Kubernetes the tests bring up and tear down (test/realnode; root), with simulated GPUs that real
@@ -135,7 +146,9 @@ realnode: deps image
 ## node_exporter (BENCH_DURATION), with the Go runtime settings the DaemonSet ships
 ## (deploy/base/agent.yaml's GOGC and GOMEMLIMIT), and BENCH_BASELINE's agent beside it when set
 ## (a binary built from an older commit: before and after in one table); the gateway at
-## saturation (bench/gateway) and the edge queue's bytes per collection (test/e2e); then the
+## saturation and the scale-out layout into Thanos at the shipped intervals (bench/gateway:
+## BENCH_SCALEOUT_AGENTS, BENCH_SCALEOUT_DURATION) and the edge queue's bytes per collection
+## (test/e2e); then the
 ## loaded agent for BENCH_CGROUP_DURATION inside a memory cgroup of BENCH_CGROUP_MIB, which
 ## procload creates and removes (root): it fails on an OOM kill or a missed collection
 BENCH_CGROUP_DURATION ?= 10m
@@ -147,7 +160,7 @@ bench: deps $(BIN) $(AGENT_BIN)
 	$(GO) test -run '^$$' -bench . -benchmem ./receiver/... ./processor/... ./cmd/...
 	KUBE_APISERVER_BIN=$(KUBE_APISERVER) $(GO) test -tags e2e -run '^$$' -bench BenchmarkLargeCluster -benchtime 20x ./receiver/k8swatchdogreceiver/
 	$(PROCLOAD) -duration $(BENCH_DURATION)
-	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_AGENT_BIN=$(CURDIR)/$(AGENT_BIN) $(GO) test -tags e2e -run '^$$' -bench . -benchtime 1x ./bench/gateway/ ./test/e2e/
+	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_AGENT_BIN=$(CURDIR)/$(AGENT_BIN) THANOS_BIN=$(THANOS_TEST) $(GO) test -tags e2e -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/gateway/ ./test/e2e/
 	$(PROCLOAD) -duration $(BENCH_CGROUP_DURATION) -memory-limit-mib $(BENCH_CGROUP_MIB)
 
 ## lint: golangci-lint with .golangci.yml (contrib's linters, govet with the e2e, gpu and realnode
@@ -159,8 +172,8 @@ lint: $(GOLANGCI_LINT)
 	@out=$$(gofmt -l distro/omitdetectors); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 ## deps: what the tests run beside the code, installed or built where missing (test/deps.sh):
-## Debian's packages (as root; else it names them and stops), and Kubernetes v1.34, Prometheus 3
-## and Helm built from the module proxy (cached under ~/.cache/otelcol-gpu by version). Silent
+## Debian's packages (as root; else it names them and stops), and Kubernetes v1.34, Prometheus 3,
+## Helm and Thanos built from the module proxy (cached under ~/.cache/otelcol-gpu by version). Silent
 ## when all is there; test, unit, e2e, realnode and bench run it first
 deps:
 	@test/deps.sh

@@ -2,7 +2,7 @@
 # Makes sure that the programs the tests run beside the code are here, so that `make test` needs
 # nothing but Go and gcc before it. Missing Debian packages are installed when run as root;
 # otherwise it stops with one line naming them. What Debian lacks (Kubernetes, Prometheus 3,
-# Helm) is built from the Go module proxy once per version by its script, which keeps it in its
+# Helm, Thanos) is built from the Go module proxy once per version by its script, which keeps it in its
 # cache (~/.cache/otelcol-gpu). When everything is here it says nothing and takes milliseconds,
 # so every target that runs these programs runs it first.
 #
@@ -13,8 +13,9 @@ cd "$(dirname "$0")/.."
 # The programs the tests run, each with where it comes from: a Debian package, or the script
 # (and its argument) that builds it. A program is a command on PATH or an absolute path.
 declare -A source=(
-	# Prometheus 2.42 and promtool (the e2e tests, promtool test rules), node_exporter beside
-	# the agent, etcd under the test API servers, chromium (the report's page), umoci (the image).
+	# Prometheus 2.42 and promtool (promtool test rules, the report's backfill, and the
+	# dashboards' and OpenPAI's queries run once more on 2.x), node_exporter beside the agent,
+	# etcd under the test API servers, chromium (the report's page), umoci (the image).
 	[promtool]="deb prometheus"
 	[prometheus]="deb prometheus"
 	[prometheus-node-exporter]="deb prometheus-node-exporter"
@@ -29,8 +30,9 @@ declare -A source=(
 	[iptables]="deb iptables"
 	[conntrack]="deb conntrack"
 	[/bin/busybox]="deb busybox-static"
-	# Built: Debian has no kube-apiserver, its kubectl is far older, and its Prometheus has no
-	# Kubernetes discovery; Helm is not packaged.
+	# Built: Debian has no kube-apiserver, its kubectl is far older, and its Prometheus is 2.x
+	# (Prometheus 3 is the server of the e2e tests, the report's tests and the real node); Helm is
+	# not packaged.
 	[kube-apiserver]="build test/kube/build-apiserver.sh kube-apiserver"
 	[kubectl]="build test/kube/build-apiserver.sh kubectl"
 	[kubelet]="build test/kube/build-apiserver.sh kubelet"
@@ -39,6 +41,8 @@ declare -A source=(
 	[kube-proxy]="build test/kube/build-apiserver.sh kube-proxy"
 	[prometheus3]="build test/prometheus/build.sh prometheus"
 	[helm]="build test/helm/build-helm.sh helm"
+	# Thanos (Receive, Query) under the scale-out layout's tests and `make bench`'s scale-out run.
+	[thanos]="build test/thanos/build.sh"
 	[prometheus-operator-crds]="build test/helm/build-helm.sh crds"
 )
 

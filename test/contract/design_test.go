@@ -50,6 +50,37 @@ func TestDesignPipelines(t *testing.T) {
 	assert.Equal(t, want, got, "docs/design.md's pipeline rows and distro/'s pipelines differ: update the table (and the diagram above it)")
 }
 
+// TestPrometheusOTLPLabels holds deploy/prometheus/otlp.yaml's ignored resource attributes to the
+// gateway's prometheus exporter's exclusions (distro/gateway.yaml): the scrape of its page and
+// Prometheus 3's OTLP receiver must make the same labels of the same data.
+func TestPrometheusOTLPLabels(t *testing.T) {
+	t.Chdir(root)
+	var prometheus struct {
+		OTLP struct {
+			PromoteAll bool     `yaml:"promote_all_resource_attributes"`
+			Ignore     []string `yaml:"ignore_resource_attributes"`
+		} `yaml:"otlp"`
+	}
+	data, err := os.ReadFile(filepath.Join("deploy", "prometheus", "otlp.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(data, &prometheus))
+	var gateway struct {
+		Exporters map[string]struct {
+			Labels struct {
+				Included []string `yaml:"included"`
+				Excluded []string `yaml:"excluded"`
+			} `yaml:"resource_constant_labels"`
+		} `yaml:"exporters"`
+	}
+	data, err = os.ReadFile(filepath.Join("distro", "gateway.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(data, &gateway))
+	page := gateway.Exporters["prometheus"].Labels
+	require.Equal(t, []string{"*"}, page.Included, "the page makes every resource attribute a label")
+	assert.True(t, prometheus.OTLP.PromoteAll, "so must Prometheus")
+	assert.ElementsMatch(t, page.Excluded, prometheus.OTLP.Ignore, "but those the page excludes")
+}
+
 // codeList writes names as the design's table does: `a`, `b`; none as —.
 func codeList(names []string) string {
 	if len(names) == 0 {

@@ -107,10 +107,8 @@ func startMonitoredCluster(t *testing.T) monitoredCluster {
 		"receivers::otlp::protocols::grpc::endpoint="+gatewayOTLP,
 		"connectors::k8s_gpu_health::kubeconfig_path="+cluster.Kubeconfig("watchdog"))
 
-	rules, err := filepath.Glob(filepath.Join(root, "deploy", "prometheus", "rules", "*.yaml"))
-	require.NoError(t, err)
 	pages := map[string]string{"otelcol-gpu-agent": agent, "otelcol-gpu-gateway": gateway}
-	api := startPrometheus(t, pages, rules...)
+	api := startPrometheus(t, pages, ruleFiles(t)...)
 	mc := monitoredCluster{api: api, base: strings.TrimSuffix(api, "/api/v1/query?query="), pages: pages}
 
 	// Every fault of the compressed scenario has happened, the watchdog has seen the cluster,
@@ -354,17 +352,22 @@ func (h gpuHolders) hold(job, expr string) bool {
 	return h[metric][job]
 }
 
-// TestDashboards runs every query of every panel of deploy/grafana/*.json, with the template
-// variables filled from the data, against the monitored cluster: each must return data. Also the
-// shipped recording rules must produce series on it.
-func TestDashboards(t *testing.T) {
-	mc := startMonitoredCluster(t)
+// dashboardTarget is one query of a panel of deploy/grafana/*.json with the template variables
+// filled.
+type dashboardTarget struct {
+	key  string // "<dashboard uid>/<panel title>/<refId>"
+	vars map[string]string
+	expr string
+}
+
+// dashboardTargets are every query of every panel of deploy/grafana/*.json, once for each fill
+// of the template variables from mc's data (variableValues).
+func dashboardTargets(t *testing.T, mc monitoredCluster) []dashboardTarget {
+	t.Helper()
 	files, err := filepath.Glob(filepath.Join(repoRoot(t), "deploy", "grafana", "*.json"))
 	require.NoError(t, err)
 	require.Len(t, files, 4, "cluster overview, node, job and GPU health")
-
-	seen := map[string]bool{}
-	holders := mc.gpuHolders(t)
+	var targets []dashboardTarget
 	for _, file := range files {
 		raw, err := os.ReadFile(file)
 		require.NoError(t, err)
@@ -373,26 +376,54 @@ func TestDashboards(t *testing.T) {
 		for _, vars := range mc.variableValues(t, d) {
 			for _, p := range d.Panels {
 				for _, target := range p.Targets {
-					key := d.UID + "/" + p.Title + "/" + target.RefID
-					seen[key] = true
-					expr := expand(target.Expr, vars)
-					t.Run(fmt.Sprintf("%s %v", key, vars), func(t *testing.T) {
-						require.NotRegexp(t, `\$[A-Za-z_{]`, expr, "a template variable the test does not fill")
-						n, err := mc.query(expr)
-						require.NoError(t, err, expr)
-						if onGPM[key] {
-							assert.Zero(t, n, "GPM's data on the A100, which has no GPM: %s", expr)
-							return
-						}
-						if job, ok := vars["job"]; ok && onAttribution[key] && !holders.hold(job, expr) {
-							assert.Zero(t, n, "a job that holds no GPU has attribution data: %s", expr)
-							return
-						}
-						assert.Positive(t, n, "no data: %s", expr)
-					})
+					targets = append(targets, dashboardTarget{d.UID + "/" + p.Title + "/" + target.RefID, vars, expand(target.Expr, vars)})
 				}
 			}
 		}
+	}
+	return targets
+}
+
+// ruleFiles are the shipped rule files, deploy/prometheus/rules/*.yaml.
+func ruleFiles(tb testing.TB) []string {
+	tb.Helper()
+	files, err := filepath.Glob(filepath.Join(repoRoot(tb), "deploy", "prometheus", "rules", "*.yaml"))
+	require.NoError(tb, err)
+	require.NotEmpty(tb, files)
+	return files
+}
+
+// recordedRules are the recording rules the shipped rule files define.
+var recordedRules = []string{
+	"node:gpu_utilization:count", "node:configured_gpu_count:last1d", "node:gpu_devices_detected:count",
+	"gpu:gpu_xid_errors:increase1h", "gpu:pcie_link_bandwidth:ratio",
+	"otelcol_gpu:agent:up", "otelcol_gpu:gateway:up",
+	"node:infiniband_active_ports_at_rate:count",
+}
+
+// TestDashboards runs every query of every panel of deploy/grafana/*.json, with the template
+// variables filled from the data, against the monitored cluster: each must return data. Also the
+// shipped recording rules must produce series on it.
+func TestDashboards(t *testing.T) {
+	mc := startMonitoredCluster(t)
+	seen := map[string]bool{}
+	holders := mc.gpuHolders(t)
+	for _, target := range dashboardTargets(t, mc) {
+		seen[target.key] = true
+		t.Run(fmt.Sprintf("%s %v", target.key, target.vars), func(t *testing.T) {
+			require.NotRegexp(t, `\$[A-Za-z_{]`, target.expr, "a template variable the test does not fill")
+			n, err := mc.query(target.expr)
+			require.NoError(t, err, target.expr)
+			if onGPM[target.key] {
+				assert.Zero(t, n, "GPM's data on the A100, which has no GPM: %s", target.expr)
+				return
+			}
+			if job, ok := target.vars["job"]; ok && onAttribution[target.key] && !holders.hold(job, target.expr) {
+				assert.Zero(t, n, "a job that holds no GPU has attribution data: %s", target.expr)
+				return
+			}
+			assert.Positive(t, n, "no data: %s", target.expr)
+		})
 	}
 	for key := range onAttribution {
 		assert.True(t, seen[key], "onAttribution names %q, which no dashboard has", key)
@@ -402,12 +433,7 @@ func TestDashboards(t *testing.T) {
 	}
 
 	// The recording rules (deploy/prometheus/rules) on the demo's data.
-	for _, record := range []string{
-		"node:gpu_utilization:count", "node:configured_gpu_count:last1d", "node:gpu_devices_detected:count",
-		"gpu:gpu_xid_errors:increase1h", "gpu:pcie_link_bandwidth:ratio",
-		"otelcol_gpu:agent:up", "otelcol_gpu:gateway:up",
-		"node:infiniband_active_ports_at_rate:count",
-	} {
+	for _, record := range recordedRules {
 		n, err := mc.query(record)
 		require.NoError(t, err)
 		assert.Positive(t, n, "recording rule %s has no data", record)

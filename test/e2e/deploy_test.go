@@ -34,17 +34,10 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
-// kubectlBinary is KUBECTL_BIN (set by `make e2e`: kubectl of the API server's version, built by
-// test/kube/build-apiserver.sh kubectl), else the kubectl on PATH.
-func kubectlBinary(tb testing.TB) string { return pinnedTool(tb, "KUBECTL_BIN", "kubectl") }
-
-// pinnedTool is the binary $env names (`make e2e` sets it to the version the tests pin, built
-// from the Go module proxy by a script under test/), else name on PATH.
-func pinnedTool(tb testing.TB, env, name string) string {
-	if bin := os.Getenv(env); bin != "" {
-		return bin
-	}
-	return requireTool(tb, name)
+// kubectlBinary is kubectl of the API server's version (KUBECTL_BIN, else what
+// test/kube/build-apiserver.sh kubectl built).
+func kubectlBinary(tb testing.TB) string {
+	return stack.Built(tb, "KUBECTL_BIN", "test/kube/build-apiserver.sh", "kubectl")
 }
 
 // overlays are what `make deploy OVERLAY=...` renders, and the base with every optional

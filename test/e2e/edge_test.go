@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/contract"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
@@ -43,7 +44,7 @@ var edgeReceivers = []string{"task", "gpu"}
 // queue's bound all come from distro/agent.yaml. The outage outlasts the retry window that
 // TestEdgeLossIsReported sets, which stands for the default 5 minutes scaled down alike.
 func TestEdgeZeroLoss(t *testing.T) {
-	lost := runEdgeOutage(t)
+	lost := runEdgeOutage(t, remoteWritePath)
 	assert.Empty(t, lost, "collections missing in Prometheus after the outage")
 }
 
@@ -51,15 +52,16 @@ func TestEdgeZeroLoss(t *testing.T) {
 // the exporter's default of 5 minutes does to a longer outage): the check must name the lost
 // collections, or it could not fail.
 func TestEdgeLossIsReported(t *testing.T) {
-	lost := runEdgeOutage(t, "exporters::otlp_grpc/gateway::retry_on_failure::max_elapsed_time=2s")
+	lost := runEdgeOutage(t, remoteWritePath, "exporters::otlp_grpc/gateway::retry_on_failure::max_elapsed_time=2s")
 	require.NotEmpty(t, lost, "a retry window shorter than the outage loses collections, and the check must see it")
 	t.Logf("lost, as expected with a 2 s retry window:\n%s", strings.Join(lost, "\n"))
 }
 
-// runEdgeOutage plays the outage and returns what Prometheus lacks (see missingCollections).
-func runEdgeOutage(t *testing.T, agentSets ...string) []string {
+// runEdgeOutage plays the outage on the way into a store that path makes, and returns what the
+// store lacks (see missingCollections).
+func runEdgeOutage(t *testing.T, path storePath, agentSets ...string) []string {
 	t.Helper()
-	secrets, store, gateway := startEdgeStore(t)
+	secrets, store, gateway := startEdgeStore(t, path)
 	agent := stack.StartAgent(t, secrets, edgeAgentOptions(t, gateway, agentSets...))
 	eventually(t, "the agent's first collections in Prometheus", func() bool {
 		return store.count(t, fmt.Sprintf(`collector_iteration_count_total{node_name=%q, name="task"} >= 2`, edgeNode)) == 1
@@ -81,31 +83,96 @@ func runEdgeOutage(t *testing.T, agentSets ...string) []string {
 	// Prometheus, everything before it has been delivered or dropped. The last run's count is
 	// read before that moment: a collection made after it may still be on its way.
 	collected = append(collected, collections(t, agent))
-	back := time.Now()
-	waitDrained(t, "a collection made after the gateway came back in Prometheus", func() bool {
+	waitDelivered(t, store, edgeNode, time.Now())
+	return missingCollections(t, store.samples(t, fmt.Sprintf(`{node_name=%q}[1h]`, edgeNode)), collected)
+}
+
+// waitDelivered waits until a collection of each receiver that node made after since is in the
+// store. The backlog drains in order, so then everything before it has been delivered or
+// dropped.
+func waitDelivered(tb testing.TB, store metricStore, node string, since time.Time) {
+	tb.Helper()
+	waitDrained(tb, fmt.Sprintf("a collection of %s made after %s in the store", node, since.Format(time.TimeOnly)), func() bool {
 		for _, r := range edgeReceivers {
-			q := fmt.Sprintf(`timestamp(collector_iteration_count_total{node_name=%q, name=%q}) > %d`, edgeNode, r, back.Unix())
-			if store.count(t, q) != 1 {
+			q := fmt.Sprintf(`timestamp(collector_iteration_count_total{node_name=%q, name=%q}) > %d`, node, r, since.Unix())
+			if store.count(tb, q) != 1 {
 				return false
 			}
 		}
 		return true
 	})
-	return missingCollections(t, store.samples(t, fmt.Sprintf(`{node_name=%q}[1h]`, edgeNode)), collected)
 }
 
-// startEdgeStore starts a Prometheus that takes remote write and distro/gateway.yaml writing
-// into it (its prometheusremotewrite/store exporter, in the pipeline the README shows).
-func startEdgeStore(tb testing.TB) (*stack.Secrets, remoteWriteStore, *stack.Gateway) {
+// storePath starts a store and returns it with the --set flags that point distro/gateway.yaml
+// at it.
+type storePath func(tb testing.TB) (metricStore, []string)
+
+// collectedBy is the receiver whose collections carry series s, by the producers the metric
+// contract names (the way into the store may drop the scope's name: Prometheus' OTLP receiver
+// does unless told otherwise, as the gateway's own page does). The gpu_attribution processor's
+// series are made from each gpu batch and travel with it; a name both receivers produce says
+// which in its name label. "" for target_info, which Prometheus' OTLP receiver makes of each
+// resource's attributes.
+func collectedBy(tb testing.TB, metrics *contract.Contract, s sampleSeries) string {
+	tb.Helper()
+	name := s.labels["__name__"]
+	if name == "target_info" {
+		return ""
+	}
+	m, ok := metrics.Lookup(name)
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if !ok && strings.HasSuffix(name, suffix) {
+			m, ok = metrics.Lookup(strings.TrimSuffix(name, suffix))
+		}
+	}
+	require.True(tb, ok, "%s: not in the contract", s)
+	var from []string
+	for _, component := range m.From {
+		if component == "gpu_attribution" {
+			component = "gpu"
+		}
+		if slices.Contains(edgeReceivers, component) && !slices.Contains(from, component) {
+			from = append(from, component)
+		}
+	}
+	if len(from) > 1 && slices.Contains(from, s.labels["name"]) {
+		return s.labels["name"]
+	}
+	require.Len(tb, from, 1, "%s: from which receiver (the contract names %v)", s, m.From)
+	return from[0]
+}
+
+// remoteWritePath is a Prometheus that takes remote write, configured as deploy/ ships
+// Prometheus (no out_of_order_time_window, so a sample older than its series' newest is
+// refused), and the gateway's prometheusremotewrite/store exporter in the pipeline the README
+// shows.
+func remoteWritePath(tb testing.TB) (metricStore, []string) { return remoteWritePathWith("")(tb) }
+
+// remoteWritePathWith is remoteWritePath with more of prometheus.yml (an out-of-order window).
+func remoteWritePathWith(more string) storePath {
+	return func(tb testing.TB) (metricStore, []string) {
+		p := startPrometheusServer(tb, prometheusConfig{more: more, flags: []string{"--web.enable-remote-write-receiver"}})
+		return p.metricStore, remoteWriteSets(p.base + "/api/v1/write")
+	}
+}
+
+// remoteWriteSets put the gateway's prometheusremotewrite/store exporter, writing to url, in the
+// pipeline the README shows.
+func remoteWriteSets(url string) []string {
+	return []string{
+		"exporters::prometheusremotewrite/store::endpoint=" + url,
+		"service::pipelines::metrics/remote_write::receivers=[otlp]",
+		"service::pipelines::metrics/remote_write::processors=[memory_limiter,resource/prometheus]",
+		"service::pipelines::metrics/remote_write::exporters=[prometheusremotewrite/store]",
+	}
+}
+
+// startEdgeStore starts the store of path and distro/gateway.yaml writing into it.
+func startEdgeStore(tb testing.TB, path storePath) (*stack.Secrets, metricStore, *stack.Gateway) {
 	tb.Helper()
 	secrets := stack.NewSecrets(tb)
-	store := startRemoteWriteStore(tb)
-	gateway := stack.StartGateway(tb, secrets,
-		"exporters::prometheusremotewrite/store::endpoint="+store.writeURL,
-		"service::pipelines::metrics/remote_write::receivers=[otlp]",
-		"service::pipelines::metrics/remote_write::processors=[memory_limiter]",
-		"service::pipelines::metrics/remote_write::exporters=[prometheusremotewrite/store]",
-	)
+	store, sets := path(tb)
+	gateway := stack.StartGateway(tb, secrets, sets...)
 	waitHealthy(tb, "the gateway", gateway.Health)
 	return secrets, store, gateway
 }
@@ -113,7 +180,12 @@ func startEdgeStore(tb testing.TB) (*stack.Secrets, remoteWriteStore, *stack.Gat
 // edgeAgentOptions play the edge node with simulated GPUs on a fixture host, collecting every
 // second and retrying within a second: only what is about time is shortened.
 func edgeAgentOptions(tb testing.TB, gateway *stack.Gateway, sets ...string) stack.AgentOptions {
-	options := agentOptions(tb, gateway, edgeNode, "10.0.0.1")
+	return simulatedAgentOptions(tb, gateway, edgeNode, "10.0.0.1", sets...)
+}
+
+// simulatedAgentOptions are edgeAgentOptions for node name at ip.
+func simulatedAgentOptions(tb testing.TB, gateway *stack.Gateway, name, ip string, sets ...string) stack.AgentOptions {
+	options := agentOptions(tb, gateway, name, ip)
 	options.Sets = append(options.Sets,
 		"receivers::gpu::backend=simulated",
 		"receivers::gpu::scenario="+filepath.Join(repoRoot(tb), "distro", "scenarios", "dgx-a100-demo.yaml"),
@@ -129,7 +201,7 @@ func edgeAgentOptions(tb testing.TB, gateway *stack.Gateway, sets ...string) sta
 // them in otelcol_exporter_enqueue_failed_metric_points; what it had queued, the oldest, is
 // delivered when the gateway is back.
 func TestEdgeQueueFull(t *testing.T) {
-	secrets, store, gateway := startEdgeStore(t)
+	secrets, store, gateway := startEdgeStore(t, remoteWritePath)
 	gateway.Process.Stop(syscall.SIGKILL)
 	agent := stack.StartAgent(t, secrets, edgeAgentOptions(t, gateway, "exporters::otlp_grpc/gateway::sending_queue::queue_size=300000"))
 
@@ -239,7 +311,7 @@ func (s sampleSeries) String() string {
 // series, and describes each one that is not. A run of the agent is a stretch of
 // collector_iteration_count_total{name=<receiver>} that counts up (the counter starts again
 // from 1 with each process): within a run it must go 1, 2, ... with no step missing. Every other
-// series of that receiver (its otel_scope_name) must then have a sample for each collection of
+// series of that receiver (collectedBy) must then have a sample for each collection of
 // each run, but the run's first (a rate needs two readings). A sample that Prometheus refused
 // (out of order, or a duplicate timestamp with another value) is a missing one.
 //
@@ -275,25 +347,23 @@ func missingCollections(tb testing.TB, all []sampleSeries, collected []map[strin
 			continue
 		}
 		for i, run := range runs[r] {
-			if len(run) < collected[i][r] {
+			if i < len(collected) && len(run) < collected[i][r] {
 				lost = append(lost, fmt.Sprintf("%s: run %d: %d collections in Prometheus, the agent made %d", r, i+1, len(run), collected[i][r]))
 			}
 		}
 	}
+	metrics, err := contract.Load(filepath.Join(repoRoot(tb), "docs", "metrics.md"))
+	require.NoError(tb, err)
 	for _, s := range all {
-		receiver := slices.IndexFunc(edgeReceivers, func(r string) bool {
-			return strings.HasSuffix(s.labels["otel_scope_name"], "/receiver/"+r+"receiver")
-		})
-		if strings.HasSuffix(s.labels["otel_scope_name"], "/processor/gpuattributionprocessor") {
-			// The attribution's series are made from each gpu batch, and travel with it.
-			receiver = slices.Index(edgeReceivers, "gpu")
+		receiver := collectedBy(tb, metrics, s)
+		if receiver == "" {
+			continue
 		}
-		require.GreaterOrEqual(tb, receiver, 0, "%s: from neither receiver", s)
-		for i, run := range runs[edgeReceivers[receiver]] {
+		for i, run := range runs[receiver] {
 			// A run's samples lie between its first collection and the next run's (a
 			// measurement may be stamped a little before the collection's counter).
 			from, to := run[0]-500, int64(math.MaxInt64)
-			if next := runs[edgeReceivers[receiver]][i+1:]; len(next) > 0 {
+			if next := runs[receiver][i+1:]; len(next) > 0 {
 				to = next[0][0] - 500
 			}
 			have := 0
@@ -310,41 +380,29 @@ func missingCollections(tb testing.TB, all []sampleSeries, collected []map[strin
 	return lost
 }
 
-// remoteWriteStore is a real Prometheus that takes remote write, configured as deploy/ ships
-// Prometheus: no out_of_order_time_window, so a sample older than its series' newest is refused.
-type remoteWriteStore struct {
-	writeURL, api string
+// metricStore is where the tests read back what reached a store: the prefix of its
+// instant-query API (Prometheus' or Thanos Query's, which answers the same API), and the pages
+// of the store's own metrics (one per process that takes writes).
+type metricStore struct {
+	api     string
+	metrics []string
 }
 
-func startRemoteWriteStore(tb testing.TB) remoteWriteStore {
+// counter sums counter name (with labels matching match) over the store's own metrics pages.
+func (s metricStore) counter(tb testing.TB, name string, match map[string]string) float64 {
 	tb.Helper()
-	prometheus := requireTool(tb, "prometheus")
-	dir := tb.TempDir()
-	cfg := filepath.Join(dir, "prometheus.yml")
-	require.NoError(tb, os.WriteFile(cfg, []byte("global: {evaluation_interval: 1s}\n"), 0o600))
-	port := stack.FreePort(tb)
-	startProcess(tb, prometheus,
-		"--config.file="+cfg,
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
-		"--web.enable-remote-write-receiver",
-	)
-	store := remoteWriteStore{
-		writeURL: fmt.Sprintf("http://127.0.0.1:%d/api/v1/write", port),
-		api:      fmt.Sprintf("http://127.0.0.1:%d/api/v1/query?query=", port),
+	sum := 0.0
+	for _, page := range s.metrics {
+		sum += counterAt(tb, page, name, match)
 	}
-	eventually(tb, "Prometheus to answer", func() bool {
-		_, err := httpGet(fmt.Sprintf("http://127.0.0.1:%d/-/ready", port))
-		return err == nil
-	})
-	return store
+	return sum
 }
 
-// count is how many series an instant query returns (0 while Prometheus does not answer).
-func (s remoteWriteStore) count(tb testing.TB, q string) int { return series(tb, s.api, q) }
+// count is how many series an instant query returns (0 while the store does not answer).
+func (s metricStore) count(tb testing.TB, q string) int { return series(tb, s.api, q) }
 
 // samples runs a range-vector query and returns each series' raw samples.
-func (s remoteWriteStore) samples(tb testing.TB, q string) []sampleSeries {
+func (s metricStore) samples(tb testing.TB, q string) []sampleSeries {
 	tb.Helper()
 	body, err := httpGet(s.api + url.QueryEscape(q))
 	require.NoError(tb, err)

@@ -98,9 +98,6 @@ func TestGatewayRejectsUnauthenticated(t *testing.T) {
 
 // exportProbe sends one gauge, probe{client=client}, over gRPC.
 func exportProbe(tb testing.TB, addr string, creds credentials.TransportCredentials, token, client string) error {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
-	require.NoError(tb, err)
-	defer conn.Close()
 	md := pmetric.NewMetrics()
 	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
 	m.SetName("probe")
@@ -108,7 +105,15 @@ func exportProbe(tb testing.TB, addr string, creds credentials.TransportCredenti
 	dp.SetIntValue(1)
 	dp.SetTimestamp(pcommon.NewTimestampFromTime(time.Now()))
 	dp.Attributes().PutStr("client", client)
+	return exportOTLP(tb, addr, creds, token, md)
+}
 
+// exportOTLP sends md to the OTLP gRPC receiver at addr, as an agent does: with creds and, when
+// token is not "", the bearer token.
+func exportOTLP(tb testing.TB, addr string, creds credentials.TransportCredentials, token string, md pmetric.Metrics) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	require.NoError(tb, err)
+	defer conn.Close()
 	ctx, cancel := context.WithTimeout(tb.Context(), 10*time.Second)
 	defer cancel()
 	if token != "" {
@@ -223,7 +228,7 @@ type pod struct {
 }
 
 // shippedScrapeConfigs returns deploy/prometheus/scrape-configs.yaml's jobs with their
-// kubernetes_sd_configs (Debian's Prometheus is built without Kubernetes discovery) replaced by
+// kubernetes_sd_configs (there is no API server here, and Debian's Prometheus has none of it) replaced by
 // file_sd_configs that list what the pod role would find: each pod of the job's selected
 // component, a target per container port, with the same __meta_kubernetes_pod_* labels. The
 // shipped relabel rules then run unchanged.

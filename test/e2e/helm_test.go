@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/otelcol-gpu/otelcol-gpu/test/kube"
+	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
 // chart is the Helm chart of deploy/'s objects.
@@ -39,10 +40,20 @@ const chart = "deploy/helm/otelcol-gpu"
 // chartValues are the Helm values that choose what each entry of overlays renders. The edge
 // gateway's address and the store's URL are the placeholders the overlays ship.
 var chartValues = map[string][]string{
-	"base":       nil,
-	"edge":       {"layout=edge", "agent.gateway=otelcol-gpu-gateway.example.com"},
-	"scale-out":  {"layout=scale-out", "scaleOut.remoteWriteEndpoint=http://mimir-distributor.monitoring:8080/api/v1/push"},
-	"components": {"agent.runtimeClassName=nvidia", "textfile.enabled=true", "quarantine.enabled=true"},
+	"base":      nil,
+	"edge":      {"layout=edge", "agent.gateway=otelcol-gpu-gateway.example.com"},
+	"scale-out": {"layout=scale-out", "scaleOut.remoteWriteEndpoint=http://mimir-distributor.monitoring:8080/api/v1/push"},
+	"components": {
+		"agent.runtimeClassName=nvidia", "textfile.enabled=true", "quarantine.enabled=true",
+		// deploy/components/prometheus-otlp: its flags in gateway.extraArgs, as its comment says
+		// (Helm's --set takes \, for a comma inside a value).
+		`gateway.extraArgs={` +
+			`--set=service::pipelines::metrics::processors=[memory_limiter\,resource/prometheus],` +
+			`--set=service::pipelines::metrics::exporters=[otlp_http/prometheus\,k8s_gpu_health],` +
+			`--set=service::pipelines::metrics/gpu_health::processors=[resource/prometheus],` +
+			`--set=service::pipelines::metrics/gpu_health::exporters=[otlp_http/prometheus],` +
+			`--set=exporters::otlp_http/prometheus::metrics_endpoint=http://prometheus.monitoring:9090/api/v1/otlp/v1/metrics}`,
+	},
 }
 
 // monitoring are the chart's switches for prometheus-operator and Grafana's sidecar, in the
@@ -57,7 +68,7 @@ var monitoring = map[string][]string{
 // follows in the chart, is in the error.
 func helm(tb testing.TB, args ...string) ([]byte, error) {
 	tb.Helper()
-	cmd := exec.Command(pinnedTool(tb, "HELM_BIN", "helm"), args...)
+	cmd := exec.Command(stack.Built(tb, "HELM_BIN", "test/helm/build-helm.sh"), args...)
 	cmd.Dir = repoRoot(tb)
 	// Helm's own configuration, caches and repositories: none of the user's.
 	home := tb.TempDir()

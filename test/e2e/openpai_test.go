@@ -201,14 +201,10 @@ const (
 // rule loaded from deploy/prometheus/rules).
 func TestOpenPAIQueries(t *testing.T) {
 	mc := startMonitoredCluster(t)
-	instances := mc.labelValues(t, "node_cpu_seconds_total", "instance")
-	require.Len(t, instances, 1)
+	require.Len(t, mc.labelValues(t, "node_cpu_seconds_total", "instance"), 1)
 	jobs := mc.labelValues(t, "task_mem_usage_byte", "job_name")
 	require.Contains(t, jobs, "carol~llama-ft")
-	services := mc.labelValues(t, "service_cpu_percent", "name")
-	require.NotEmpty(t, services)
-	fill := strings.NewReplacer("{{interval}}", "60", "$node", instances[0], "$job", "alice~resnet50",
-		"$service_name", services[0], "<host>", instances[0], "<i>", "0")
+	fill := platformFill(t, mc)
 
 	for _, pq := range platformQueries {
 		t.Run(pq.source+": "+pq.query, func(t *testing.T) {
@@ -229,4 +225,16 @@ func TestOpenPAIQueries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// platformFill fills the platform queries' placeholders as OpenPAI's pages would, from mc's
+// data: the first node, the job alice~resnet50, the first platform service.
+func platformFill(t *testing.T, mc monitoredCluster) *strings.Replacer {
+	t.Helper()
+	instances := mc.labelValues(t, "node_cpu_seconds_total", "instance")
+	require.NotEmpty(t, instances)
+	services := mc.labelValues(t, "service_cpu_percent", "name")
+	require.NotEmpty(t, services)
+	return strings.NewReplacer("{{interval}}", "60", "$node", instances[0], "$job", "alice~resnet50",
+		"$service_name", services[0], "<host>", instances[0], "<i>", "0")
 }

@@ -98,21 +98,67 @@ func startPrometheus(tb testing.TB, jobs map[string]string, ruleFiles ...string)
 // prefix of its instant-query API.
 func startPrometheusWith(tb testing.TB, scrapeConfigs string, ruleFiles ...string) string {
 	tb.Helper()
-	prometheus := requireTool(tb, "prometheus")
-	cfg := "global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}\n"
-	if len(ruleFiles) > 0 {
-		cfg += fmt.Sprintf("rule_files: [%s]\n", strings.Join(ruleFiles, ", "))
+	return startPrometheusServer(tb, prometheusConfig{scrapeConfigs: scrapeConfigs, ruleFiles: ruleFiles}).api
+}
+
+// prometheusConfig is what a test's Prometheus runs beside the 1 s scrape and evaluation
+// interval.
+type prometheusConfig struct {
+	// scrapeConfigs are YAML list items under scrape_configs:, indented by two spaces.
+	scrapeConfigs string
+	ruleFiles     []string
+	// more is more of prometheus.yml (top-level keys: otlp:, storage:).
+	more string
+	// flags are more command-line flags (the remote-write or OTLP receiver).
+	flags []string
+	// port is the loopback port it listens on; 0: a free one.
+	port int
+}
+
+// prometheusServer is a running Prometheus at base, its address.
+type prometheusServer struct {
+	metricStore
+	base string
+}
+
+// startPrometheusServer runs the Prometheus of the tests (prometheusBinary) with c on a free
+// loopback port, and waits until it is ready.
+func startPrometheusServer(tb testing.TB, c prometheusConfig) prometheusServer {
+	tb.Helper()
+	cfg := "global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}\n" + c.more
+	if len(c.ruleFiles) > 0 {
+		cfg += fmt.Sprintf("rule_files: [%s]\n", strings.Join(c.ruleFiles, ", "))
 	}
-	cfg += "scrape_configs:\n" + scrapeConfigs
+	if c.scrapeConfigs != "" {
+		cfg += "scrape_configs:\n" + c.scrapeConfigs
+	}
 	dir := tb.TempDir()
 	require.NoError(tb, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600))
-	port := stack.FreePort(tb)
-	startProcess(tb, prometheus,
-		"--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+	port := c.port
+	if port == 0 {
+		port = stack.FreePort(tb)
+	}
+	startProcess(tb, prometheusBinary(tb), append([]string{
+		"--config.file=" + filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path=" + filepath.Join(dir, "data"),
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
-	)
-	return fmt.Sprintf("http://127.0.0.1:%d/api/v1/query?query=", port)
+	}, c.flags...)...)
+	p := prometheusServer{base: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	p.api = p.base + "/api/v1/query?query="
+	p.metrics = []string{p.base + "/metrics"}
+	eventually(tb, "Prometheus to be ready", func() bool {
+		_, err := httpGet(p.base + "/-/ready")
+		return err == nil
+	})
+	return p
+}
+
+// prometheusBinary is the Prometheus server the tests run: PROMETHEUS_BIN, else Prometheus 3 of
+// test/prometheus/build.sh. `make e2e` runs the package on that one, and the dashboards' and
+// OpenPAI's queries once more with PROMETHEUS_BIN set to Debian's 2.42.
+func prometheusBinary(tb testing.TB) string {
+	tb.Helper()
+	return stack.Built(tb, "PROMETHEUS_BIN", "test/prometheus/build.sh")
 }
 
 func hostPort(metricsURL string) string {

@@ -3,9 +3,10 @@
 # version, and prints the binary's path:
 #   test/prometheus/build.sh            the server (prometheus)
 #   test/prometheus/build.sh promtool   its rule checker
-# Debian's prometheus (2.42) has no Kubernetes service discovery worth the name and no native
-# histograms by default; tests that run the shipped scrape jobs (kubernetes_sd_configs) against a
-# real API server need this one (test/realnode).
+# It is the Prometheus of the tests (`make e2e` and `make realnode` set PROMETHEUS_BIN to it):
+# the e2e package, the report's tests, and the shipped scrape jobs (kubernetes_sd_configs) against
+# a real API server (test/realnode), which Debian's prometheus (2.42) could not run. Debian's 2.42
+# stays for promtool and for the dashboards' and OpenPAI's queries run once more on 2.x.
 #
 # Prometheus 3.x is published as the Go module v0.3XX.Y (3.16.0 is v0.316.0); its go.mod has no
 # replace directives, so `go install module@version` builds it as released. The web UI's assets

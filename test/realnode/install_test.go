@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -94,7 +93,7 @@ const release = "otelcol-gpu"
 // configuration and caches of its own: none of the user's.
 func helm(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	bin := built(t, "HELM_BIN", "test/helm/build-helm.sh")
+	bin := stack.Built(t, "HELM_BIN", "test/helm/build-helm.sh")
 	kubeconfig, err := node.Kubeconfig("admin")
 	require.NoError(t, err)
 	home := t.TempDir()
@@ -159,19 +158,6 @@ func rolledOut(t *testing.T, kinds ...string) {
 			t.Fatalf("%s: %v\n%s\n%s\nits log:\n%s", kind, err, out, pods, logs)
 		}
 	}
-}
-
-// built is a binary that a script of test/ builds from the module proxy: the path in env, else
-// the one the script prints (once built, it only prints it). Where the binary is cached depends
-// on its version and build options, which the script alone decides: the tests do not repeat it.
-func built(t *testing.T, env, script string) string {
-	t.Helper()
-	if bin := os.Getenv(env); bin != "" {
-		return bin
-	}
-	out, err := exec.Command(filepath.Join(stack.RepoRoot(), script)).Output()
-	require.NoError(t, err, "%s (or set %s): %s", script, env, stderr(err))
-	return strings.TrimSpace(string(out))
 }
 
 func stderr(err error) string {

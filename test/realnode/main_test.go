@@ -11,7 +11,7 @@
 //	sudo go test -tags realnode ./test/realnode/
 //
 // Binaries: the Kubernetes ones of test/kube/build-apiserver.sh, Prometheus 3 of
-// test/prometheus/build.sh and Helm of test/helm/build-helm.sh (PROMETHEUS3_BIN and HELM_BIN,
+// test/prometheus/build.sh and Helm of test/helm/build-helm.sh (PROMETHEUS_BIN and HELM_BIN,
 // else what the scripts print), the image archive of `make image` (OTELCOL_IMAGE, else
 // bin/otelcol-gpu-image.tar).
 package realnode_test

@@ -81,7 +81,7 @@ func startPrometheus(t *testing.T) string {
 	out, err := node.Kubectl([]byte(prometheusRBAC), "apply", "-f", "-")
 	require.NoError(t, err, out)
 	dir := t.TempDir()
-	cmd := node.Command(built(t, "PROMETHEUS3_BIN", "test/prometheus/build.sh"), "--config.file="+prometheusConfig(t, dir), "--storage.tsdb.path="+filepath.Join(dir, "data"),
+	cmd := node.Command(stack.Built(t, "PROMETHEUS_BIN", "test/prometheus/build.sh"), "--config.file="+prometheusConfig(t, dir), "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address=127.0.0.1:9090")
 	log, err := os.Create(filepath.Join(dir, "prometheus.log"))
 	require.NoError(t, err)

@@ -42,14 +42,20 @@ func Backfill(ctx context.Context, openMetrics, dataDir string) error {
 }
 
 // Start runs Prometheus on a free loopback port over dataDir, without scrape targets, and waits
-// until it is ready (at most the context's deadline or a minute).
+// until it is ready (at most the context's deadline or a minute). The server is $PROMETHEUS_BIN
+// when set (`make e2e` sets Prometheus 3 of test/prometheus/build.sh, so the report's tests run on
+// it), else the prometheus on PATH.
 func Start(ctx context.Context, dataDir string) (*Server, error) {
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		return nil, fmt.Errorf("prometheus not found (Debian package prometheus; make deps): %w", err)
+	bin := os.Getenv("PROMETHEUS_BIN")
+	if bin == "" {
+		var err error
+		bin, err = exec.LookPath("prometheus")
+		if err != nil {
+			return nil, fmt.Errorf("prometheus not found (Debian package prometheus; make deps): %w", err)
+		}
 	}
 	cfg := filepath.Join(dataDir, "prometheus.yml")
-	err = os.WriteFile(cfg, []byte("global: {}\n"), 0o600)
+	err := os.WriteFile(cfg, []byte("global: {}\n"), 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +64,7 @@ func Start(ctx context.Context, dataDir string) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{URL: fmt.Sprintf("http://127.0.0.1:%d", port), exited: make(chan struct{})}
-	s.cmd = exec.Command(bin,
+	s.cmd = exec.Command(bin, //nolint:gosec // G702: runs the Prometheus the user named in PROMETHEUS_BIN, as it is meant to
 		"--config.file="+cfg,
 		"--storage.tsdb.path="+dataDir,
 		// Retention counts back from the newest block, so backfilled history stays.
