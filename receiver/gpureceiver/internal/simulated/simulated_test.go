@@ -513,6 +513,8 @@ faults:
 		_, ret := set.Wait(0)
 		require.Equal(t, nvml.SUCCESS, ret)
 	}
+	// A bound on the reads, should the lines never come: a failure, not a hang.
+	require.NoError(t, log.SetReadDeadline(time.Now().Add(10*time.Second)))
 	lines := bufio.NewScanner(log)
 	require.True(t, lines.Scan())
 	assert.Equal(t, "NVRM: Xid (PCI:0000:03:00): 145, RLW_REMAP Nonfatal XC0 i0 Link 02 (0x004505c6 0x00000000)", lines.Text())
