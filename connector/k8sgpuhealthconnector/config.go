@@ -99,6 +99,7 @@ type FaultsConfig struct {
 	RowRemapFailed      StateFault `mapstructure:"row_remap_failed"`
 	RetiredPagesPending StateFault `mapstructure:"retired_pages_pending"`
 	PCIeDowngrade       StateFault `mapstructure:"pcie_downgrade"`
+	NVLinkFabric        StateFault `mapstructure:"nvlink_fabric"`
 }
 
 // StateFault is one state the agents report.

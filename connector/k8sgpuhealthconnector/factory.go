@@ -55,6 +55,8 @@ func createDefaultConfig() component.Config {
 			RetiredPagesPending: enabled,
 			// Links retrain under load changes; a link that stays degraded is the fault.
 			PCIeDowngrade: StateFault{Enabled: true, For: 10 * time.Minute},
+			// The fabric manager registers GPUs within minutes of a boot; a link may retrain.
+			NVLinkFabric: StateFault{Enabled: true, For: 10 * time.Minute},
 		},
 		// client-go's usual durations (kube-controller-manager's).
 		LeaderElection: LeaderElectionConfig{

@@ -133,6 +133,11 @@ var faultKinds = []faultKind{
 		action: ActionInspectHardware, severity: xid.SeverityWarning, config: func(f *FaultsConfig) *StateFault { return &f.PCIeDowngrade },
 		condition: "pcie_link", shows: func(l int64) bool { return l >= 1 },
 	},
+	{
+		kind: metadata.AttributeFaultNvlinkFabric, reason: "NVLinkFabricUnhealthy", what: "an NVLink is down, or the GPU's NVLink fabric is not registered or unhealthy",
+		action: ActionCheckNVLink, severity: xid.SeverityWarning, config: func(f *FaultsConfig) *StateFault { return &f.NVLinkFabric },
+		condition: "nvlink", shows: func(l int64) bool { return l >= 1 },
+	},
 }
 
 // kindOf is the description of k, one of faultKinds.

@@ -173,6 +173,27 @@ func TestStatesAndTheirFor(t *testing.T) {
 	assert.Empty(t, openFaults(j2, "n1"))
 }
 
+// TestNVLinkFabric: the gpu receiver's nvlink condition (a link seen up is down, or the fabric
+// is not registered or unhealthy) is a fault once it has lasted nvlink_fabric::for (10m), and
+// calls for an NVLink/NVSwitch check.
+func TestNVLinkFabric(t *testing.T) {
+	j, _ := testJudge(t, nil)
+	n, _ := j.node("n1")
+	g := gpuOn("n1", 3)
+	down := map[string]int64{"nvml": 0, "nvlink": 1}
+	j.consumeMetrics(g.health(t0.Add(-10*time.Minute), down))
+	j.consumeMetrics(g.health(t0.Add(-time.Minute), down))
+	assert.Empty(t, openFaults(j, "n1"), "not yet for 10 minutes")
+	j.consumeMetrics(g.health(t0, down))
+	assert.Equal(t, []string{g.uuid + " nvlink_fabric"}, openFaults(j, "n1"))
+	v := n.verdict()
+	assert.Equal(t, "NVLinkFabricUnhealthy", v.reason)
+	assert.Equal(t, ActionCheckNVLink, v.action)
+	assert.Contains(t, v.message(), "GPU 3 (GPU-n1-3): an NVLink is down, or the GPU's NVLink fabric is not registered or unhealthy")
+	j.consumeMetrics(g.health(t0.Add(time.Second), map[string]int64{"nvml": 0, "nvlink": 0}))
+	assert.Empty(t, openFaults(j, "n1"), "the link came back")
+}
+
 func TestGPUCount(t *testing.T) {
 	j, _ := testJudge(t, nil)
 	j.consumeMetrics(gpuCountOf("n1", t0, 8, -1))

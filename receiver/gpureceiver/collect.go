@@ -77,7 +77,7 @@ func (s *gpuScraper) collectGPU(g *gpuState, now pcommon.Timestamp) {
 	if r.down == nvml.SUCCESS {
 		for _, step := range []func(*gpuRead){
 			readUtilization, readMemory, readProcesses, readMemoryLeak, readProcessUtilization,
-			readThermalAndPower, readFieldValues, readClocks, readLimits, readPCIe, readNVLink, readECC,
+			readThermalAndPower, readFieldValues, readClocks, readLimits, readPCIe, readNVLink, readFabric, readECC,
 			readRetiredPages, readRemappedRows, readMIG, readGPM, readVGPULicense,
 		} {
 			step(r)
@@ -417,22 +417,34 @@ var nvlinkCounters = []struct {
 	{nvml.NVLINK_ERROR_DL_CRC_DATA, metadata.AttributeNvlinkCounterCrcData},
 }
 
-// readNVLink reports the error counters of the active links; the first link NVML refuses ends
-// the list (GPUs have 4 to 18 links, PCIe cards none).
+// readNVLink reports each link's state and the error counters of the active links; the first
+// link NVML refuses ends the list (GPUs have 4 to 18 links, PCIe cards none). A link seen up
+// since the GPU was first seen and down now is a fault: what links a GPU should have up is what
+// it had up, as no NVML call says which links the system wires (a link already down when the
+// receiver starts is reported down but is no fault).
 func readNVLink(r *gpuRead) {
+	lost := false
 	for link := range nvml.NVLINK_MAX_LINKS {
 		state, ok := read(r, "GetNvLinkState", func() (nvml.EnableState, nvml.Return) { return r.dev.GetNvLinkState(link) })
 		if !ok {
-			return
+			break
 		}
-		if state != nvml.FEATURE_ENABLED {
+		bit := uint64(1) << link
+		up := state == nvml.FEATURE_ENABLED
+		r.mb.RecordGpuNvlinkStateDataPoint(r.now, boolLevel(up, 1), strconv.Itoa(link))
+		if !up {
+			lost = lost || r.gpu.linksSeenUp&bit != 0
 			continue
 		}
+		r.gpu.linksSeenUp |= bit
 		for _, c := range nvlinkCounters {
 			if n, ok := read(r, "GetNvLinkErrorCounter", func() (uint64, nvml.Return) { return r.dev.GetNvLinkErrorCounter(link, c.counter) }); ok {
 				r.mb.RecordGpuNvlinkErrorsTotalDataPoint(r.now, int64(n), strconv.Itoa(link), c.attr)
 			}
 		}
+	}
+	if r.gpu.linksSeenUp != 0 {
+		r.worst(metadata.AttributeConditionNvlink, boolLevel(lost, healthWarning))
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/xid"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 )
 
@@ -26,9 +27,11 @@ const (
 	symMigMode            = "nvmlDeviceGetMigMode"                   // R450
 	symGPM                = "nvmlGpmQueryDeviceSupport"              // R520
 	symGPMMig             = "nvmlGpmMigSampleGet"                    // after GPM itself
+	symFabricInfo         = "nvmlDeviceGetGpuFabricInfo"             // R525, no health mask
+	symFabricInfoV4       = "nvmlDeviceGetGpuFabricInfo_v4"          // newest drivers, with the health mask
 )
 
-var optionalSymbols = []string{symClocksEventReasons, symMemoryInfoV2, symRemappedRows, symTotalEnergy, symMigMode, symGPM, symGPMMig}
+var optionalSymbols = []string{symClocksEventReasons, symMemoryInfoV2, symRemappedRows, symTotalEnergy, symMigMode, symGPM, symGPMMig, symFabricInfo, symFabricInfoV4}
 
 // gpuIdentity is what a GPU is known by. It is immutable once published, so the XID
 // goroutines can read it while a scrape replaces it.
@@ -57,6 +60,8 @@ type gpuState struct {
 	lastProcessSample uint64
 	// gpm is the GPU's GPM sample buffers, kept from one collection to the next.
 	gpm gpmState
+	// linksSeenUp has bit n set once NVLink n was seen up: such a link down is a fault.
+	linksSeenUp uint64
 }
 
 // start initializes NVML, or keeps retrying in the background with exponential backoff: the
@@ -151,9 +156,13 @@ func (s *gpuScraper) enumerate() nvml.Return {
 		var h nvml.Device
 		h, st.handleErr = callGPU(s, st, "DeviceGetHandleByIndex", func() (nvml.Device, nvml.Return) { return s.lib.DeviceGetHandleByIndex(i) })
 		if st.handleErr == nvml.SUCCESS && (st.id.handle != h || st.id.uuid == "") {
+			prev := st.id.uuid
 			st.id = s.identify(st, i, h)
 			// Another GPU, or the same one back: its GPM support is asked again.
 			st.gpm.release()
+			if st.id.uuid != prev {
+				st.linksSeenUp = 0 // another GPU's links are not this one's
+			}
 		}
 		ids[i] = st.id
 	}
@@ -271,6 +280,9 @@ func (s *gpuScraper) onKmsgLine(line string) {
 		return
 	}
 	occ := xidOccurrence{gpu: s.gpuByPCI(x.pci), code: x.code, source: metadata.AttributeSourceKmsg, message: x.message}
+	if n, ok := xid.ParseNVLink(x.code, x.message); ok {
+		occ.severity = n.Severity()
+	}
 	if occ.gpu != nil {
 		occ.pci = occ.gpu.pciBusID
 	} else {

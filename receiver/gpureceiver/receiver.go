@@ -6,6 +6,7 @@ package gpureceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpure
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -84,18 +85,32 @@ func (r *gpuReceiver) start(ctx context.Context, host component.Host) error {
 	return nil
 }
 
-// startKmsg follows the kernel log. The simulated backend reads it only from an explicit
-// xid::kmsg_path: the machine's own kernel log has nothing to do with simulated GPUs.
+// simulatedKernelLog is the simulated driver's own kernel log.
+type simulatedKernelLog interface{ KernelLog() (*os.File, error) }
+
+// startKmsg follows the kernel log. The simulated backend reads its simulated driver's log
+// unless xid::kmsg_path names a file: the machine's own kernel log has nothing to do with
+// simulated GPUs.
 func (r *gpuReceiver) startKmsg() {
 	x := r.cfg.XID
-	path := x.KmsgPath
-	if !x.Kmsg || (path == "" && r.cfg.Backend == BackendSimulated) {
+	if !x.Kmsg {
 		return
 	}
-	if path == "" {
-		path = filepath.Join(r.cfg.RootPath, "dev", "kmsg")
+	path := x.KmsgPath
+	var f *os.File
+	var err error
+	switch sim, ok := r.scraper.lib.(simulatedKernelLog); {
+	case path == "" && ok:
+		path = "simulated"
+		f, err = sim.KernelLog()
+	case path == "" && r.cfg.Backend == BackendSimulated:
+		return
+	default:
+		if path == "" {
+			path = filepath.Join(r.cfg.RootPath, "dev", "kmsg")
+		}
+		f, err = openKmsg(path)
 	}
-	f, err := openKmsg(path)
 	if err != nil {
 		r.set.Logger.Warn("The kernel log cannot be read: XIDs come from NVML events only (run as root or give CAP_SYSLOG, or set xid::kmsg_path)", zap.String("path", path), zap.Error(err))
 		return

@@ -4,6 +4,7 @@
 package gpureceiver
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -27,15 +28,15 @@ func lastScrape(sink *consumertest.MetricsSink) (pmetric.Metrics, bool) {
 	return all[len(all)-1], true
 }
 
-// TestReceiverSimulatedXID79 runs the receiver as the collector does, with both pipelines on
-// one instance: the simulated XID 79 is counted once, logged once, takes GPU 3 down, and every
-// series is marked simulated.
-func TestReceiverSimulatedXID79(t *testing.T) {
+// startSimulated runs the receiver on a scenario as the collector does, with both pipelines on
+// one instance, and returns what they received.
+func startSimulated(t *testing.T, scenario string) (*consumertest.MetricsSink, *consumertest.LogsSink) {
+	t.Helper()
 	f := NewFactory()
 	cfg := f.CreateDefaultConfig().(*Config)
 	cfg.CollectionInterval = 20 * time.Millisecond
 	cfg.Backend = BackendSimulated
-	cfg.Scenario = "testdata/scenarios/xid79.yaml"
+	cfg.Scenario = scenario
 	cfg.NodeName = "gpu-node-07"
 	require.NoError(t, cfg.Validate())
 
@@ -50,10 +51,18 @@ func TestReceiverSimulatedXID79(t *testing.T) {
 	host := componenttest.NewNopHost()
 	require.NoError(t, mr.Start(t.Context(), host))
 	require.NoError(t, lr.Start(t.Context(), host))
-	defer func() {
-		require.NoError(t, mr.Shutdown(t.Context()))
-		require.NoError(t, lr.Shutdown(t.Context()))
-	}()
+	t.Cleanup(func() {
+		require.NoError(t, mr.Shutdown(context.Background())) //nolint:usetesting // t.Context() is canceled before cleanups run
+		require.NoError(t, lr.Shutdown(context.Background())) //nolint:usetesting // as above
+	})
+	return metrics, logs
+}
+
+// TestReceiverSimulatedXID79: the simulated XID 79, seen through NVML's events and the simulated
+// kernel log, is counted once, logged once, takes GPU 3 down, and every series is marked
+// simulated.
+func TestReceiverSimulatedXID79(t *testing.T) {
+	metrics, logs := startSimulated(t, "testdata/scenarios/xid79.yaml")
 
 	poll.Until(t, 20*time.Second, "a collection with XID 79 on GPU 3 and all 8 GPUs", func() bool {
 		md, ok := lastScrape(metrics)
@@ -85,6 +94,31 @@ func TestReceiverSimulatedXID79(t *testing.T) {
 	minor, _ := rl.Resource().Attributes().Get("minor_number")
 	assert.Equal(t, "3", minor.Str())
 	assert.Equal(t, "79", attr(rl.ScopeLogs().At(0).LogRecords().At(0), "xid"))
+}
+
+// TestReceiverSimulatedNVLinkXIDs: NVLink XIDs with a Nonfatal and a Fatal verdict in their
+// kernel log lines: the first stays a warning, the second makes its GPU's XID health fatal.
+// Each is counted once though NVML's event and the kernel log both report it.
+func TestReceiverSimulatedNVLinkXIDs(t *testing.T) {
+	metrics, logs := startSimulated(t, "testdata/scenarios/nvlink-xids.yaml")
+	health := func(md pmetric.Metrics, gpu string) int64 {
+		return value(t, gpuResource(t, md, gpu), "gpu_health", "condition", "xid")
+	}
+	poll.Until(t, 20*time.Second, "a collection with GPU 2's XID health fatal", func() bool {
+		md, ok := lastScrape(metrics)
+		return ok && md.ResourceMetrics().Len() >= 8 && health(md, "2") == healthFatal
+	})
+	md, _ := lastScrape(metrics)
+	assert.Equal(t, int64(healthWarning), health(md, "1"))
+	assert.Equal(t, int64(1), value(t, gpuResource(t, md, "1"), "gpu_xid_errors_total", "xid", "145"))
+	assert.Equal(t, int64(1), value(t, gpuResource(t, md, "2"), "gpu_xid_errors_total", "xid", "149"))
+	severities := map[string][]string{}
+	for _, l := range logs.AllLogs() {
+		lr := l.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords().At(0)
+		severities[attr(lr, "xid")] = append(severities[attr(lr, "xid")], lr.SeverityText())
+	}
+	assert.Equal(t, []string{"warning"}, severities["145"])
+	assert.Contains(t, severities["149"], "fatal")
 }
 
 // TestReceiverWithoutDriver: with no NVML library the receiver starts, reports gpu_nvml_up 0

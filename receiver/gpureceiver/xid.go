@@ -28,6 +28,8 @@ type xidOccurrence struct {
 	code    uint64
 	source  metadata.AttributeSource
 	message string
+	// severity replaces the table's when the line itself says how bad it is (NVLink XIDs).
+	severity xid.Severity
 }
 
 type recentXID struct {
@@ -36,6 +38,7 @@ type recentXID struct {
 	code    uint64
 	source  metadata.AttributeSource
 	matched bool
+	level   int64
 }
 
 // severityLevels maps an XID severity to the gpu_health value it sets: info XIDs are logged
@@ -82,6 +85,10 @@ type xidTracker struct {
 func (t *xidTracker) add(occ xidOccurrence) {
 	now := t.clock.Now()
 	info := t.table.Lookup(occ.code)
+	if occ.severity != "" {
+		info.Severity = occ.severity
+	}
+	level := severityLevels[info.Severity]
 	uuid, index := "", "?"
 	if occ.gpu != nil {
 		uuid, index = occ.gpu.uuid, strconv.Itoa(occ.gpu.index)
@@ -90,23 +97,39 @@ func (t *xidTracker) add(occ xidOccurrence) {
 	t.mu.Lock()
 	t.recent = slices.DeleteFunc(t.recent, func(r recentXID) bool { return now.Sub(r.at) > t.dedupWindow })
 	for i, r := range t.recent {
-		if !r.matched && r.source != occ.source && r.uuid == uuid && r.code == occ.code {
-			t.recent[i].matched = true
+		if r.matched || r.source == occ.source || r.uuid != uuid || r.code != occ.code {
+			continue
+		}
+		t.recent[i].matched = true
+		if level <= r.level {
 			t.mu.Unlock()
 			return
 		}
+		// The kernel log says more than NVML's event did (an NVLink XID's verdict): the same
+		// occurrence, counted once, at the worse severity.
+		if occ.gpu != nil {
+			t.health[uuid] = append(t.health[uuid], healthMark{at: now, level: level})
+		}
+		logs := t.record(now, occ, info, index)
+		t.mu.Unlock()
+		t.report(occ, info, index, uuid, logs)
+		return
 	}
-	t.recent = append(t.recent, recentXID{at: now, uuid: uuid, code: occ.code, source: occ.source})
+	t.recent = append(t.recent, recentXID{at: now, uuid: uuid, code: occ.code, source: occ.source, level: level})
 	if occ.gpu != nil {
 		if t.counts[uuid] == nil {
 			t.counts[uuid] = map[uint64]int64{}
 		}
 		t.counts[uuid][occ.code]++
-		t.health[uuid] = append(t.health[uuid], healthMark{at: now, level: severityLevels[info.Severity]})
+		t.health[uuid] = append(t.health[uuid], healthMark{at: now, level: level})
 	}
 	logs := t.record(now, occ, info, index)
 	t.mu.Unlock()
+	t.report(occ, info, index, uuid, logs)
+}
 
+// report logs an occurrence and hands its log record on.
+func (t *xidTracker) report(occ xidOccurrence, info xid.Info, index, uuid string, logs plog.Logs) {
 	fields := []zap.Field{zap.Uint64("xid", occ.code), zap.String("gpu", index), zap.String("uuid", uuid), zap.String("pci_bus_id", occ.pci), zap.String("source", occ.source.String()), zap.String("meaning", info.Meaning), zap.String("resolution", string(info.Resolution)), zap.String("action", info.ActionText())}
 	if info.Severity == xid.SeverityInfo {
 		t.logger.Info("GPU XID error", fields...)

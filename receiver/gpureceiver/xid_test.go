@@ -174,6 +174,34 @@ func TestXIDDedup(t *testing.T) {
 	assert.Len(t, sink.records(), 5)
 }
 
+// TestXIDNVLinkVerdict: an NVLink XID's kernel log line says whether it was fatal. A Nonfatal
+// line stays a warning; a Fatal one makes the GPU's XID health fatal, also when NVML's event,
+// which has no verdict, came first, and is still counted once.
+func TestXIDNVLinkVerdict(t *testing.T) {
+	clock := newFakeClock()
+	sink := &logSink{}
+	tr := newTestTracker(clock, sink, nil)
+	src := &gpuScraper{xids: tr}
+	a := &gpuIdentity{index: 0, uuid: "GPU-a", pciBusID: "00000000:04:00.0", pci: pciAddr{bus: 4}}
+	b := &gpuIdentity{index: 1, uuid: "GPU-b", pciBusID: "00000000:05:00.0", pci: pciAddr{bus: 5}}
+	src.identities.Store(&[]*gpuIdentity{a, b})
+
+	src.onKmsgLine("NVRM: Xid (PCI:0000:04:00): 145, RLW_REMAP Nonfatal XC0 i0 Link 02 (0x004505c6 0x00000000)")
+	assert.Equal(t, int64(healthWarning), tr.healthOf("GPU-a"))
+
+	tr.add(xidOccurrence{gpu: b, code: 149, source: metadata.AttributeSourceNvml})
+	assert.Equal(t, int64(healthWarning), tr.healthOf("GPU-b"), "NVML's event alone: the table's severity")
+	clock.Advance(500 * time.Millisecond)
+	src.onKmsgLine("NVRM: Xid (PCI:0000:05:00): 149, NETIR_LINK_DOWN Fatal XC0 i0 Link 03 (0x00086226 0x00000001)")
+	assert.Equal(t, int64(healthFatal), tr.healthOf("GPU-b"))
+	_, counts := tr.countsOf("GPU-b")
+	assert.Equal(t, []int64{1}, counts, "one occurrence, seen by both sources")
+	recs := sink.records()
+	require.Len(t, recs, 3)
+	assert.Equal(t, "warning", recs[0].SeverityText())
+	assert.Equal(t, "fatal", recs[2].SeverityText())
+}
+
 // TestXIDLogRecord: the record carries the table's meaning, severity and action, overridable.
 func TestXIDLogRecord(t *testing.T) {
 	clock := newFakeClock()

@@ -156,3 +156,37 @@ func TestJobDashboardGPM(t *testing.T) {
 	assert.Equal(t, 4*len(onGPM), ran)
 	assert.Equal(t, 2, count(t, mc, `task_gpu_sm_active_percent{job_name="grace~tokenize"} < 30 and on(UUID) task_gpu_percent > 80`), "busy but inefficient, GPU by GPU")
 }
+
+// TestFabricOnTheDCGMDemo: make demo-dcgm's H100s show a healthy NVLink fabric (each GPU
+// registered, every check of the health mask passing, every link up) beside dcgm-exporter's
+// names, and the GPU health dashboard's fabric queries show it: the state and checks have data,
+// the row of fabric faults none.
+func TestFabricOnTheDCGMDemo(t *testing.T) {
+	mc := startDCGMDemo(t)
+	eventually(t, "the fabric of the demo's 8 GPUs", func() bool { return count(t, mc, `gpu_fabric_state`) == 8 })
+	assert.Equal(t, 8, count(t, mc, `gpu_fabric_state == 3`), "registered")
+	assert.Equal(t, 8, count(t, mc, `gpu_fabric_status == 0`))
+	assert.Equal(t, 8*6, count(t, mc, `gpu_fabric_health == 0`), "every check passes")
+	assert.Equal(t, 8*18, count(t, mc, `gpu_nvlink_state == 1`), "every link up")
+
+	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "grafana", "gpu-health.json"))
+	require.NoError(t, err)
+	var d dashboard
+	require.NoError(t, json.Unmarshal(raw, &d))
+	ran := 0
+	for _, p := range d.Panels {
+		for _, target := range p.Targets {
+			key := d.UID + "/" + p.Title + "/" + target.RefID
+			hasData, ok := onFabric[key]
+			if !ok {
+				continue
+			}
+			ran++
+			expr := expand(target.Expr, map[string]string{"node": ".*"})
+			n, err := mc.query(expr)
+			require.NoError(t, err, expr)
+			assert.Equal(t, hasData, n > 0, "data %d for %s: %s", n, key, expr)
+		}
+	}
+	assert.Equal(t, len(onFabric), ran)
+}

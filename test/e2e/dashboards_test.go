@@ -57,6 +57,16 @@ var onGPM = map[string]bool{
 	"joblevelmetrics/SM and tensor activity per GPU/B": true,
 }
 
+// onFabric are the dashboard queries on the NVSwitch fabric, which NVML reports on Hopper and
+// newer: on the A100 demo they must return nothing, not zeros; TestFabricOnTheDCGMDemo runs them
+// on make demo-dcgm's H100s, whose fabric is healthy. The value is whether a query has data
+// there: the fabric's state and checks do, the row of fabric faults must not.
+var onFabric = map[string]bool{
+	"gpu_health/NVLink fabric/B":      true,
+	"gpu_health/NVLink fabric/C":      true,
+	"gpu_health/Faults and actions/M": false,
+}
+
 // monitoredCluster is what the dashboard and compatibility tests query: make demo's agent with
 // every fault of the demo within seconds (test/e2e/testdata/demo-compressed.yaml) on a fixture
 // host running jobs, the gateway's k8s_watchdog against a real kube-apiserver holding GPU
@@ -418,6 +428,10 @@ func TestDashboards(t *testing.T) {
 				assert.Zero(t, n, "GPM's data on the A100, which has no GPM: %s", target.expr)
 				return
 			}
+			if _, ok := onFabric[target.key]; ok {
+				assert.Zero(t, n, "fabric data on the A100, whose fabric NVML does not report: %s", target.expr)
+				return
+			}
 			if job, ok := target.vars["job"]; ok && onAttribution[target.key] && !holders.hold(job, target.expr) {
 				assert.Zero(t, n, "a job that holds no GPU has attribution data: %s", target.expr)
 				return
@@ -430,6 +444,9 @@ func TestDashboards(t *testing.T) {
 	}
 	for key := range onGPM {
 		assert.True(t, seen[key], "onGPM names %q, which no dashboard has", key)
+	}
+	for key := range onFabric {
+		assert.True(t, seen[key], "onFabric names %q, which no dashboard has", key)
 	}
 
 	// The recording rules (deploy/prometheus/rules) on the demo's data.
@@ -451,6 +468,7 @@ func TestAlertsOnTheDemo(t *testing.T) {
 		"GpuXidApplicationError 1", "GpuXidRebootRequired 3", "GpuLost 3",
 		"NvidiaSmiDoubleEccError 2", "GpuRowRemapPending 2", "GpuRowRemapFailed 4",
 		"GpuPcieLinkDegraded 5", "GpuThermalSlowdown 0", "GpuNvmlCallTimeouts 6", "NvidiaMemoryLeak 7",
+		"GpuNvlinkDown 7",
 		// the fixture host has two nvidia-smi processes in state D.
 		"NvidiaZombieProcess ",
 		// dgx-08 is a GPU node in Kubernetes without an agent.

@@ -91,6 +91,7 @@ const (
 	AttributeFaultRowRemapFailed
 	AttributeFaultRetiredPagesPending
 	AttributeFaultPcieDowngrade
+	AttributeFaultNvlinkFabric
 )
 
 // String returns the string representation of the AttributeFault.
@@ -114,6 +115,8 @@ func (av AttributeFault) String() string {
 		return "retired_pages_pending"
 	case AttributeFaultPcieDowngrade:
 		return "pcie_downgrade"
+	case AttributeFaultNvlinkFabric:
+		return "nvlink_fabric"
 	}
 	return ""
 }
@@ -129,6 +132,7 @@ var MapAttributeFault = map[string]AttributeFault{
 	"row_remap_failed":      AttributeFaultRowRemapFailed,
 	"retired_pages_pending": AttributeFaultRetiredPagesPending,
 	"pcie_downgrade":        AttributeFaultPcieDowngrade,
+	"nvlink_fabric":         AttributeFaultNvlinkFabric,
 }
 
 // AttributeOperation specifies the value operation attribute.

@@ -378,6 +378,94 @@ func (ms *GpuEnergyJoulesTotalMetricConfig) Unmarshal(parser *confmap.Conf) erro
 	return nil
 }
 
+// GpuFabricHealthMetricAttributeKey specifies the key of an attribute for the gpu_fabric_health metric.
+type GpuFabricHealthMetricAttributeKey string
+
+const (
+	GpuFabricHealthMetricAttributeKeyFabricCheck GpuFabricHealthMetricAttributeKey = "fabric_check"
+)
+
+// GpuFabricHealthMetricConfig provides config for the gpu_fabric_health metric.
+type GpuFabricHealthMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                              `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpuFabricHealthMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpuFabricHealthMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpuFabricHealthMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpuFabricHealthMetricAttributeKeyFabricCheck:
+		default:
+			return fmt.Errorf("metric gpu_fabric_health doesn't have an attribute %v, valid attributes: [fabric_check]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// GpuFabricStateMetricConfig provides config for the gpu_fabric_state metric.
+type GpuFabricStateMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuFabricStateMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// GpuFabricStatusMetricConfig provides config for the gpu_fabric_status metric.
+type GpuFabricStatusMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuFabricStatusMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
 // GpuGraphicsEngineActivePercentMetricConfig provides config for the gpu_graphics_engine_active_percent metric.
 type GpuGraphicsEngineActivePercentMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
@@ -917,6 +1005,54 @@ func (ms *GpuNvlinkErrorsTotalMetricConfig) Validate() error {
 		case GpuNvlinkErrorsTotalMetricAttributeKeyLink, GpuNvlinkErrorsTotalMetricAttributeKeyNvlinkCounter:
 		default:
 			return fmt.Errorf("metric gpu_nvlink_errors_total doesn't have an attribute %v, valid attributes: [link, counter]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// GpuNvlinkStateMetricAttributeKey specifies the key of an attribute for the gpu_nvlink_state metric.
+type GpuNvlinkStateMetricAttributeKey string
+
+const (
+	GpuNvlinkStateMetricAttributeKeyLink GpuNvlinkStateMetricAttributeKey = "link"
+)
+
+// GpuNvlinkStateMetricConfig provides config for the gpu_nvlink_state metric.
+type GpuNvlinkStateMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                             `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpuNvlinkStateMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpuNvlinkStateMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpuNvlinkStateMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpuNvlinkStateMetricAttributeKeyLink:
+		default:
+			return fmt.Errorf("metric gpu_nvlink_state doesn't have an attribute %v, valid attributes: [link]", val)
 		}
 	}
 
@@ -1899,6 +2035,9 @@ type MetricsConfig struct {
 	GpuDramActivePercent            GpuDramActivePercentMetricConfig            `mapstructure:"gpu_dram_active_percent"`
 	GpuEccErrors                    GpuEccErrorsMetricConfig                    `mapstructure:"gpu_ecc_errors"`
 	GpuEnergyJoulesTotal            GpuEnergyJoulesTotalMetricConfig            `mapstructure:"gpu_energy_joules_total"`
+	GpuFabricHealth                 GpuFabricHealthMetricConfig                 `mapstructure:"gpu_fabric_health"`
+	GpuFabricState                  GpuFabricStateMetricConfig                  `mapstructure:"gpu_fabric_state"`
+	GpuFabricStatus                 GpuFabricStatusMetricConfig                 `mapstructure:"gpu_fabric_status"`
 	GpuGraphicsEngineActivePercent  GpuGraphicsEngineActivePercentMetricConfig  `mapstructure:"gpu_graphics_engine_active_percent"`
 	GpuHealth                       GpuHealthMetricConfig                       `mapstructure:"gpu_health"`
 	GpuInfo                         GpuInfoMetricConfig                         `mapstructure:"gpu_info"`
@@ -1915,6 +2054,7 @@ type MetricsConfig struct {
 	GpuNvlinkAverageBytesPerSecond  GpuNvlinkAverageBytesPerSecondMetricConfig  `mapstructure:"gpu_nvlink_average_bytes_per_second"`
 	GpuNvlinkDataBytesTotal         GpuNvlinkDataBytesTotalMetricConfig         `mapstructure:"gpu_nvlink_data_bytes_total"`
 	GpuNvlinkErrorsTotal            GpuNvlinkErrorsTotalMetricConfig            `mapstructure:"gpu_nvlink_errors_total"`
+	GpuNvlinkState                  GpuNvlinkStateMetricConfig                  `mapstructure:"gpu_nvlink_state"`
 	GpuNvmlTimeoutsTotal            GpuNvmlTimeoutsTotalMetricConfig            `mapstructure:"gpu_nvml_timeouts_total"`
 	GpuNvmlUp                       GpuNvmlUpMetricConfig                       `mapstructure:"gpu_nvml_up"`
 	GpuPcieAverageBytesPerSecond    GpuPcieAverageBytesPerSecondMetricConfig    `mapstructure:"gpu_pcie_average_bytes_per_second"`
@@ -1992,6 +2132,17 @@ func DefaultMetricsConfig() MetricsConfig {
 		GpuEnergyJoulesTotal: GpuEnergyJoulesTotalMetricConfig{
 			Enabled: true,
 		},
+		GpuFabricHealth: GpuFabricHealthMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpuFabricHealthMetricAttributeKey{GpuFabricHealthMetricAttributeKeyFabricCheck},
+		},
+		GpuFabricState: GpuFabricStateMetricConfig{
+			Enabled: true,
+		},
+		GpuFabricStatus: GpuFabricStatusMetricConfig{
+			Enabled: true,
+		},
 		GpuGraphicsEngineActivePercent: GpuGraphicsEngineActivePercentMetricConfig{
 			Enabled: true,
 		},
@@ -2055,6 +2206,11 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
 			EnabledAttributes:   []GpuNvlinkErrorsTotalMetricAttributeKey{GpuNvlinkErrorsTotalMetricAttributeKeyLink, GpuNvlinkErrorsTotalMetricAttributeKeyNvlinkCounter},
+		},
+		GpuNvlinkState: GpuNvlinkStateMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpuNvlinkStateMetricAttributeKey{GpuNvlinkStateMetricAttributeKeyLink},
 		},
 		GpuNvmlTimeoutsTotal: GpuNvmlTimeoutsTotalMetricConfig{
 			Enabled:             true,

@@ -68,6 +68,17 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpuEnergyJoulesTotal: GpuEnergyJoulesTotalMetricConfig{
 						Enabled: true,
 					},
+					GpuFabricHealth: GpuFabricHealthMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpuFabricHealthMetricAttributeKey{GpuFabricHealthMetricAttributeKeyFabricCheck},
+					},
+					GpuFabricState: GpuFabricStateMetricConfig{
+						Enabled: true,
+					},
+					GpuFabricStatus: GpuFabricStatusMetricConfig{
+						Enabled: true,
+					},
 					GpuGraphicsEngineActivePercent: GpuGraphicsEngineActivePercentMetricConfig{
 						Enabled: true,
 					},
@@ -131,6 +142,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
 						EnabledAttributes:   []GpuNvlinkErrorsTotalMetricAttributeKey{GpuNvlinkErrorsTotalMetricAttributeKeyLink, GpuNvlinkErrorsTotalMetricAttributeKeyNvlinkCounter},
+					},
+					GpuNvlinkState: GpuNvlinkStateMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpuNvlinkStateMetricAttributeKey{GpuNvlinkStateMetricAttributeKeyLink},
 					},
 					GpuNvmlTimeoutsTotal: GpuNvmlTimeoutsTotalMetricConfig{
 						Enabled:             true,
@@ -304,6 +320,17 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpuEnergyJoulesTotal: GpuEnergyJoulesTotalMetricConfig{
 						Enabled: false,
 					},
+					GpuFabricHealth: GpuFabricHealthMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpuFabricHealthMetricAttributeKey{GpuFabricHealthMetricAttributeKeyFabricCheck},
+					},
+					GpuFabricState: GpuFabricStateMetricConfig{
+						Enabled: false,
+					},
+					GpuFabricStatus: GpuFabricStatusMetricConfig{
+						Enabled: false,
+					},
 					GpuGraphicsEngineActivePercent: GpuGraphicsEngineActivePercentMetricConfig{
 						Enabled: false,
 					},
@@ -367,6 +394,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
 						EnabledAttributes:   []GpuNvlinkErrorsTotalMetricAttributeKey{GpuNvlinkErrorsTotalMetricAttributeKeyLink, GpuNvlinkErrorsTotalMetricAttributeKeyNvlinkCounter},
+					},
+					GpuNvlinkState: GpuNvlinkStateMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpuNvlinkStateMetricAttributeKey{GpuNvlinkStateMetricAttributeKeyLink},
 					},
 					GpuNvmlTimeoutsTotal: GpuNvmlTimeoutsTotalMetricConfig{
 						Enabled:             false,
@@ -498,7 +530,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(CollectorIterationCountTotalMetricConfig{}, ConfiguredGpuCountMetricConfig{}, GpuClockEventReasonMetricConfig{}, GpuClockMaxMhzMetricConfig{}, GpuClockMhzMetricConfig{}, GpuCodecUtilizationMetricConfig{}, GpuDevicesDetectedMetricConfig{}, GpuDramActivePercentMetricConfig{}, GpuEccErrorsMetricConfig{}, GpuEnergyJoulesTotalMetricConfig{}, GpuGraphicsEngineActivePercentMetricConfig{}, GpuHealthMetricConfig{}, GpuInfoMetricConfig{}, GpuMemUtilizationMetricConfig{}, GpuMemoryControllerUtilizationMetricConfig{}, GpuMemoryFreeBytesMetricConfig{}, GpuMemoryReservedBytesMetricConfig{}, GpuMemoryTemperatureCelsiusMetricConfig{}, GpuMemoryTotalBytesMetricConfig{}, GpuMemoryUsedBytesMetricConfig{}, GpuMigEnabledMetricConfig{}, GpuMigMemoryTotalBytesMetricConfig{}, GpuMigMemoryUsedBytesMetricConfig{}, GpuNvlinkAverageBytesPerSecondMetricConfig{}, GpuNvlinkDataBytesTotalMetricConfig{}, GpuNvlinkErrorsTotalMetricConfig{}, GpuNvmlTimeoutsTotalMetricConfig{}, GpuNvmlUpMetricConfig{}, GpuPcieAverageBytesPerSecondMetricConfig{}, GpuPcieLinkGenCurrentMetricConfig{}, GpuPcieLinkGenMaxMetricConfig{}, GpuPcieLinkWidthCurrentMetricConfig{}, GpuPcieLinkWidthMaxMetricConfig{}, GpuPcieReplaysTotalMetricConfig{}, GpuPcieThroughputBytesPerSecondMetricConfig{}, GpuPipeActivePercentMetricConfig{}, GpuPowerLimitMaxWattsMetricConfig{}, GpuPowerLimitMinWattsMetricConfig{}, GpuPowerWattsMetricConfig{}, GpuProcessMemoryUsedBytesMetricConfig{}, GpuProcessSmUtilizationMetricConfig{}, GpuRemappedRowsMetricConfig{}, GpuRemappedRowsFailedMetricConfig{}, GpuRemappedRowsPendingMetricConfig{}, GpuSmActivePercentMetricConfig{}, GpuSmOccupancyPercentMetricConfig{}, GpuUpMetricConfig{}, GpuUtilizationMetricConfig{}, GpuVgpuLicensedMetricConfig{}, GpuXidErrorsTotalMetricConfig{}, NvidiasmiEccErrorCountMetricConfig{}, NvidiasmiMemoryLeakCountMetricConfig{}, NvidiasmiPerformanceStateMetricConfig{}, NvidiasmiRetiredPageCountMetricConfig{}, NvidiasmiTemperatureMetricConfig{}, NvidiasmiUtilizationGpuMetricConfig{}, NvidiasmiUtilizationMemoryMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(CollectorIterationCountTotalMetricConfig{}, ConfiguredGpuCountMetricConfig{}, GpuClockEventReasonMetricConfig{}, GpuClockMaxMhzMetricConfig{}, GpuClockMhzMetricConfig{}, GpuCodecUtilizationMetricConfig{}, GpuDevicesDetectedMetricConfig{}, GpuDramActivePercentMetricConfig{}, GpuEccErrorsMetricConfig{}, GpuEnergyJoulesTotalMetricConfig{}, GpuFabricHealthMetricConfig{}, GpuFabricStateMetricConfig{}, GpuFabricStatusMetricConfig{}, GpuGraphicsEngineActivePercentMetricConfig{}, GpuHealthMetricConfig{}, GpuInfoMetricConfig{}, GpuMemUtilizationMetricConfig{}, GpuMemoryControllerUtilizationMetricConfig{}, GpuMemoryFreeBytesMetricConfig{}, GpuMemoryReservedBytesMetricConfig{}, GpuMemoryTemperatureCelsiusMetricConfig{}, GpuMemoryTotalBytesMetricConfig{}, GpuMemoryUsedBytesMetricConfig{}, GpuMigEnabledMetricConfig{}, GpuMigMemoryTotalBytesMetricConfig{}, GpuMigMemoryUsedBytesMetricConfig{}, GpuNvlinkAverageBytesPerSecondMetricConfig{}, GpuNvlinkDataBytesTotalMetricConfig{}, GpuNvlinkErrorsTotalMetricConfig{}, GpuNvlinkStateMetricConfig{}, GpuNvmlTimeoutsTotalMetricConfig{}, GpuNvmlUpMetricConfig{}, GpuPcieAverageBytesPerSecondMetricConfig{}, GpuPcieLinkGenCurrentMetricConfig{}, GpuPcieLinkGenMaxMetricConfig{}, GpuPcieLinkWidthCurrentMetricConfig{}, GpuPcieLinkWidthMaxMetricConfig{}, GpuPcieReplaysTotalMetricConfig{}, GpuPcieThroughputBytesPerSecondMetricConfig{}, GpuPipeActivePercentMetricConfig{}, GpuPowerLimitMaxWattsMetricConfig{}, GpuPowerLimitMinWattsMetricConfig{}, GpuPowerWattsMetricConfig{}, GpuProcessMemoryUsedBytesMetricConfig{}, GpuProcessSmUtilizationMetricConfig{}, GpuRemappedRowsMetricConfig{}, GpuRemappedRowsFailedMetricConfig{}, GpuRemappedRowsPendingMetricConfig{}, GpuSmActivePercentMetricConfig{}, GpuSmOccupancyPercentMetricConfig{}, GpuUpMetricConfig{}, GpuUtilizationMetricConfig{}, GpuVgpuLicensedMetricConfig{}, GpuXidErrorsTotalMetricConfig{}, NvidiasmiEccErrorCountMetricConfig{}, NvidiasmiMemoryLeakCountMetricConfig{}, NvidiasmiPerformanceStateMetricConfig{}, NvidiasmiRetiredPageCountMetricConfig{}, NvidiasmiTemperatureMetricConfig{}, NvidiasmiUtilizationGpuMetricConfig{}, NvidiasmiUtilizationMemoryMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -571,6 +603,18 @@ func TestGpuEccErrorsMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "metric gpu_ecc_errors doesn't have an attribute invalid, valid attributes: [error_type, counter_type]")
 
 	cfg = DefaultMetricsConfig().GpuEccErrors
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpuFabricHealthMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpuFabricHealth
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpuFabricHealthMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpu_fabric_health doesn't have an attribute invalid, valid attributes: [fabric_check]")
+
+	cfg = DefaultMetricsConfig().GpuFabricHealth
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
@@ -667,6 +711,18 @@ func TestGpuNvlinkErrorsTotalMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "metric gpu_nvlink_errors_total doesn't have an attribute invalid, valid attributes: [link, counter]")
 
 	cfg = DefaultMetricsConfig().GpuNvlinkErrorsTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpuNvlinkStateMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpuNvlinkState
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpuNvlinkStateMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpu_nvlink_state doesn't have an attribute invalid, valid attributes: [link]")
+
+	cfg = DefaultMetricsConfig().GpuNvlinkState
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }

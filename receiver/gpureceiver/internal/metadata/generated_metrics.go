@@ -84,6 +84,7 @@ const (
 	AttributeConditionThermal
 	AttributeConditionPower
 	AttributeConditionPcieLink
+	AttributeConditionNvlink
 )
 
 // String returns the string representation of the AttributeCondition.
@@ -105,6 +106,8 @@ func (av AttributeCondition) String() string {
 		return "power"
 	case AttributeConditionPcieLink:
 		return "pcie_link"
+	case AttributeConditionNvlink:
+		return "nvlink"
 	}
 	return ""
 }
@@ -119,6 +122,7 @@ var MapAttributeCondition = map[string]AttributeCondition{
 	"thermal":       AttributeConditionThermal,
 	"power":         AttributeConditionPower,
 	"pcie_link":     AttributeConditionPcieLink,
+	"nvlink":        AttributeConditionNvlink,
 }
 
 // AttributeCounterType specifies the value counter_type attribute.
@@ -223,6 +227,48 @@ func (av AttributeErrorType) String() string {
 var MapAttributeErrorType = map[string]AttributeErrorType{
 	"corrected":   AttributeErrorTypeCorrected,
 	"uncorrected": AttributeErrorTypeUncorrected,
+}
+
+// AttributeFabricCheck specifies the value fabric_check attribute.
+type AttributeFabricCheck int
+
+const (
+	_ AttributeFabricCheck = iota
+	AttributeFabricCheckDegradedBandwidth
+	AttributeFabricCheckRouteRecovery
+	AttributeFabricCheckRouteUnhealthy
+	AttributeFabricCheckAccessTimeoutRecovery
+	AttributeFabricCheckIncorrectConfiguration
+	AttributeFabricCheckFabricManagerDisconnected
+)
+
+// String returns the string representation of the AttributeFabricCheck.
+func (av AttributeFabricCheck) String() string {
+	switch av {
+	case AttributeFabricCheckDegradedBandwidth:
+		return "degraded_bandwidth"
+	case AttributeFabricCheckRouteRecovery:
+		return "route_recovery"
+	case AttributeFabricCheckRouteUnhealthy:
+		return "route_unhealthy"
+	case AttributeFabricCheckAccessTimeoutRecovery:
+		return "access_timeout_recovery"
+	case AttributeFabricCheckIncorrectConfiguration:
+		return "incorrect_configuration"
+	case AttributeFabricCheckFabricManagerDisconnected:
+		return "fabric_manager_disconnected"
+	}
+	return ""
+}
+
+// MapAttributeFabricCheck is a helper map of string to AttributeFabricCheck attribute value.
+var MapAttributeFabricCheck = map[string]AttributeFabricCheck{
+	"degraded_bandwidth":          AttributeFabricCheckDegradedBandwidth,
+	"route_recovery":              AttributeFabricCheckRouteRecovery,
+	"route_unhealthy":             AttributeFabricCheckRouteUnhealthy,
+	"access_timeout_recovery":     AttributeFabricCheckAccessTimeoutRecovery,
+	"incorrect_configuration":     AttributeFabricCheckIncorrectConfiguration,
+	"fabric_manager_disconnected": AttributeFabricCheckFabricManagerDisconnected,
 }
 
 // AttributeNvlinkCounter specifies the value nvlink_counter attribute.
@@ -525,6 +571,16 @@ var MetricsInfo = metricsInfo{
 	GpuEnergyJoulesTotal: metricInfo{
 		Name: "gpu_energy_joules_total",
 	},
+	GpuFabricHealth: metricInfo{
+		Name:       "gpu_fabric_health",
+		Attributes: []string{"fabric_check"},
+	},
+	GpuFabricState: metricInfo{
+		Name: "gpu_fabric_state",
+	},
+	GpuFabricStatus: metricInfo{
+		Name: "gpu_fabric_status",
+	},
 	GpuGraphicsEngineActivePercent: metricInfo{
 		Name:       "gpu_graphics_engine_active_percent",
 		Attributes: []string{"gpm_gpu_instance_id"},
@@ -581,6 +637,10 @@ var MetricsInfo = metricsInfo{
 	GpuNvlinkErrorsTotal: metricInfo{
 		Name:       "gpu_nvlink_errors_total",
 		Attributes: []string{"link", "nvlink_counter"},
+	},
+	GpuNvlinkState: metricInfo{
+		Name:       "gpu_nvlink_state",
+		Attributes: []string{"link"},
 	},
 	GpuNvmlTimeoutsTotal: metricInfo{
 		Name:       "gpu_nvml_timeouts_total",
@@ -702,6 +762,9 @@ type metricsInfo struct {
 	GpuDramActivePercent            metricInfo
 	GpuEccErrors                    metricInfo
 	GpuEnergyJoulesTotal            metricInfo
+	GpuFabricHealth                 metricInfo
+	GpuFabricState                  metricInfo
+	GpuFabricStatus                 metricInfo
 	GpuGraphicsEngineActivePercent  metricInfo
 	GpuHealth                       metricInfo
 	GpuInfo                         metricInfo
@@ -718,6 +781,7 @@ type metricsInfo struct {
 	GpuNvlinkAverageBytesPerSecond  metricInfo
 	GpuNvlinkDataBytesTotal         metricInfo
 	GpuNvlinkErrorsTotal            metricInfo
+	GpuNvlinkState                  metricInfo
 	GpuNvmlTimeoutsTotal            metricInfo
 	GpuNvmlUp                       metricInfo
 	GpuPcieAverageBytesPerSecond    metricInfo
@@ -1509,6 +1573,195 @@ func (m *metricGpuEnergyJoulesTotal) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGpuEnergyJoulesTotal(cfg GpuEnergyJoulesTotalMetricConfig) metricGpuEnergyJoulesTotal {
 	m := metricGpuEnergyJoulesTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuFabricHealth struct {
+	data          pmetric.Metric              // data buffer for generated metric.
+	config        GpuFabricHealthMetricConfig // metric config provided by user.
+	capacity      int                         // max observed number of data points added to the metric.
+	aggDataPoints []int64                     // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpu_fabric_health metric with initial data.
+func (m *metricGpuFabricHealth) init() {
+	m.data.SetName("gpu_fabric_health")
+	m.data.SetDescription("1 when a check of the GPU's fabric health mask fails (bandwidth degraded, route recovery in progress, route unhealthy, access timeout recovery in progress, incorrect configuration, fabric manager disconnected), else 0. Absent for checks the driver does not report (drivers without nvmlDeviceGetGpuFabricInfo_v4 report none).")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpuFabricHealth) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, fabricCheckAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpuFabricHealthMetricAttributeKeyFabricCheck) {
+		dp.Attributes().PutStr("fabric_check", fabricCheckAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuFabricHealth) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuFabricHealth) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuFabricHealth(cfg GpuFabricHealthMetricConfig) metricGpuFabricHealth {
+	m := metricGpuFabricHealth{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuFabricState struct {
+	data     pmetric.Metric             // data buffer for generated metric.
+	config   GpuFabricStateMetricConfig // metric config provided by user.
+	capacity int                        // max observed number of data points added to the metric.
+}
+
+// init fills gpu_fabric_state metric with initial data.
+func (m *metricGpuFabricState) init() {
+	m.data.SetName("gpu_fabric_state")
+	m.data.SetDescription("State of the GPU's registration with the NVLink fabric (NVSwitch systems), NVML's nvmlGpuFabricState_t, 1 not started, 2 in progress, 3 completed. Absent where the GPU has no fabric.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricGpuFabricState) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuFabricState) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuFabricState) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuFabricState(cfg GpuFabricStateMetricConfig) metricGpuFabricState {
+	m := metricGpuFabricState{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuFabricStatus struct {
+	data     pmetric.Metric              // data buffer for generated metric.
+	config   GpuFabricStatusMetricConfig // metric config provided by user.
+	capacity int                         // max observed number of data points added to the metric.
+}
+
+// init fills gpu_fabric_status metric with initial data.
+func (m *metricGpuFabricStatus) init() {
+	m.data.SetName("gpu_fabric_status")
+	m.data.SetDescription("Result of the GPU's fabric registration once completed, an NVML return code, 0 success. Absent where the GPU has no fabric or registration has not completed.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricGpuFabricStatus) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuFabricStatus) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuFabricStatus) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuFabricStatus(cfg GpuFabricStatusMetricConfig) metricGpuFabricStatus {
+	m := metricGpuFabricStatus{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -2650,6 +2903,95 @@ func (m *metricGpuNvlinkErrorsTotal) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGpuNvlinkErrorsTotal(cfg GpuNvlinkErrorsTotalMetricConfig) metricGpuNvlinkErrorsTotal {
 	m := metricGpuNvlinkErrorsTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuNvlinkState struct {
+	data          pmetric.Metric             // data buffer for generated metric.
+	config        GpuNvlinkStateMetricConfig // metric config provided by user.
+	capacity      int                        // max observed number of data points added to the metric.
+	aggDataPoints []int64                    // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpu_nvlink_state metric with initial data.
+func (m *metricGpuNvlinkState) init() {
+	m.data.SetName("gpu_nvlink_state")
+	m.data.SetDescription("NVLink link state per link, 1 up, 0 down. Absent on GPUs without NVLink.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpuNvlinkState) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, linkAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpuNvlinkStateMetricAttributeKeyLink) {
+		dp.Attributes().PutStr("link", linkAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuNvlinkState) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuNvlinkState) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuNvlinkState(cfg GpuNvlinkStateMetricConfig) metricGpuNvlinkState {
+	m := metricGpuNvlinkState{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -4716,6 +5058,9 @@ type MetricsBuilder struct {
 	metricGpuDramActivePercent            metricGpuDramActivePercent
 	metricGpuEccErrors                    metricGpuEccErrors
 	metricGpuEnergyJoulesTotal            metricGpuEnergyJoulesTotal
+	metricGpuFabricHealth                 metricGpuFabricHealth
+	metricGpuFabricState                  metricGpuFabricState
+	metricGpuFabricStatus                 metricGpuFabricStatus
 	metricGpuGraphicsEngineActivePercent  metricGpuGraphicsEngineActivePercent
 	metricGpuHealth                       metricGpuHealth
 	metricGpuInfo                         metricGpuInfo
@@ -4732,6 +5077,7 @@ type MetricsBuilder struct {
 	metricGpuNvlinkAverageBytesPerSecond  metricGpuNvlinkAverageBytesPerSecond
 	metricGpuNvlinkDataBytesTotal         metricGpuNvlinkDataBytesTotal
 	metricGpuNvlinkErrorsTotal            metricGpuNvlinkErrorsTotal
+	metricGpuNvlinkState                  metricGpuNvlinkState
 	metricGpuNvmlTimeoutsTotal            metricGpuNvmlTimeoutsTotal
 	metricGpuNvmlUp                       metricGpuNvmlUp
 	metricGpuPcieAverageBytesPerSecond    metricGpuPcieAverageBytesPerSecond
@@ -4798,6 +5144,9 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricGpuDramActivePercent:            newMetricGpuDramActivePercent(mbc.Metrics.GpuDramActivePercent),
 		metricGpuEccErrors:                    newMetricGpuEccErrors(mbc.Metrics.GpuEccErrors),
 		metricGpuEnergyJoulesTotal:            newMetricGpuEnergyJoulesTotal(mbc.Metrics.GpuEnergyJoulesTotal),
+		metricGpuFabricHealth:                 newMetricGpuFabricHealth(mbc.Metrics.GpuFabricHealth),
+		metricGpuFabricState:                  newMetricGpuFabricState(mbc.Metrics.GpuFabricState),
+		metricGpuFabricStatus:                 newMetricGpuFabricStatus(mbc.Metrics.GpuFabricStatus),
 		metricGpuGraphicsEngineActivePercent:  newMetricGpuGraphicsEngineActivePercent(mbc.Metrics.GpuGraphicsEngineActivePercent),
 		metricGpuHealth:                       newMetricGpuHealth(mbc.Metrics.GpuHealth),
 		metricGpuInfo:                         newMetricGpuInfo(mbc.Metrics.GpuInfo),
@@ -4814,6 +5163,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricGpuNvlinkAverageBytesPerSecond:  newMetricGpuNvlinkAverageBytesPerSecond(mbc.Metrics.GpuNvlinkAverageBytesPerSecond),
 		metricGpuNvlinkDataBytesTotal:         newMetricGpuNvlinkDataBytesTotal(mbc.Metrics.GpuNvlinkDataBytesTotal),
 		metricGpuNvlinkErrorsTotal:            newMetricGpuNvlinkErrorsTotal(mbc.Metrics.GpuNvlinkErrorsTotal),
+		metricGpuNvlinkState:                  newMetricGpuNvlinkState(mbc.Metrics.GpuNvlinkState),
 		metricGpuNvmlTimeoutsTotal:            newMetricGpuNvmlTimeoutsTotal(mbc.Metrics.GpuNvmlTimeoutsTotal),
 		metricGpuNvmlUp:                       newMetricGpuNvmlUp(mbc.Metrics.GpuNvmlUp),
 		metricGpuPcieAverageBytesPerSecond:    newMetricGpuPcieAverageBytesPerSecond(mbc.Metrics.GpuPcieAverageBytesPerSecond),
@@ -4951,6 +5301,9 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGpuDramActivePercent.emit(ils.Metrics())
 	mb.metricGpuEccErrors.emit(ils.Metrics())
 	mb.metricGpuEnergyJoulesTotal.emit(ils.Metrics())
+	mb.metricGpuFabricHealth.emit(ils.Metrics())
+	mb.metricGpuFabricState.emit(ils.Metrics())
+	mb.metricGpuFabricStatus.emit(ils.Metrics())
 	mb.metricGpuGraphicsEngineActivePercent.emit(ils.Metrics())
 	mb.metricGpuHealth.emit(ils.Metrics())
 	mb.metricGpuInfo.emit(ils.Metrics())
@@ -4967,6 +5320,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGpuNvlinkAverageBytesPerSecond.emit(ils.Metrics())
 	mb.metricGpuNvlinkDataBytesTotal.emit(ils.Metrics())
 	mb.metricGpuNvlinkErrorsTotal.emit(ils.Metrics())
+	mb.metricGpuNvlinkState.emit(ils.Metrics())
 	mb.metricGpuNvmlTimeoutsTotal.emit(ils.Metrics())
 	mb.metricGpuNvmlUp.emit(ils.Metrics())
 	mb.metricGpuPcieAverageBytesPerSecond.emit(ils.Metrics())
@@ -5079,6 +5433,21 @@ func (mb *MetricsBuilder) RecordGpuEnergyJoulesTotalDataPoint(ts pcommon.Timesta
 	mb.metricGpuEnergyJoulesTotal.recordDataPoint(mb.startTime, ts, val)
 }
 
+// RecordGpuFabricHealthDataPoint adds a data point to gpu_fabric_health metric.
+func (mb *MetricsBuilder) RecordGpuFabricHealthDataPoint(ts pcommon.Timestamp, val int64, fabricCheckAttributeValue AttributeFabricCheck) {
+	mb.metricGpuFabricHealth.recordDataPoint(mb.startTime, ts, val, fabricCheckAttributeValue.String())
+}
+
+// RecordGpuFabricStateDataPoint adds a data point to gpu_fabric_state metric.
+func (mb *MetricsBuilder) RecordGpuFabricStateDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricGpuFabricState.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordGpuFabricStatusDataPoint adds a data point to gpu_fabric_status metric.
+func (mb *MetricsBuilder) RecordGpuFabricStatusDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricGpuFabricStatus.recordDataPoint(mb.startTime, ts, val)
+}
+
 // RecordGpuGraphicsEngineActivePercentDataPoint adds a data point to gpu_graphics_engine_active_percent metric.
 func (mb *MetricsBuilder) RecordGpuGraphicsEngineActivePercentDataPoint(ts pcommon.Timestamp, val float64, options ...MetricAttributeOption) {
 	mb.metricGpuGraphicsEngineActivePercent.recordDataPoint(mb.startTime, ts, val, options...)
@@ -5157,6 +5526,11 @@ func (mb *MetricsBuilder) RecordGpuNvlinkDataBytesTotalDataPoint(ts pcommon.Time
 // RecordGpuNvlinkErrorsTotalDataPoint adds a data point to gpu_nvlink_errors_total metric.
 func (mb *MetricsBuilder) RecordGpuNvlinkErrorsTotalDataPoint(ts pcommon.Timestamp, val int64, linkAttributeValue string, nvlinkCounterAttributeValue AttributeNvlinkCounter) {
 	mb.metricGpuNvlinkErrorsTotal.recordDataPoint(mb.startTime, ts, val, linkAttributeValue, nvlinkCounterAttributeValue.String())
+}
+
+// RecordGpuNvlinkStateDataPoint adds a data point to gpu_nvlink_state metric.
+func (mb *MetricsBuilder) RecordGpuNvlinkStateDataPoint(ts pcommon.Timestamp, val int64, linkAttributeValue string) {
+	mb.metricGpuNvlinkState.recordDataPoint(mb.startTime, ts, val, linkAttributeValue)
 }
 
 // RecordGpuNvmlTimeoutsTotalDataPoint adds a data point to gpu_nvml_timeouts_total metric.

@@ -73,6 +73,7 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap["gpu_clock_mhz"] = mb.metricGpuClockMhz.config.AggregationStrategy
 			aggMap["gpu_codec_utilization"] = mb.metricGpuCodecUtilization.config.AggregationStrategy
 			aggMap["gpu_ecc_errors"] = mb.metricGpuEccErrors.config.AggregationStrategy
+			aggMap["gpu_fabric_health"] = mb.metricGpuFabricHealth.config.AggregationStrategy
 			aggMap["gpu_health"] = mb.metricGpuHealth.config.AggregationStrategy
 			aggMap["gpu_info"] = mb.metricGpuInfo.config.AggregationStrategy
 			aggMap["gpu_mem_utilization"] = mb.metricGpuMemUtilization.config.AggregationStrategy
@@ -81,6 +82,7 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap["gpu_nvlink_average_bytes_per_second"] = mb.metricGpuNvlinkAverageBytesPerSecond.config.AggregationStrategy
 			aggMap["gpu_nvlink_data_bytes_total"] = mb.metricGpuNvlinkDataBytesTotal.config.AggregationStrategy
 			aggMap["gpu_nvlink_errors_total"] = mb.metricGpuNvlinkErrorsTotal.config.AggregationStrategy
+			aggMap["gpu_nvlink_state"] = mb.metricGpuNvlinkState.config.AggregationStrategy
 			aggMap["gpu_nvml_timeouts_total"] = mb.metricGpuNvmlTimeoutsTotal.config.AggregationStrategy
 			aggMap["gpu_pcie_average_bytes_per_second"] = mb.metricGpuPcieAverageBytesPerSecond.config.AggregationStrategy
 			aggMap["gpu_pcie_throughput_bytes_per_second"] = mb.metricGpuPcieThroughputBytesPerSecond.config.AggregationStrategy
@@ -149,6 +151,18 @@ func TestMetricsBuilder(t *testing.T) {
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordGpuEnergyJoulesTotalDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuFabricHealthDataPoint(ts, 1, AttributeFabricCheckDegradedBandwidth)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpuFabricHealthDataPoint(ts, 3, AttributeFabricCheckRouteRecovery)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuFabricStateDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuFabricStatusDataPoint(ts, 1)
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordGpuGraphicsEngineActivePercentDataPoint(ts, 1, WithGpmGpuInstanceIDMetricAttribute("gpm_gpu_instance_id-val"))
@@ -220,6 +234,12 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordGpuNvlinkErrorsTotalDataPoint(ts, 1, "link-val", AttributeNvlinkCounterReplay)
 			if tt.name == "reaggregate_set" {
 				mb.RecordGpuNvlinkErrorsTotalDataPoint(ts, 3, "link-val-2", AttributeNvlinkCounterRecovery)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuNvlinkStateDataPoint(ts, 1, "link-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpuNvlinkStateDataPoint(ts, 3, "link-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -365,6 +385,7 @@ func TestMetricsBuilder(t *testing.T) {
 				assert.Empty(t, mb.metricGpuClockMhz.aggDataPoints)
 				assert.Empty(t, mb.metricGpuCodecUtilization.aggDataPoints)
 				assert.Empty(t, mb.metricGpuEccErrors.aggDataPoints)
+				assert.Empty(t, mb.metricGpuFabricHealth.aggDataPoints)
 				assert.Empty(t, mb.metricGpuHealth.aggDataPoints)
 				assert.Empty(t, mb.metricGpuInfo.aggDataPoints)
 				assert.Empty(t, mb.metricGpuMemUtilization.aggDataPoints)
@@ -373,6 +394,7 @@ func TestMetricsBuilder(t *testing.T) {
 				assert.Empty(t, mb.metricGpuNvlinkAverageBytesPerSecond.aggDataPoints)
 				assert.Empty(t, mb.metricGpuNvlinkDataBytesTotal.aggDataPoints)
 				assert.Empty(t, mb.metricGpuNvlinkErrorsTotal.aggDataPoints)
+				assert.Empty(t, mb.metricGpuNvlinkState.aggDataPoints)
 				assert.Empty(t, mb.metricGpuNvmlTimeoutsTotal.aggDataPoints)
 				assert.Empty(t, mb.metricGpuPcieAverageBytesPerSecond.aggDataPoints)
 				assert.Empty(t, mb.metricGpuPcieThroughputBytesPerSecond.aggDataPoints)
@@ -714,6 +736,70 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, ts, dp.Timestamp())
 					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
 					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+				case "gpu_fabric_health":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpu_fabric_health"], "Found a duplicate in the metrics slice: gpu_fabric_health")
+						validatedMetrics["gpu_fabric_health"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "1 when a check of the GPU's fabric health mask fails (bandwidth degraded, route recovery in progress, route unhealthy, access timeout recovery in progress, incorrect configuration, fabric manager disconnected), else 0. Absent for checks the driver does not report (drivers without nvmlDeviceGetGpuFabricInfo_v4 report none).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						fabricCheckAttrVal, ok := dp.Attributes().Get("fabric_check")
+						assert.True(t, ok)
+						assert.Equal(t, "degraded_bandwidth", fabricCheckAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpu_fabric_health"], "Found a duplicate in the metrics slice: gpu_fabric_health")
+						validatedMetrics["gpu_fabric_health"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "1 when a check of the GPU's fabric health mask fails (bandwidth degraded, route recovery in progress, route unhealthy, access timeout recovery in progress, incorrect configuration, fabric manager disconnected), else 0. Absent for checks the driver does not report (drivers without nvmlDeviceGetGpuFabricInfo_v4 report none).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["gpu_fabric_health"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("fabric_check")
+						assert.False(t, ok)
+					}
+				case "gpu_fabric_state":
+					assert.False(t, validatedMetrics["gpu_fabric_state"], "Found a duplicate in the metrics slice: gpu_fabric_state")
+					validatedMetrics["gpu_fabric_state"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "State of the GPU's registration with the NVLink fabric (NVSwitch systems), NVML's nvmlGpuFabricState_t, 1 not started, 2 in progress, 3 completed. Absent where the GPU has no fabric.", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+				case "gpu_fabric_status":
+					assert.False(t, validatedMetrics["gpu_fabric_status"], "Found a duplicate in the metrics slice: gpu_fabric_status")
+					validatedMetrics["gpu_fabric_status"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Result of the GPU's fabric registration once completed, an NVML return code, 0 success. Absent where the GPU has no fabric or registration has not completed.", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
 				case "gpu_graphics_engine_active_percent":
 					assert.False(t, validatedMetrics["gpu_graphics_engine_active_percent"], "Found a duplicate in the metrics slice: gpu_graphics_engine_active_percent")
 					validatedMetrics["gpu_graphics_engine_active_percent"] = true
@@ -1174,6 +1260,46 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok := dp.Attributes().Get("link")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("counter")
+						assert.False(t, ok)
+					}
+				case "gpu_nvlink_state":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpu_nvlink_state"], "Found a duplicate in the metrics slice: gpu_nvlink_state")
+						validatedMetrics["gpu_nvlink_state"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "NVLink link state per link, 1 up, 0 down. Absent on GPUs without NVLink.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						linkAttrVal, ok := dp.Attributes().Get("link")
+						assert.True(t, ok)
+						assert.Equal(t, "link-val", linkAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpu_nvlink_state"], "Found a duplicate in the metrics slice: gpu_nvlink_state")
+						validatedMetrics["gpu_nvlink_state"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "NVLink link state per link, 1 up, 0 down. Absent on GPUs without NVLink.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["gpu_nvlink_state"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("link")
 						assert.False(t, ok)
 					}
 				case "gpu_nvml_timeouts_total":

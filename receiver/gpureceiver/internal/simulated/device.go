@@ -449,13 +449,62 @@ func (d *Device) GetMaxPcieLinkWidth() (int, nvml.Return) {
 	return pcieWidth, ret
 }
 
-// GetNvLinkState: every link of the profile is up.
+// GetNvLinkState: every link of the profile is up but those an nvlink_down fault takes down.
 func (d *Device) GetNvLinkState(link int) (nvml.EnableState, nvml.Return) {
-	_, ret := d.check()
+	t, ret := d.check()
 	if link < 0 || link >= d.profile.nvLinks {
 		return nvml.FEATURE_DISABLED, nvml.ERROR_INVALID_ARGUMENT
 	}
+	for _, f := range d.faults {
+		if f.Kind == FaultNVLinkDown && f.Link == link && f.active(t) {
+			return nvml.FEATURE_DISABLED, ret
+		}
+	}
 	return nvml.FEATURE_ENABLED, ret
+}
+
+// Fabric health masks: every check the driver reports healthy, or bandwidth degraded with the
+// route in recovery.
+const (
+	fabricHealthy = nvml.GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_FALSE<<nvml.GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW |
+		nvml.GPU_FABRIC_HEALTH_MASK_ROUTE_RECOVERY_FALSE<<nvml.GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_RECOVERY |
+		nvml.GPU_FABRIC_HEALTH_MASK_ROUTE_UNHEALTHY_FALSE<<nvml.GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_UNHEALTHY |
+		nvml.GPU_FABRIC_HEALTH_MASK_ACCESS_TIMEOUT_RECOVERY_FALSE<<nvml.GPU_FABRIC_HEALTH_MASK_SHIFT_ACCESS_TIMEOUT_RECOVERY |
+		nvml.GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NONE<<nvml.GPU_FABRIC_HEALTH_MASK_SHIFT_INCORRECT_CONFIGURATION |
+		nvml.GPU_FABRIC_HEALTH_MASK_GFM_STATE_CONNECTED<<nvml.GPU_FABRIC_HEALTH_MASK_SHIFT_GFM_STATE
+	fabricDegraded = fabricHealthy&^
+		(nvml.GPU_FABRIC_HEALTH_MASK_WIDTH_DEGRADED_BW<<nvml.GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW|
+			nvml.GPU_FABRIC_HEALTH_MASK_WIDTH_ROUTE_RECOVERY<<nvml.GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_RECOVERY) |
+		nvml.GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_TRUE<<nvml.GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW |
+		nvml.GPU_FABRIC_HEALTH_MASK_ROUTE_RECOVERY_TRUE<<nvml.GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_RECOVERY
+)
+
+// GetGpuFabricInfo_v4: on a profile with an NVSwitch fabric the GPU is registered, healthy;
+// a fabric_down fault leaves it unregistered (the fabric manager is not running: registration
+// not started, fabric manager disconnected), a fabric_degraded one degrades its bandwidth.
+func (d *Device) GetGpuFabricInfo_v4() (nvml.GpuFabricInfo_v4, nvml.Return) { //nolint:revive // go-nvml's name (nvml.Device)
+	t, ret := d.check()
+	if !d.profile.fabric {
+		return nvml.GpuFabricInfo_v4{}, nvml.ERROR_NOT_SUPPORTED
+	}
+	info := nvml.GpuFabricInfo_v4{State: nvml.GPU_FABRIC_STATE_COMPLETED, Status: uint32(nvml.SUCCESS), HealthMask: fabricHealthy, HealthSummary: nvml.GPU_FABRIC_HEALTH_SUMMARY_HEALTHY}
+	switch {
+	case d.fault(FaultFabricDown, t) != nil:
+		info.State = nvml.GPU_FABRIC_STATE_NOT_STARTED
+		info.HealthMask = fabricHealthy&^(nvml.GPU_FABRIC_HEALTH_MASK_WIDTH_GFM_STATE<<nvml.GPU_FABRIC_HEALTH_MASK_SHIFT_GFM_STATE) |
+			nvml.GPU_FABRIC_HEALTH_MASK_GFM_STATE_DISCONNECTED<<nvml.GPU_FABRIC_HEALTH_MASK_SHIFT_GFM_STATE
+		info.HealthSummary = nvml.GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY
+	case d.fault(FaultFabricDegraded, t) != nil:
+		info.HealthMask = fabricDegraded
+		info.HealthSummary = nvml.GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY
+	}
+	return info, ret
+}
+
+// GetGpuFabricInfo is the v1 call of older drivers: the same, without the health mask.
+func (d *Device) GetGpuFabricInfo() (nvml.GpuFabricInfo, nvml.Return) {
+	v4, ret := d.GetGpuFabricInfo_v4()
+	return nvml.GpuFabricInfo{ClusterUuid: v4.ClusterUuid, Status: v4.Status, State: v4.State}, ret
 }
 
 // GetNvLinkErrorCounter: the simulated links have no errors.

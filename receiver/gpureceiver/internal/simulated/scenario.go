@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"sort"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -146,6 +147,9 @@ const (
 	FaultRowRemapFailed  = "row_remap_failed"
 	FaultPCIeDowngrade   = "pcie_downgrade"
 	FaultThermalSlowdown = "thermal_slowdown"
+	FaultFabricDown      = "fabric_down"
+	FaultFabricDegraded  = "fabric_degraded"
+	FaultNVLinkDown      = "nvlink_down"
 )
 
 // xidFallenOffBus is the XID a GPU reports when it drops off the PCIe bus; NVML then answers
@@ -158,8 +162,12 @@ type Fault struct {
 	GPU      int           `yaml:"gpu"`
 	Kind     string        `yaml:"kind"`
 	Duration time.Duration `yaml:"duration"`
-	// XID is the code of an xid fault.
-	XID uint64 `yaml:"xid"`
+	// XID is the code of an xid fault; Message what its kernel log line says after the code
+	// (an NVLink XID's unit, verdict and link), a generic text when empty.
+	XID     uint64 `yaml:"xid"`
+	Message string `yaml:"message"`
+	// Link is the NVLink an nvlink_down fault takes down.
+	Link int `yaml:"link"`
 	// Corrected and Uncorrected are the ECC errors an ecc fault adds.
 	Corrected   uint64 `yaml:"corrected"`
 	Uncorrected uint64 `yaml:"uncorrected"`
@@ -269,9 +277,23 @@ func (s *Scenario) validate() error {
 			if f.Width <= 0 && f.Generation <= 0 {
 				errs = append(errs, fmt.Errorf("%s: kind pcie_downgrade needs a width or a generation", key))
 			}
+		case FaultNVLinkDown:
+			switch p, ok := profiles[s.Profile]; {
+			case f.Link < 0:
+				errs = append(errs, fmt.Errorf("%s: kind nvlink_down needs a link number, got %d", key, f.Link))
+			case ok && f.Link >= p.nvLinks: // an unknown profile is reported above
+				errs = append(errs, fmt.Errorf("%s: %s GPUs have links 0 to %d, got %d", key, s.Profile, p.nvLinks-1, f.Link))
+			}
+		case FaultFabricDown, FaultFabricDegraded:
+			if p, ok := profiles[s.Profile]; ok && !p.fabric {
+				errs = append(errs, fmt.Errorf("%s: kind %s needs a profile with an NVSwitch fabric that NVML reports (dgxh100, dgxh200, dgxb200)", key, f.Kind))
+			}
 		case FaultGPULost, FaultResetRequired, FaultRowRemapPending, FaultRowRemapFailed:
 		default:
-			errs = append(errs, fmt.Errorf("%s: kind must be one of xid, gpu_lost, reset_required, hang, ecc, row_remap_pending, row_remap_failed, pcie_downgrade, thermal_slowdown, got %q", key, f.Kind))
+			errs = append(errs, fmt.Errorf("%s: kind must be one of xid, gpu_lost, reset_required, hang, ecc, row_remap_pending, row_remap_failed, pcie_downgrade, thermal_slowdown, fabric_down, fabric_degraded, nvlink_down, got %q", key, f.Kind))
+		}
+		if f.Message != "" && (f.Kind != FaultXID || strings.ContainsAny(f.Message, "\r\n")) {
+			errs = append(errs, fmt.Errorf("%s: message is one line of an xid fault", key))
 		}
 	}
 	return errors.Join(errs...)

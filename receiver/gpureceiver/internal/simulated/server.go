@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -38,13 +39,16 @@ type profile struct {
 	nvLinks              int
 	pcieGen              int
 	gpm                  bool
+	// fabric: the GPUs register with an NVSwitch fabric, which NVML reports (Hopper and newer;
+	// an A100's NVSwitch fabric is not reported through NVML).
+	fabric bool
 }
 
 var profiles = map[string]profile{
 	"dgxa100": {gpu: gpus.A100_SXM4_40GB, newServer: dgxa100.NewWithGPUs, smClockMHz: 1410, memClockMHz: 1215, powerMinW: 100, powerMaxW: 400, nvLinks: 12, pcieGen: 4},
-	"dgxh100": {gpu: gpus.H100_SXM5_80GB, newServer: dgxh100.NewWithGPUs, smClockMHz: 1980, memClockMHz: 2619, powerMinW: 200, powerMaxW: 700, nvLinks: 18, pcieGen: 5, gpm: true},
-	"dgxh200": {gpu: gpus.H200_SXM5_141GB, newServer: dgxh200.NewWithGPUs, smClockMHz: 1980, memClockMHz: 3201, powerMinW: 200, powerMaxW: 700, nvLinks: 18, pcieGen: 5, gpm: true},
-	"dgxb200": {gpu: gpus.B200_SXM5_180GB, newServer: dgxb200.NewWithGPUs, smClockMHz: 1965, memClockMHz: 3996, powerMinW: 200, powerMaxW: 1000, nvLinks: 18, pcieGen: 5, gpm: true},
+	"dgxh100": {gpu: gpus.H100_SXM5_80GB, newServer: dgxh100.NewWithGPUs, smClockMHz: 1980, memClockMHz: 2619, powerMinW: 200, powerMaxW: 700, nvLinks: 18, pcieGen: 5, gpm: true, fabric: true},
+	"dgxh200": {gpu: gpus.H200_SXM5_141GB, newServer: dgxh200.NewWithGPUs, smClockMHz: 1980, memClockMHz: 3201, powerMinW: 200, powerMaxW: 700, nvLinks: 18, pcieGen: 5, gpm: true, fabric: true},
+	"dgxb200": {gpu: gpus.B200_SXM5_180GB, newServer: dgxb200.NewWithGPUs, smClockMHz: 1965, memClockMHz: 3996, powerMinW: 200, powerMaxW: 1000, nvLinks: 18, pcieGen: 5, gpm: true, fabric: true},
 }
 
 // Server is an nvml.Interface on a go-nvml mock server. It answers the calls the gpu receiver
@@ -67,6 +71,8 @@ type Server struct {
 
 	mu   sync.Mutex
 	xids []*pendingXID
+	// kernelLog is the write end of KernelLog's pipe, nil until asked for.
+	kernelLog *os.File
 
 	// gpmLive counts the GPM sample buffers allocated and not freed; gpmMisused the calls made
 	// on a buffer after it was freed (a use after free on real NVML), and frees of a freed one.
@@ -127,7 +133,14 @@ func New(sc *Scenario, clk clock.Clock, opts ...Option) *Server {
 
 // Close releases every call blocked by a hang fault and every event wait.
 func (s *Server) Close() {
-	s.closeOnce.Do(func() { close(s.closed) })
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		s.mu.Lock()
+		if s.kernelLog != nil {
+			s.kernelLog.Close()
+		}
+		s.mu.Unlock()
+	})
 }
 
 func (s *Server) elapsed() time.Duration {
@@ -190,6 +203,46 @@ func (s *Server) nextXID(masks map[*Device]uint64) (ev nvml.EventData, ok bool, 
 	return nvml.EventData{}, false, next, more
 }
 
+// KernelLog is the simulated driver's kernel log: a pipe that carries the "NVRM: Xid" line of
+// each xid fault as its NVML event is delivered, as a real driver logs both. The caller reads it
+// as it would /dev/kmsg and closes it when done.
+func (s *Server) KernelLog() (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.kernelLog != nil {
+		s.kernelLog.Close()
+	}
+	s.kernelLog = w
+	return r, nil
+}
+
+// kernelLogWait bounds a write to the kernel log: a reader that stopped reading loses lines
+// instead of stopping the event set.
+const kernelLogWait = time.Second
+
+// logXID writes an XID's kernel log line, with the fault's message or a generic one.
+func (s *Server) logXID(ev nvml.EventData) {
+	s.mu.Lock()
+	w := s.kernelLog
+	s.mu.Unlock()
+	d, ok := ev.Device.(*Device)
+	if w == nil || !ok {
+		return
+	}
+	msg := "pid='<unknown>', name=<unknown>, simulated"
+	for _, x := range d.faults {
+		if x.Kind == FaultXID && x.XID == ev.EventData && x.Message != "" {
+			msg = x.Message
+		}
+	}
+	_ = w.SetWriteDeadline(time.Now().Add(kernelLogWait))
+	_, _ = fmt.Fprintf(w, "NVRM: Xid (PCI:%s): %d, %s\n", fmtBusID(d.pci, "%04x:%02x:%02x"), ev.EventData, msg)
+}
+
 // eventSet implements Wait and Free; the embedded mock covers the rest of nvml.EventSet.
 type eventSet struct {
 	mock.EventSet
@@ -214,6 +267,7 @@ func (e *eventSet) Wait(timeoutMs uint32) (nvml.EventData, nvml.Return) {
 		ev, ok, next, more := e.srv.nextXID(e.masks)
 		e.mu.Unlock()
 		if ok {
+			e.srv.logXID(ev)
 			return ev, nvml.SUCCESS
 		}
 		if !e.sleep(timeout, more, next) {

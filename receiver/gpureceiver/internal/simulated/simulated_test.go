@@ -4,6 +4,7 @@
 package simulated
 
 import (
+	"bufio"
 	"encoding/binary"
 	"math"
 	"os"
@@ -434,4 +435,89 @@ mig: [{gpu: 1, instances: 3, memory_mib: 10000, used_mib: 10, busy: 2}]
 			_ = d.GpmMigSampleGet(1, smp)
 		}
 	})
+}
+
+// TestFabric: Hopper and newer profiles are registered with a healthy fabric; a fabric_down
+// fault leaves a GPU unregistered with its fabric manager disconnected, fabric_degraded degrades
+// its bandwidth, both for as long as they last; the v1 call says the same without the mask. An
+// A100's fabric is not NVML's to report.
+func TestFabric(t *testing.T) {
+	srv, c := newServer(t, `
+profile: dgxh100
+faults:
+  - {at: 0s, gpu: 0, kind: fabric_down, duration: 1m}
+  - {at: 10s, gpu: 1, kind: fabric_degraded}
+`)
+	field := func(mask, shift, width uint32) uint32 { return mask >> shift & width }
+	d0, _ := srv.DeviceGetHandleByIndex(0)
+	d1, _ := srv.DeviceGetHandleByIndex(1)
+	info, ret := d0.GetGpuFabricInfo_v4()
+	require.Equal(t, nvml.SUCCESS, ret)
+	assert.Equal(t, uint8(nvml.GPU_FABRIC_STATE_NOT_STARTED), info.State)
+	assert.Equal(t, uint32(nvml.GPU_FABRIC_HEALTH_MASK_GFM_STATE_DISCONNECTED), field(info.HealthMask, nvml.GPU_FABRIC_HEALTH_MASK_SHIFT_GFM_STATE, nvml.GPU_FABRIC_HEALTH_MASK_WIDTH_GFM_STATE))
+	v1, _ := d0.GetGpuFabricInfo()
+	assert.Equal(t, uint8(nvml.GPU_FABRIC_STATE_NOT_STARTED), v1.State)
+	info, _ = d1.GetGpuFabricInfo_v4()
+	assert.Equal(t, uint32(fabricHealthy), info.HealthMask, "before its fault")
+
+	setTo(c, 2*time.Minute)
+	info, _ = d0.GetGpuFabricInfo_v4()
+	assert.Equal(t, uint8(nvml.GPU_FABRIC_STATE_COMPLETED), info.State, "the fault ended")
+	assert.Equal(t, uint32(fabricHealthy), info.HealthMask)
+	info, _ = d1.GetGpuFabricInfo_v4()
+	assert.Equal(t, uint32(nvml.GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_TRUE), field(info.HealthMask, nvml.GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW, nvml.GPU_FABRIC_HEALTH_MASK_WIDTH_DEGRADED_BW))
+	assert.Equal(t, uint32(nvml.GPU_FABRIC_HEALTH_MASK_GFM_STATE_CONNECTED), field(info.HealthMask, nvml.GPU_FABRIC_HEALTH_MASK_SHIFT_GFM_STATE, nvml.GPU_FABRIC_HEALTH_MASK_WIDTH_GFM_STATE))
+
+	a100, _ := newServer(t, "profile: dgxa100\n")
+	d, _ := a100.DeviceGetHandleByIndex(0)
+	_, ret = d.GetGpuFabricInfo_v4()
+	assert.Equal(t, nvml.ERROR_NOT_SUPPORTED, ret)
+}
+
+// TestNVLinkDown: an nvlink_down fault takes its one link down while it lasts.
+func TestNVLinkDown(t *testing.T) {
+	srv, c := newServer(t, `
+profile: dgxh100
+faults:
+  - {at: 10s, gpu: 3, kind: nvlink_down, link: 7, duration: 1m}
+`)
+	d, _ := srv.DeviceGetHandleByIndex(3)
+	state := func(link int) nvml.EnableState { s, _ := d.GetNvLinkState(link); return s }
+	assert.Equal(t, nvml.FEATURE_ENABLED, state(7))
+	setTo(c, 30*time.Second)
+	assert.Equal(t, nvml.FEATURE_DISABLED, state(7))
+	assert.Equal(t, nvml.FEATURE_ENABLED, state(6))
+	setTo(c, 2*time.Minute)
+	assert.Equal(t, nvml.FEATURE_ENABLED, state(7), "the link came back")
+}
+
+// TestKernelLog: each delivered XID is written to the simulated kernel log in the driver's
+// format, with its fault's message.
+func TestKernelLog(t *testing.T) {
+	srv, c := newServer(t, `
+profile: dgxb200
+faults:
+  - {at: 10s, gpu: 2, kind: xid, xid: 145, message: "RLW_REMAP Nonfatal XC0 i0 Link 02 (0x004505c6 0x00000000)"}
+  - {at: 20s, gpu: 3, kind: xid, xid: 13}
+`)
+	log, err := srv.KernelLog()
+	require.NoError(t, err)
+	defer log.Close()
+	set, _ := srv.EventSetCreate()
+	for i := range 8 {
+		d, _ := srv.DeviceGetHandleByIndex(i)
+		require.Equal(t, nvml.SUCCESS, d.RegisterEvents(nvml.EventTypeXidCriticalError, set))
+	}
+	setTo(c, time.Minute)
+	for range 2 {
+		_, ret := set.Wait(0)
+		require.Equal(t, nvml.SUCCESS, ret)
+	}
+	// A bound on the reads, should the lines never come: a failure, not a hang.
+	require.NoError(t, log.SetReadDeadline(time.Now().Add(10*time.Second)))
+	lines := bufio.NewScanner(log)
+	require.True(t, lines.Scan())
+	assert.Equal(t, "NVRM: Xid (PCI:0000:03:00): 145, RLW_REMAP Nonfatal XC0 i0 Link 02 (0x004505c6 0x00000000)", lines.Text())
+	require.True(t, lines.Scan())
+	assert.Equal(t, "NVRM: Xid (PCI:0000:04:00): 13, pid='<unknown>', name=<unknown>, simulated", lines.Text())
 }
