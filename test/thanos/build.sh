@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds Thanos (github.com/thanos-io/thanos, cmd/thanos: one binary, every component a
 # subcommand) through the Go module proxy, once per version, and prints the binary's path. The
-# tests of the scale-out layout run its Receive, Query and Ruler (THANOS_BIN=$(test/thanos/build.sh)),
+# tests of the scale-out layout run its Receive and Query (THANOS_BIN=$(test/thanos/build.sh)),
 # and so does `make bench`'s scale-out run.
 #
 # Thanos' go.mod has replace directives (forks and pins of a few dependencies), which
