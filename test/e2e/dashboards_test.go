@@ -67,6 +67,22 @@ var onFabric = map[string]bool{
 	"gpu_health/Faults and actions/M": false,
 }
 
+// onAMD are the dashboard queries on what only AMD GPUs report (the amdgpu backend's edge and
+// junction temperatures, RAS error counts and read latency): on the NVIDIA demo they must return
+// nothing, not zeros. On make demo-amd's GPUs they have data, except the edge temperature on an
+// MI300-class GPU (it has no edge sensor) and the RAS fault row while no GPU has an
+// uncorrectable error. Keys as onAttribution's.
+var onAMD = map[string]bool{
+	"gpu_health/Faults and actions/N":            true,
+	"gpu_health/Temperature/B":                   true,
+	"gpu_health/Temperature/C":                   true,
+	"gpu_health/RAS errors per block (AMD)/A":    true,
+	"gpu_health/GPU driver call latency (p95)/B": true,
+	"pai_nodeview/GPU temperature/B":             true,
+	"pai_nodeview/GPU temperature/C":             true,
+	"pai_nodeview/GPU RAS errors (AMD)/A":        true,
+}
+
 // monitoredCluster is what the dashboard and compatibility tests query: make demo's agent with
 // every fault of the demo within seconds (test/e2e/testdata/demo-compressed.yaml) on a fixture
 // host running jobs, the gateway's k8s_watchdog against a real kube-apiserver holding GPU
@@ -428,6 +444,10 @@ func TestDashboards(t *testing.T) {
 				assert.Zero(t, n, "GPM's data on the A100, which has no GPM: %s", target.expr)
 				return
 			}
+			if onAMD[target.key] {
+				assert.Zero(t, n, "AMD data on the NVIDIA demo: %s", target.expr)
+				return
+			}
 			if _, ok := onFabric[target.key]; ok {
 				assert.Zero(t, n, "fabric data on the A100, whose fabric NVML does not report: %s", target.expr)
 				return
@@ -447,6 +467,9 @@ func TestDashboards(t *testing.T) {
 	}
 	for key := range onFabric {
 		assert.True(t, seen[key], "onFabric names %q, which no dashboard has", key)
+	}
+	for key := range onAMD {
+		assert.True(t, seen[key], "onAMD names %q, which no dashboard has", key)
 	}
 
 	// The recording rules (deploy/prometheus/rules) on the demo's data.
