@@ -384,6 +384,7 @@ type dashboardTarget struct {
 	key  string // "<dashboard uid>/<panel title>/<refId>"
 	vars map[string]string
 	expr string
+	raw  string // expr as the dashboard has it, before the variables are filled
 }
 
 // dashboardTargets are every query of every panel of deploy/grafana/*.json, once for each fill
@@ -402,7 +403,7 @@ func dashboardTargets(t *testing.T, mc monitoredCluster) []dashboardTarget {
 		for _, vars := range mc.variableValues(t, d) {
 			for _, p := range d.Panels {
 				for _, target := range p.Targets {
-					targets = append(targets, dashboardTarget{d.UID + "/" + p.Title + "/" + target.RefID, vars, expand(target.Expr, vars)})
+					targets = append(targets, dashboardTarget{d.UID + "/" + p.Title + "/" + target.RefID, vars, expand(target.Expr, vars), target.Expr})
 				}
 			}
 		}
@@ -471,6 +472,25 @@ func TestDashboards(t *testing.T) {
 	for key := range onAMD {
 		assert.True(t, seen[key], "onAMD names %q, which no dashboard has", key)
 	}
+
+	// The vendor variable filters: with only a vendor the demo's GPUs are not of selected, each
+	// query that uses it returns nothing.
+	t.Run("vender=amd", func(t *testing.T) {
+		filtered := 0
+		for _, target := range dashboardTargets(t, mc) {
+			if !strings.Contains(target.raw, "$vender") {
+				continue
+			}
+			filtered++
+			vars := maps.Clone(target.vars)
+			vars["vender"] = "(amd)"
+			expr := expand(target.raw, vars)
+			n, err := mc.query(expr)
+			require.NoError(t, err, expr)
+			assert.Zero(t, n, "NVIDIA GPUs with vender=amd selected: %s", expr)
+		}
+		assert.Positive(t, filtered)
+	})
 
 	// The recording rules (deploy/prometheus/rules) on the demo's data.
 	for _, record := range recordedRules {
