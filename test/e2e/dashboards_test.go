@@ -67,6 +67,22 @@ var onFabric = map[string]bool{
 	"gpu_health/Faults and actions/M": false,
 }
 
+// onAMD are the dashboard queries on what only AMD GPUs report (the amdgpu backend's edge and
+// junction temperatures, RAS error counts and read latency): on the NVIDIA demo they must return
+// nothing, not zeros. On make demo-amd's GPUs they have data, except the edge temperature on an
+// MI300-class GPU (it has no edge sensor) and the RAS fault row while no GPU has an
+// uncorrectable error. Keys as onAttribution's.
+var onAMD = map[string]bool{
+	"gpu_health/Faults and actions/N":            true,
+	"gpu_health/Temperature/B":                   true,
+	"gpu_health/Temperature/C":                   true,
+	"gpu_health/RAS errors per block (AMD)/A":    true,
+	"gpu_health/GPU driver call latency (p95)/B": true,
+	"pai_nodeview/GPU temperature/B":             true,
+	"pai_nodeview/GPU temperature/C":             true,
+	"pai_nodeview/GPU RAS errors (AMD)/A":        true,
+}
+
 // monitoredCluster is what the dashboard and compatibility tests query: make demo's agent with
 // every fault of the demo within seconds (test/e2e/testdata/demo-compressed.yaml) on a fixture
 // host running jobs, the gateway's k8s_watchdog against a real kube-apiserver holding GPU
@@ -368,6 +384,7 @@ type dashboardTarget struct {
 	key  string // "<dashboard uid>/<panel title>/<refId>"
 	vars map[string]string
 	expr string
+	raw  string // expr as the dashboard has it, before the variables are filled
 }
 
 // dashboardTargets are every query of every panel of deploy/grafana/*.json, once for each fill
@@ -386,7 +403,7 @@ func dashboardTargets(t *testing.T, mc monitoredCluster) []dashboardTarget {
 		for _, vars := range mc.variableValues(t, d) {
 			for _, p := range d.Panels {
 				for _, target := range p.Targets {
-					targets = append(targets, dashboardTarget{d.UID + "/" + p.Title + "/" + target.RefID, vars, expand(target.Expr, vars)})
+					targets = append(targets, dashboardTarget{d.UID + "/" + p.Title + "/" + target.RefID, vars, expand(target.Expr, vars), target.Expr})
 				}
 			}
 		}
@@ -428,6 +445,10 @@ func TestDashboards(t *testing.T) {
 				assert.Zero(t, n, "GPM's data on the A100, which has no GPM: %s", target.expr)
 				return
 			}
+			if onAMD[target.key] {
+				assert.Zero(t, n, "AMD data on the NVIDIA demo: %s", target.expr)
+				return
+			}
 			if _, ok := onFabric[target.key]; ok {
 				assert.Zero(t, n, "fabric data on the A100, whose fabric NVML does not report: %s", target.expr)
 				return
@@ -448,6 +469,28 @@ func TestDashboards(t *testing.T) {
 	for key := range onFabric {
 		assert.True(t, seen[key], "onFabric names %q, which no dashboard has", key)
 	}
+	for key := range onAMD {
+		assert.True(t, seen[key], "onAMD names %q, which no dashboard has", key)
+	}
+
+	// The vendor variable filters: with only a vendor the demo's GPUs are not of selected, each
+	// query that uses it returns nothing.
+	t.Run("vender=amd", func(t *testing.T) {
+		filtered := 0
+		for _, target := range dashboardTargets(t, mc) {
+			if !strings.Contains(target.raw, "$vender") {
+				continue
+			}
+			filtered++
+			vars := maps.Clone(target.vars)
+			vars["vender"] = "(amd)"
+			expr := expand(target.raw, vars)
+			n, err := mc.query(expr)
+			require.NoError(t, err, expr)
+			assert.Zero(t, n, "NVIDIA GPUs with vender=amd selected: %s", expr)
+		}
+		assert.Positive(t, filtered)
+	})
 
 	// The recording rules (deploy/prometheus/rules) on the demo's data.
 	for _, record := range recordedRules {
