@@ -73,7 +73,7 @@ func createDefaultConfig() component.Config {
 			Taint:            []Action{ActionReboot, ActionCheckNVLink, ActionInspectHardware},
 			EscalationWindow: 7 * 24 * time.Hour,
 			Breaker:          BreakerConfig{MaxShare: 0.1, Window: time.Hour},
-			GPUResourceNames: []string{"nvidia.com/gpu"},
+			GPUResourceNames: []string{"nvidia.com/gpu", "amd.com/gpu"},
 		},
 	}
 }

@@ -37,7 +37,8 @@ type Config struct {
 	// HealthzTimeout bounds each GET /healthz probe.
 	HealthzTimeout time.Duration `mapstructure:"healthz_timeout"`
 	// GPUResourceNames are the extended resources counted as GPUs by k8s_node_gpu_*, summed:
-	// nvidia.com/gpu, MIG profiles (nvidia.com/mig-1g.10gb) or shared-GPU names.
+	// nvidia.com/gpu and amd.com/gpu (the default), MIG profiles (nvidia.com/mig-1g.10gb),
+	// AMD partitions (amd.com/cpx_nps4) or shared-GPU names.
 	GPUResourceNames []string `mapstructure:"gpu_resource_names"`
 	// ServiceLabel is the pod label that makes a pod a platform service (pai_pod_count,
 	// pai_container_count); its value is service_name. OpenPAI used app.

@@ -42,7 +42,7 @@ func createDefaultConfig() component.Config {
 		// server is down (the cache-based metrics are withheld until the informers sync anyway).
 		SyncTimeout:      10 * time.Second,
 		HealthzTimeout:   10 * time.Second,
-		GPUResourceNames: []string{"nvidia.com/gpu"},
+		GPUResourceNames: []string{"nvidia.com/gpu", "amd.com/gpu"},
 		ServiceLabel:     "app",
 		JobNameSources: []JobNameSource{
 			{Label: "jobName"},                        // OpenPAI before v1.0

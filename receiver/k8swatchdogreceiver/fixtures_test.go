@@ -19,6 +19,11 @@ func gpus(n int64) corev1.ResourceList {
 	return corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(n, resource.DecimalSI)}
 }
 
+// amdGPUs is what ROCm's device plugin advertises (its default, single naming strategy).
+func amdGPUs(n int64) corev1.ResourceList {
+	return corev1.ResourceList{"amd.com/gpu": *resource.NewQuantity(n, resource.DecimalSI)}
+}
+
 func node(name, ip string, allocatable, capacity corev1.ResourceList, unschedulable bool, conds ...corev1.NodeCondition) *corev1.Node {
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}},
@@ -111,8 +116,9 @@ func fixtureCluster() []runtime.Object {
 			nodeCond(corev1.NodeDiskPressure, corev1.ConditionTrue),
 			nodeCond(corev1.NodePIDPressure, corev1.ConditionFalse),
 			nodeCond("KernelDeadlock", corev1.ConditionFalse)),
-		// No allocatable at all: capacity counts.
-		node("node-c", "10.0.0.3", nil, gpus(2), false),
+		// An AMD node (counted by the default gpu_resource_names) with no allocatable at all:
+		// capacity counts.
+		node("node-c", "10.0.0.3", nil, amdGPUs(2), false),
 
 		// A service pod: one container crash-looping, one with no state reported yet.
 		pod(podSpec{
