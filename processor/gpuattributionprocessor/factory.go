@@ -35,7 +35,7 @@ func createDefaultConfig() component.Config {
 		ZombieAfter:          5 * time.Minute,
 		PodResources: PodResourcesConfig{
 			// dcgm-exporter's default is 10 s inside the scrape; here it only bounds a refresh.
-			Timeout:       5 * time.Second,
+			Timeout: 5 * time.Second,
 			// NVIDIA's device plugin: whole GPUs and MIG profiles. ROCm's (ROCm/k8s-device-plugin):
 			// amd.com/gpu, or with -resource_naming_strategy=mixed amd.com/<compute>_<memory>
 			// after the GPUs' partition modes (spx|dpx|tpx|qpx|cpx, nps1|nps2|nps4|nps8).

@@ -113,7 +113,7 @@ type node struct {
 	cdi         *cdi.Reader // nil when DRA claims are not read
 	draFailing  bool
 
-	inv                 atomic.Pointer[inventory]
+	inv atomic.Pointer[inventory]
 	// visibleDeviceErrors count each environment source's malformed items (a map made whole at
 	// start: only its counters change).
 	visibleDeviceErrors map[Source]*atomic.Int64

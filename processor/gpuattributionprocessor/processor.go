@@ -54,11 +54,11 @@ type gpuReading struct {
 	// pciBusID is gpu_info's, in its writer's form; partitionDevice, on an AMD GPU partition,
 	// the kernel device ROCm's device plugin allocates it by (its PCI address or amdgpu_xcp_N).
 	pciBusID, partitionDevice string
-	ts                  pcommon.Timestamp
-	util, memUtil       float64
-	hasUtil, hasMemUtil bool
-	procs               []gpuProcess
-	migs                []migReading
+	ts                        pcommon.Timestamp
+	util, memUtil             float64
+	hasUtil, hasMemUtil       bool
+	procs                     []gpuProcess
+	migs                      []migReading
 	// activity is GPM's, of the whole GPU (gi "") and of each MIG instance: Hopper and newer.
 	activity []gpmActivity
 }
