@@ -20,11 +20,11 @@ func TestLoadConfig(t *testing.T) {
 	def := createDefaultConfig().(*Config)
 	custom := createDefaultConfig().(*Config)
 	custom.RootPath = "/hostfs"
-	custom.AllocationSources = []Source{SourceNvidiaVisibleDevices, SourceProcess}
+	custom.AllocationSources = []Source{SourceNvidiaVisibleDevices, SourceAMDVisibleDevices, SourceProcess}
 	custom.RefreshInterval = 30 * time.Second
 	custom.ZombieAfter = 10 * time.Minute
 	custom.PodResources = PodResourcesConfig{
-		Socket: "/run/kubelet.sock", Timeout: 2 * time.Second, ResourceNames: []string{"nvidia.com/gpu", "example.com/shared-gpu"},
+		Socket: "/run/kubelet.sock", Timeout: 2 * time.Second, ResourceNames: []string{"nvidia.com/gpu", "example.com/shared-gpu", "amd.com/cpx_*"},
 		Drivers: []string{"gpu.nvidia.com", "gpu.example.com"}, CDISpecDirs: []string{"/run/cdi"},
 	}
 
