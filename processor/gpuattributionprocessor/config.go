@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/confmap"
@@ -23,11 +24,12 @@ type Source string
 const (
 	SourcePodResources         Source = "pod_resources"
 	SourceNvidiaVisibleDevices Source = "nvidia_visible_devices"
+	SourceAMDVisibleDevices    Source = "amd_visible_devices"
 	SourceProcess              Source = "process"
 )
 
 // Sources are the values a Source may take.
-var Sources = []Source{SourcePodResources, SourceNvidiaVisibleDevices, SourceProcess}
+var Sources = []Source{SourcePodResources, SourceNvidiaVisibleDevices, SourceAMDVisibleDevices, SourceProcess}
 
 // Validate accepts one of Sources.
 func (s Source) Validate() error { return enum.Check(s, Sources) }
@@ -57,7 +59,7 @@ type PodResourcesConfig struct {
 	// Timeout bounds each call to the kubelet.
 	Timeout time.Duration `mapstructure:"timeout"`
 	// ResourceNames are the extended resources that are GPUs; a trailing * matches a prefix
-	// (nvidia.com/mig-* is every MIG profile).
+	// (nvidia.com/mig-* is every MIG profile, amd.com/cpx_* every CPX partition's memory mode).
 	ResourceNames []string `mapstructure:"resource_names"`
 	// Drivers are the DRA drivers whose devices are GPUs; empty reads no DRA allocation.
 	Drivers []string `mapstructure:"drivers"`
@@ -102,6 +104,11 @@ func (cfg *Config) Validate() error {
 		if len(p.ResourceNames) == 0 {
 			errs = append(errs, errors.New("pod_resources::resource_names must name at least one resource, e.g. nvidia.com/gpu"))
 		}
+		for i, n := range p.ResourceNames {
+			if err := checkResourceName(n); err != nil {
+				errs = append(errs, fmt.Errorf("pod_resources::resource_names::%d: %w", i, err))
+			}
+		}
 		for i, d := range p.Drivers {
 			if d == "" {
 				errs = append(errs, fmt.Errorf("pod_resources::drivers::%d: empty; name a DRA driver, e.g. gpu.nvidia.com", i))
@@ -117,6 +124,21 @@ func (cfg *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkResourceName accepts an extended resource name (<domain>/<name>), or its prefix
+// followed by one *, as the kubelet lists device plugins' resources.
+func checkResourceName(n string) error {
+	domain, name, ok := strings.Cut(strings.TrimSuffix(n, "*"), "/")
+	switch {
+	case !ok || domain == "":
+		return fmt.Errorf("%q is not an extended resource name: <domain>/<name>, e.g. amd.com/gpu", n)
+	case strings.Contains(name, "/") || strings.Contains(name, "*"):
+		return fmt.Errorf("%q: a name has one / and at most one *, at its end (amd.com/cpx_*)", n)
+	case name == "" && !strings.HasSuffix(n, "*"):
+		return fmt.Errorf("%q names no resource of %s: add its name, or * for all of them", n, domain)
+	}
+	return nil
 }
 
 func (cfg *Config) usesPodResources() bool {

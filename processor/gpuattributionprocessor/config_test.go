@@ -20,11 +20,11 @@ func TestLoadConfig(t *testing.T) {
 	def := createDefaultConfig().(*Config)
 	custom := createDefaultConfig().(*Config)
 	custom.RootPath = "/hostfs"
-	custom.AllocationSources = []Source{SourceNvidiaVisibleDevices, SourceProcess}
+	custom.AllocationSources = []Source{SourceNvidiaVisibleDevices, SourceAMDVisibleDevices, SourceProcess}
 	custom.RefreshInterval = 30 * time.Second
 	custom.ZombieAfter = 10 * time.Minute
 	custom.PodResources = PodResourcesConfig{
-		Socket: "/run/kubelet.sock", Timeout: 2 * time.Second, ResourceNames: []string{"nvidia.com/gpu", "example.com/shared-gpu"},
+		Socket: "/run/kubelet.sock", Timeout: 2 * time.Second, ResourceNames: []string{"nvidia.com/gpu", "example.com/shared-gpu", "amd.com/cpx_*"},
 		Drivers: []string{"gpu.nvidia.com", "gpu.example.com"}, CDISpecDirs: []string{"/run/cdi"},
 	}
 
@@ -38,6 +38,18 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, "/var/lib/kubelet/pod-resources/kubelet.sock", def.socket(), "the kubelet's socket under root_path")
 }
 
+// TestDefaultResourceNames: by default the GPUs of NVIDIA's and ROCm's device plugins are GPUs,
+// whichever naming strategy ROCm's runs with; no other vendor's resource is.
+func TestDefaultResourceNames(t *testing.T) {
+	isGPU := resourceMatcher(createDefaultConfig().(*Config).PodResources.ResourceNames)
+	for _, r := range []string{"nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "amd.com/gpu", "amd.com/spx_nps1", "amd.com/dpx_nps2", "amd.com/tpx_nps1", "amd.com/qpx_nps4", "amd.com/cpx_nps4", "amd.com/cpx_nps8"} {
+		assert.True(t, isGPU(r), r)
+	}
+	for _, r := range []string{"amd.com/nic", "amd.com/xilinx_u200", "rdma/hca", "example.com/gpu"} {
+		assert.False(t, isGPU(r), r)
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -45,8 +57,8 @@ func TestConfigErrors(t *testing.T) {
 		want   string
 	}{
 		{"relative root", func(c *Config) { c.RootPath = "hostfs" }, `root_path must be an absolute path, got "hostfs"`},
-		{"no sources", func(c *Config) { c.AllocationSources = nil }, "allocation_sources must name at least one of pod_resources, nvidia_visible_devices, process"},
-		{"unknown source", func(c *Config) { c.AllocationSources = []Source{"process", "crystal_ball"} }, `allocation_sources::1: must be one of pod_resources, nvidia_visible_devices, process; got "crystal_ball"`},
+		{"no sources", func(c *Config) { c.AllocationSources = nil }, "allocation_sources must name at least one of pod_resources, nvidia_visible_devices, amd_visible_devices, process"},
+		{"unknown source", func(c *Config) { c.AllocationSources = []Source{"process", "crystal_ball"} }, `allocation_sources::1: must be one of pod_resources, nvidia_visible_devices, amd_visible_devices, process; got "crystal_ball"`},
 		{"twice", func(c *Config) { c.AllocationSources = []Source{"process", "process"} }, `allocation_sources::1: "process" is listed twice`},
 		{"refresh", func(c *Config) { c.RefreshInterval = 0 }, "refresh_interval must be positive, got 0s"},
 		{"zombie", func(c *Config) { c.ZombieAfter = -time.Second }, "zombie_after must be positive, got -1s"},
@@ -54,6 +66,10 @@ func TestConfigErrors(t *testing.T) {
 		{"timeout", func(c *Config) { c.PodResources.Timeout = 0 }, "pod_resources::timeout must be positive, got 0s"},
 		{"timeout above refresh", func(c *Config) { c.PodResources.Timeout = time.Minute }, "pod_resources::timeout (1m0s) must not exceed refresh_interval (10s)"},
 		{"resources", func(c *Config) { c.PodResources.ResourceNames = nil }, "pod_resources::resource_names must name at least one resource"},
+		{"resource without domain", func(c *Config) { c.PodResources.ResourceNames = []string{"amd.com/gpu", "gpu"} }, `pod_resources::resource_names::1: "gpu" is not an extended resource name: <domain>/<name>, e.g. amd.com/gpu`},
+		{"resource without name", func(c *Config) { c.PodResources.ResourceNames = []string{"amd.com/"} }, `pod_resources::resource_names::0: "amd.com/" names no resource of amd.com: add its name, or * for all of them`},
+		{"star inside", func(c *Config) { c.PodResources.ResourceNames = []string{"amd.com/*_nps1"} }, `pod_resources::resource_names::0: "amd.com/*_nps1": a name has one / and at most one *, at its end (amd.com/cpx_*)`},
+		{"two slashes", func(c *Config) { c.PodResources.ResourceNames = []string{"amd.com/cpx/nps1"} }, `pod_resources::resource_names::0: "amd.com/cpx/nps1": a name has one / and at most one *`},
 		{"empty driver", func(c *Config) { c.PodResources.Drivers = []string{"gpu.nvidia.com", ""} }, "pod_resources::drivers::1: empty; name a DRA driver, e.g. gpu.nvidia.com"},
 		{"no CDI dirs", func(c *Config) { c.PodResources.CDISpecDirs = nil }, "pod_resources::cdi_spec_dirs must name at least one directory while pod_resources::drivers names DRA drivers"},
 		{"relative CDI dir", func(c *Config) { c.PodResources.CDISpecDirs = []string{"/etc/cdi", "run/cdi"} }, `pod_resources::cdi_spec_dirs::1 must be an absolute path on the host, got "run/cdi"`},

@@ -30,19 +30,27 @@ func createDefaultConfig() component.Config {
 	return &Config{
 		MetricsBuilderConfig: metadata.NewDefaultMetricsBuilderConfig(),
 		RootPath:             "/",
-		AllocationSources:    []Source{SourcePodResources, SourceNvidiaVisibleDevices, SourceProcess},
+		AllocationSources:    []Source{SourcePodResources, SourceNvidiaVisibleDevices, SourceAMDVisibleDevices, SourceProcess},
 		RefreshInterval:      10 * time.Second,
 		ZombieAfter:          5 * time.Minute,
 		PodResources: PodResourcesConfig{
 			// dcgm-exporter's default is 10 s inside the scrape; here it only bounds a refresh.
-			Timeout:       5 * time.Second,
-			ResourceNames: []string{"nvidia.com/gpu", "nvidia.com/mig-*"},
+			Timeout: 5 * time.Second,
+			// NVIDIA's device plugin: whole GPUs and MIG profiles. ROCm's (ROCm/k8s-device-plugin):
+			// amd.com/gpu, or with -resource_naming_strategy=mixed amd.com/<compute>_<memory>
+			// after the GPUs' partition modes (spx|dpx|tpx|qpx|cpx, nps1|nps2|nps4|nps8).
+			ResourceNames: slices.Clone(defaultResourceNames),
 			// NVIDIA's DRA driver (kubernetes-sigs/dra-driver-nvidia-gpu) writes a claim's spec
 			// into /var/run/cdi; /etc/cdi holds static ones.
 			Drivers:     []string{"gpu.nvidia.com"},
 			CDISpecDirs: slices.Clone(cdi.DefaultSpecDirs),
 		},
 	}
+}
+
+var defaultResourceNames = []string{
+	"nvidia.com/gpu", "nvidia.com/mig-*",
+	"amd.com/gpu", "amd.com/spx_*", "amd.com/dpx_*", "amd.com/tpx_*", "amd.com/qpx_*", "amd.com/cpx_*",
 }
 
 func createMetrics(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Metrics) (processor.Metrics, error) {

@@ -113,8 +113,10 @@ type node struct {
 	cdi         *cdi.Reader // nil when DRA claims are not read
 	draFailing  bool
 
-	inv                 atomic.Pointer[inventory]
-	visibleDeviceErrors atomic.Int64
+	inv atomic.Pointer[inventory]
+	// visibleDeviceErrors count each environment source's malformed items (a map made whole at
+	// start: only its counters change).
+	visibleDeviceErrors map[Source]*atomic.Int64
 	processReadErrors   atomic.Int64
 	draErrors           atomic.Int64
 	loop                *refresh.Loop
@@ -146,6 +148,11 @@ func newNode(set nodeSettings) (*node, error) {
 		proc:        proc,
 		known:       map[string]*container{},
 		orphanSince: map[string]time.Time{},
+
+		visibleDeviceErrors: map[Source]*atomic.Int64{},
+	}
+	for _, es := range environmentSources {
+		n.visibleDeviceErrors[es.source] = &atomic.Int64{}
 	}
 	mount := filepath.Join(set.root, "sys", "fs", "cgroup")
 	if n.version, err = cgroupfs.DetectVersion(mount); err != nil {
@@ -319,8 +326,10 @@ func (n *node) identifyProcess(pid int, ctr cgroupfs.Container, cgroupDir string
 	comm, _ := p.Comm()
 	env := tasklabels.ParseEnviron(environ)
 	labels, fromEnv := tasklabels.FromEnv(env)
-	visible, malformed := parseVisibleDevices(env)
-	n.visibleDeviceErrors.Add(int64(malformed))
+	visible, malformed := readVisibleDevices(env)
+	for source, count := range malformed {
+		n.visibleDeviceErrors[source].Add(int64(count))
+	}
 	sandbox := ctr.IsPodSandbox(comm)
 	return &container{
 		id:        ctr.ID,

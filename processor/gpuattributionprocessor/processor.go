@@ -23,6 +23,7 @@ import (
 
 // Names the gpu receiver gives what attribution reads.
 const (
+	metricInfo          = "gpu_info"
 	metricUtilization   = "gpu_utilization"
 	metricMemUtil       = "gpu_mem_utilization"
 	metricProcessMemory = "gpu_process_memory_used_bytes"
@@ -42,17 +43,22 @@ const (
 	attrMIGUUID         = "mig_uuid"
 	attrGPUInstance     = "gpu_instance_id"
 	attrComputeInstance = "compute_instance_id"
+	attrPCIBusID        = "pci_bus_id"
+	attrPartitionDevice = "partition_device"
 )
 
 // gpuReading is what one GPU's resource in a gpu receiver batch says.
 type gpuReading struct {
 	minor, uuid         string
 	nodeName, simulated string
-	ts                  pcommon.Timestamp
-	util, memUtil       float64
-	hasUtil, hasMemUtil bool
-	procs               []gpuProcess
-	migs                []migReading
+	// pciBusID is gpu_info's, in its writer's form; partitionDevice, on an AMD GPU partition,
+	// the kernel device ROCm's device plugin allocates it by (its PCI address or amdgpu_xcp_N).
+	pciBusID, partitionDevice string
+	ts                        pcommon.Timestamp
+	util, memUtil             float64
+	hasUtil, hasMemUtil       bool
+	procs                     []gpuProcess
+	migs                      []migReading
 	// activity is GPM's, of the whole GPU (gi "") and of each MIG instance: Hopper and newer.
 	activity []gpmActivity
 }
@@ -91,6 +97,7 @@ type gpuProcess struct {
 	pidAttr string
 	memory  int64
 	sm      int64
+	hasSM   bool // NVML's per-process utilization; the KFD (AMD) has none
 	// owner is the process's container (nil outside any); resolved is false when its /proc entry
 	// could not be read (it exited between NVML's answer and ours).
 	owner    *container
@@ -303,6 +310,13 @@ func (g *gpuReading) read(m pmetric.Metric) {
 			g.ts = dp.Timestamp()
 		}
 		switch m.Name() {
+		case metricInfo:
+			if v, ok := dp.Attributes().Get(attrPCIBusID); ok {
+				g.pciBusID = v.Str()
+			}
+			if v, ok := dp.Attributes().Get(attrPartitionDevice); ok {
+				g.partitionDevice = v.Str()
+			}
 		case metricUtilization:
 			g.util, g.hasUtil = number(dp), true
 		case metricMemUtil:
@@ -322,7 +336,7 @@ func (g *gpuReading) read(m pmetric.Metric) {
 			if m.Name() == metricProcessMemory {
 				pr.memory = int64(number(dp))
 			} else {
-				pr.sm = int64(number(dp))
+				pr.sm, pr.hasSM = int64(number(dp)), true
 			}
 		case metricMIGUsed, metricMIGTotal:
 			u, ok := dp.Attributes().Get(attrMIGUUID)
@@ -442,7 +456,9 @@ func (p *gpuAttribution) attribute(gpus []gpuReading) pmetric.Metrics {
 	}
 	p.mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, kubeletFailures, metadata.AttributeSourcePodResources)
 	p.mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, p.node.draErrors.Load(), metadata.AttributeSourceDra)
-	p.mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, p.node.visibleDeviceErrors.Load(), metadata.AttributeSourceNvidiaVisibleDevices)
+	for _, es := range environmentSources {
+		p.mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, p.node.visibleDeviceErrors[es.source].Load(), metadata.MapAttributeSource[string(es.source)])
+	}
 	p.mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, p.node.processReadErrors.Load(), metadata.AttributeSourceProcess)
 	rb := p.mb.NewResourceBuilder()
 	rb.SetNodeName(gpus[0].nodeName)
@@ -554,12 +570,12 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 				}
 			}
 			p.claimDRA(kube, inv, devs, isAlive, undecidable, claim)
-		case SourceNvidiaVisibleDevices:
+		case SourceNvidiaVisibleDevices, SourceAMDVisibleDevices:
 			for _, c := range inv.containers {
-				if len(c.visible) == 0 || !isAlive(c) {
+				if len(c.visible[source]) == 0 || !isAlive(c) {
 					continue
 				}
-				for _, id := range c.visible {
+				for _, id := range c.visible[source] {
 					if t, ok := devs.resolve(id); ok {
 						claim(t, c, claimRef{})
 					}
@@ -625,26 +641,32 @@ func (p *gpuAttribution) recordShare(gpus []gpuReading, h holding, holders int, 
 		}
 		return
 	}
-	var sm, smAll, mem, memAll int64
+	// Utilization is split by the processes' SM utilization; where none has one (AMD: the KFD
+	// gives no per-process utilization), by their memory, the one per-process measure there is.
+	bySM := slices.ContainsFunc(g.procs, func(pr gpuProcess) bool { return pr.hasSM })
+	var use, useAll, mem, memAll int64
 	for _, pr := range g.procs {
-		smAll += pr.sm
+		w := pr.memory
+		if bySM {
+			w = pr.sm
+		}
+		useAll += w
 		memAll += pr.memory
 		if pr.owner == c {
-			sm += pr.sm
+			use += w
 			mem += pr.memory
 		}
 	}
 	if g.hasUtil {
-		p.mb.RecordTaskGpuPercentDataPoint(ts, share(g.util, sm, smAll), g.minor, g.uuid, "", claim...)
+		p.mb.RecordTaskGpuPercentDataPoint(ts, share(g.util, use, useAll), g.minor, g.uuid, "", claim...)
 	}
 	if g.hasMemUtil {
 		p.mb.RecordTaskGpuMemPercentDataPoint(ts, share(g.memUtil, mem, memAll), g.minor, g.uuid, "", claim...)
 	}
-	// GPM measures the whole device. SM activity is split as utilization is, by the processes'
-	// SM utilization; which process kept the tensor pipes or the memory busy no counter says, so
+	// GPM measures the whole device. SM activity is split as utilization is; which process kept the tensor pipes or the memory busy no counter says, so
 	// those two are not divided and stay the device's (gpu_pipe_active_percent, ...).
 	if a, ok := g.findActivity(""); ok && a.hasSM {
-		p.mb.RecordTaskGpuSmActivePercentDataPoint(ts, share(a.sm, sm, smAll), g.minor, g.uuid, "", claim...)
+		p.mb.RecordTaskGpuSmActivePercentDataPoint(ts, share(a.sm, use, useAll), g.minor, g.uuid, "", claim...)
 	}
 }
 

@@ -199,18 +199,31 @@ func TestOtherBatchesPassThrough(t *testing.T) {
 	assert.NoError(t, pmetrictest.CompareMetrics(before, out))
 }
 
+// FuzzParseVisibleDevices: whatever a variable holds, alone or beside the others, every id
+// taken is an index or a UUID, and nothing panics.
 func FuzzParseVisibleDevices(f *testing.F) {
-	for _, s := range []string{"0,1", "GPU-abc,MIG-def", "all", "none", "void", "", "7,bogus,,GPU-", " 3 , 4 "} {
-		f.Add(s)
+	for _, s := range []string{"0,1", "GPU-abc,MIG-def", "all", "none", "void", "", "7,bogus,,GPU-", " 3 , 4 ", "GPU-4B2C1A9F8D3E6F7A,1", "-1"} {
+		f.Add(s, uint8(0))
 	}
-	f.Fuzz(func(t *testing.T, v string) {
-		devices, malformed := parseVisibleDevices(map[string]string{"NVIDIA_VISIBLE_DEVICES": v})
-		if malformed < 0 {
-			t.Fatal("negative count")
+	variables := []string{"NVIDIA_VISIBLE_DEVICES", "PAI_AMD_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"}
+	f.Fuzz(func(t *testing.T, v string, which uint8) {
+		env := map[string]string{variables[int(which)%len(variables)]: v}
+		if which >= 128 { // the others set too: HIP's indices count ROCR's UUIDs
+			for _, name := range variables {
+				env[name] = v
+			}
 		}
-		for _, d := range devices {
-			if !isIndex(d) && !isUUID(d) {
-				t.Fatalf("%q accepted from %q", d, v)
+		visible, malformed := readVisibleDevices(env)
+		for source, count := range malformed {
+			if count <= 0 {
+				t.Fatalf("%s: count %d", source, count)
+			}
+		}
+		for source, ids := range visible {
+			for _, d := range ids {
+				if !isIndex(d) && !hasIDPrefix(d, "GPU-", "MIG-") {
+					t.Fatalf("%s: %q accepted from %q", source, d, v)
+				}
 			}
 		}
 	})

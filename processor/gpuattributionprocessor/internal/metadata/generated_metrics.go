@@ -25,6 +25,7 @@ const (
 	AttributeSourcePodResources
 	AttributeSourceDra
 	AttributeSourceNvidiaVisibleDevices
+	AttributeSourceAmdVisibleDevices
 	AttributeSourceProcess
 )
 
@@ -37,6 +38,8 @@ func (av AttributeSource) String() string {
 		return "dra"
 	case AttributeSourceNvidiaVisibleDevices:
 		return "nvidia_visible_devices"
+	case AttributeSourceAmdVisibleDevices:
+		return "amd_visible_devices"
 	case AttributeSourceProcess:
 		return "process"
 	}
@@ -48,6 +51,7 @@ var MapAttributeSource = map[string]AttributeSource{
 	"pod_resources":          AttributeSourcePodResources,
 	"dra":                    AttributeSourceDra,
 	"nvidia_visible_devices": AttributeSourceNvidiaVisibleDevices,
+	"amd_visible_devices":    AttributeSourceAmdVisibleDevices,
 	"process":                AttributeSourceProcess,
 }
 
@@ -164,7 +168,7 @@ type metricGpuAttributionSourceErrorsTotal struct {
 // init fills gpu_attribution_source_errors_total metric with initial data.
 func (m *metricGpuAttributionSourceErrorsTotal) init() {
 	m.data.SetName("gpu_attribution_source_errors_total")
-	m.data.SetDescription("Failed reads of a source - a pod-resources refresh that failed (attribution then falls back to the next source), a device of a DRA claim that the node's CDI specs and NVIDIA driver files did not join to a GPU (counted at each refresh while it lasts; the GPU falls back to the next source), a malformed NVIDIA_VISIBLE_DEVICES item, a GPU process whose /proc entry could not be read.")
+	m.data.SetDescription("Failed reads of a source - a pod-resources refresh that failed (attribution then falls back to the next source), a device of a DRA claim that the node's CDI specs and NVIDIA driver files did not join to a GPU (counted at each refresh while it lasts; the GPU falls back to the next source), a malformed NVIDIA_VISIBLE_DEVICES item, a malformed PAI_AMD_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES item (amd_visible_devices), a GPU process whose /proc entry could not be read.")
 	m.data.SetUnit("{error}")
 	m.data.SetEmptySum()
 	m.data.Sum().SetIsMonotonic(true)
@@ -440,7 +444,7 @@ type metricTaskGpuPercent struct {
 // init fills task_gpu_percent metric with initial data.
 func (m *metricTaskGpuPercent) init() {
 	m.data.SetName("task_gpu_percent")
-	m.data.SetDescription("Utilization of each GPU allocated to the task. The device's on a GPU the task holds alone; on a shared GPU the task's share, the device's utilization split by its processes' SM utilization. Absent on a MIG slice (NVML has no utilization in MIG mode).")
+	m.data.SetDescription("Utilization of each GPU allocated to the task. The device's on a GPU the task holds alone; on a shared GPU the task's share, the device's utilization split by its processes' SM utilization, or by their memory where no process has one (AMD - the KFD gives no per-process utilization). Absent on a MIG slice (NVML has no utilization in MIG mode).")
 	m.data.SetUnit("%")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)

@@ -143,7 +143,7 @@ func TestMetricsBuilder(t *testing.T) {
 					validatedMetrics["gpu_attribution_source_errors_total"] = true
 					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-					assert.Equal(t, "Failed reads of a source - a pod-resources refresh that failed (attribution then falls back to the next source), a device of a DRA claim that the node's CDI specs and NVIDIA driver files did not join to a GPU (counted at each refresh while it lasts; the GPU falls back to the next source), a malformed NVIDIA_VISIBLE_DEVICES item, a GPU process whose /proc entry could not be read.", mi.Description())
+					assert.Equal(t, "Failed reads of a source - a pod-resources refresh that failed (attribution then falls back to the next source), a device of a DRA claim that the node's CDI specs and NVIDIA driver files did not join to a GPU (counted at each refresh while it lasts; the GPU falls back to the next source), a malformed NVIDIA_VISIBLE_DEVICES item, a malformed PAI_AMD_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES item (amd_visible_devices), a GPU process whose /proc entry could not be read.", mi.Description())
 					assert.Equal(t, "{error}", mi.Unit())
 					assert.True(t, mi.Sum().IsMonotonic())
 					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
@@ -256,7 +256,7 @@ func TestMetricsBuilder(t *testing.T) {
 					validatedMetrics["task_gpu_percent"] = true
 					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-					assert.Equal(t, "Utilization of each GPU allocated to the task. The device's on a GPU the task holds alone; on a shared GPU the task's share, the device's utilization split by its processes' SM utilization. Absent on a MIG slice (NVML has no utilization in MIG mode).", mi.Description())
+					assert.Equal(t, "Utilization of each GPU allocated to the task. The device's on a GPU the task holds alone; on a shared GPU the task's share, the device's utilization split by its processes' SM utilization, or by their memory where no process has one (AMD - the KFD gives no per-process utilization). Absent on a MIG slice (NVML has no utilization in MIG mode).", mi.Description())
 					assert.Equal(t, "%", mi.Unit())
 					dp := mi.Gauge().DataPoints().At(0)
 					assert.Equal(t, start, dp.StartTimestamp())
