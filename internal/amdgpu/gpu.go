@@ -214,3 +214,29 @@ func (g *gpuRead) hwmon() {
 		*dst = g.float(SourceHwmon, rel("freq"+n+"_input"), 1e-6)
 	}
 }
+
+// models are the product names of Instinct GPUs by PCI device id (the kernel's amdgpu_drv.c
+// PCI table and pci.ids), for boards whose product_name is empty.
+var models = map[string]string{
+	"738c": "AMD Instinct MI100",
+	"7408": "AMD Instinct MI250X",
+	"740c": "AMD Instinct MI250X / MI250",
+	"740f": "AMD Instinct MI210",
+	"74a0": "AMD Instinct MI300A",
+	"74a1": "AMD Instinct MI300X",
+	"74a2": "AMD Instinct MI308X",
+	"74a5": "AMD Instinct MI325X",
+	"74a9": "AMD Instinct MI300X HF",
+}
+
+// Model is the GPU's product name: product_name, else the name of its PCI device id, else
+// "AMD GPU 1002:<device id>".
+func (s Snapshot) Model() string {
+	if s.ProductName != "" {
+		return s.ProductName
+	}
+	if m, ok := models[s.PCIDeviceID]; ok {
+		return m
+	}
+	return "AMD GPU 1002:" + s.PCIDeviceID
+}
