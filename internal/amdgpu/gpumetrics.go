@@ -163,7 +163,7 @@ func StructureSize(rev Revision) int { return builtLayouts[rev].size }
 var ErrUnknownRevision = errors.New("unknown gpu_metrics revision")
 
 // unsupported16 and unsupported32 are what the firmware writes into a field it does not fill
-// (the driver initialises the struct with 0xFF bytes, smu_cmn_init_soft_gpu_metrics).
+// (the driver initializes the struct with 0xFF bytes, smu_cmn_init_soft_gpu_metrics).
 const (
 	unsupported16 = 0xFFFF
 	unsupported32 = 0xFFFFFFFF
@@ -320,7 +320,7 @@ func EncodeGPUMetrics(rev Revision, values map[string]uint64) ([]byte, error) {
 	for i := range b {
 		b[i] = 0xFF
 	}
-	binary.LittleEndian.PutUint16(b[0:2], uint16(l.size)) //nolint:gosec // every layout is far below 64 KiB
+	binary.LittleEndian.PutUint16(b[0:2], uint16(l.size))
 	b[2], b[3] = rev.Format, rev.Content
 	for name, v := range values {
 		off, ok := l.offsets[name]
@@ -331,9 +331,9 @@ func EncodeGPUMetrics(rev Revision, values map[string]uint64) ([]byte, error) {
 		case 1:
 			b[off] = byte(v)
 		case 2:
-			binary.LittleEndian.PutUint16(b[off:], uint16(v)) //nolint:gosec // the caller's value for a 16-bit field
+			binary.LittleEndian.PutUint16(b[off:], uint16(v))
 		case 4:
-			binary.LittleEndian.PutUint32(b[off:], uint32(v)) //nolint:gosec // the caller's value for a 32-bit field
+			binary.LittleEndian.PutUint32(b[off:], uint32(v))
 		case 8:
 			binary.LittleEndian.PutUint64(b[off:], v)
 		}

@@ -186,11 +186,11 @@ func ParseKFDProperties(s string) (KFDProperties, error) {
 		var dst func(uint64) error
 		switch name {
 		case "location_id":
-			dst = func(v uint64) error { p.LocationID = uint32(v); return fitsIn(v, 1<<16) } //nolint:gosec // checked by fitsIn
+			dst = func(v uint64) error { p.LocationID = uint32(v); return fitsIn(v, 1<<16) }
 		case "domain":
-			dst = func(v uint64) error { p.Domain = uint32(v); return fitsIn(v, 1<<16) } //nolint:gosec // checked by fitsIn
+			dst = func(v uint64) error { p.Domain = uint32(v); return fitsIn(v, 1<<16) }
 		case "drm_render_minor":
-			dst = func(v uint64) error { p.DRMRenderMinor = int(v); return fitsIn(v, 1<<20) } //nolint:gosec // checked by fitsIn
+			dst = func(v uint64) error { p.DRMRenderMinor = int(v); return fitsIn(v, 1<<20) }
 		case "unique_id":
 			dst = func(v uint64) error { p.UniqueID = v; return nil }
 		case "simd_count":
@@ -248,7 +248,8 @@ func eachLine(s string, f func(string) error) error {
 		if line == "" {
 			continue
 		}
-		if n++; n > maxLines {
+		n++
+		if n > maxLines {
 			return fmt.Errorf("more than %d lines", maxLines)
 		}
 		if err := f(line); err != nil {

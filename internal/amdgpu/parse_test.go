@@ -109,12 +109,13 @@ func TestParseUevent(t *testing.T) {
 }
 
 // writeHwmon lays out a hwmon directory of files by name.
-func writeHwmon(t testing.TB, files map[string]string) string {
-	dev := t.TempDir()
+func writeHwmon(tb testing.TB, files map[string]string) string {
+	tb.Helper()
+	dev := tb.TempDir()
 	dir := filepath.Join(dev, "hwmon", "hwmon3")
-	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(tb, os.MkdirAll(dir, 0o755))
 	for name, content := range files {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600))
+		require.NoError(tb, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600))
 	}
 	return dev
 }

@@ -125,7 +125,7 @@ type Device struct {
 	KFDUniqueID uint64
 }
 
-var cardName = regexp.MustCompile(`^card[0-9]+$`)
+var cardName = regexp.MustCompile(`^card\d+$`)
 
 type physicalGPU struct {
 	pci, dir string

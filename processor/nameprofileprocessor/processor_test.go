@@ -402,7 +402,7 @@ func amdBatch(t *testing.T) pmetric.Metrics {
 	require.NoError(t, err)
 	gpus := gpureceivertest.GPUs(md)
 	require.Len(t, gpus, 8)
-	addHolder(md, 0, gpus[0].UUID, "alice~train", "jobs", "train-0", "trainer")
+	addHolder(md, 0, gpus[0].UUID, "dave~sim", "research", "sim-0", "solver")
 	return md
 }
 

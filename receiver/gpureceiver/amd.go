@@ -134,8 +134,7 @@ func (s *amdScraper) resource(d *amdDevice) pcommon.Resource {
 func (s *amdScraper) countErrors(errs []error) {
 	for _, err := range errs {
 		source := metadata.AttributeReadSourceSysfs
-		var re amdgpu.ReadError
-		if errors.As(err, &re) {
+		if re, ok := errors.AsType[amdgpu.ReadError](err); ok {
 			if src, ok := metadata.MapAttributeReadSource[re.Source]; ok {
 				source = src
 			}
@@ -298,7 +297,7 @@ func (s *amdScraper) record(d *amdDevice, r amdRead, vram map[uint32]map[int]uin
 	}
 	pids := vram[d.dev.GPUID]
 	for _, pid := range slices.Sorted(maps.Keys(pids)) {
-		mb.RecordGpuProcessMemoryUsedBytesDataPoint(now, int64(pids[pid]), strconv.Itoa(pid)) //nolint:gosec // VRAM bytes
+		mb.RecordGpuProcessMemoryUsedBytesDataPoint(now, int64(pids[pid]), strconv.Itoa(pid))
 	}
 	if d.dev.Partition != 0 {
 		return
@@ -314,16 +313,6 @@ func (s *amdScraper) record(d *amdDevice, r amdRead, vram map[uint32]map[int]uin
 	a.throttle(s.gpus[d.dev.PCIAddress])
 	for cond, level := range a.health {
 		mb.RecordGpuHealthDataPoint(now, level, cond)
-	}
-}
-
-func mapsKeys[K cmp.Ordered, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
 	}
 }
 
@@ -367,8 +356,8 @@ func (a *amdValues) utilization() {
 	}
 	if snap.VRAMTotal != nil && snap.VRAMUsed != nil {
 		total, used := *snap.VRAMTotal, *snap.VRAMUsed
-		a.mb.RecordGpuMemoryTotalBytesDataPoint(a.now, int64(total)) //nolint:gosec // VRAM bytes
-		a.mb.RecordGpuMemoryUsedBytesDataPoint(a.now, int64(used))   //nolint:gosec // VRAM bytes
+		a.mb.RecordGpuMemoryTotalBytesDataPoint(a.now, int64(total))
+		a.mb.RecordGpuMemoryUsedBytesDataPoint(a.now, int64(used))
 		if total > 0 {
 			pct := float64(used) / float64(total) * 100
 			a.mb.RecordGpuMemUtilizationDataPoint(a.now, pct, metadata.AttributeVenderAmd)
@@ -419,7 +408,7 @@ func (a *amdValues) clocks() {
 				cur = &f
 			}
 			if mhz, ok := c.dpm.MaxMHz(); ok {
-				a.mb.RecordGpuClockMaxMhzDataPoint(a.now, int64(mhz), c.clock) //nolint:gosec // a clock in MHz
+				a.mb.RecordGpuClockMaxMhzDataPoint(a.now, int64(mhz), c.clock)
 			}
 		}
 		if cur = first(append([]*float64{cur}, c.fallback...)...); cur != nil {
@@ -456,8 +445,8 @@ const memoryBlock = "umc"
 func (a *amdValues) ras() {
 	for _, block := range slices.Sorted(maps.Keys(a.snap.RAS)) {
 		c := a.snap.RAS[block]
-		a.mb.RecordGpuRasErrorsDataPoint(a.now, int64(c.Corrected), block, metadata.AttributeErrorTypeCorrected)     //nolint:gosec // a count
-		a.mb.RecordGpuRasErrorsDataPoint(a.now, int64(c.Uncorrected), block, metadata.AttributeErrorTypeUncorrected) //nolint:gosec // a count
+		a.mb.RecordGpuRasErrorsDataPoint(a.now, int64(c.Corrected), block, metadata.AttributeErrorTypeCorrected)
+		a.mb.RecordGpuRasErrorsDataPoint(a.now, int64(c.Uncorrected), block, metadata.AttributeErrorTypeUncorrected)
 	}
 	if c, ok := a.snap.RAS[memoryBlock]; ok {
 		a.health[metadata.AttributeConditionMemoryEcc] = boolLevel(c.Uncorrected > 0, healthWarning)

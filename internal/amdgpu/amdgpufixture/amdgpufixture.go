@@ -110,7 +110,8 @@ func Write(root string, n Node) error {
 		node++
 	}
 	minor, xcp := 0, 0
-	for _, g := range n.GPUs {
+	for i := range n.GPUs {
+		g := &n.GPUs[i]
 		w.gpu(g, minor)
 		parts := max(1, g.Partitions)
 		for p := range parts {
@@ -127,7 +128,7 @@ func Write(root string, n Node) error {
 		if p.GPU >= len(n.GPUs) {
 			return fmt.Errorf("process %d: no GPU %d", p.PID, p.GPU)
 		}
-		id := n.GPUs[p.GPU].GPUID + uint32(p.Partition) //nolint:gosec // a partition index
+		id := n.GPUs[p.GPU].GPUID + uint32(p.Partition)
 		w.file(fmt.Sprintf("sys/class/kfd/kfd/proc/%d/vram_%d", p.PID, id), u64(p.VRAMBytes))
 	}
 	return w.err
@@ -171,7 +172,7 @@ func (w *writer) symlink(target, rel string) {
 func u64(v uint64) string { return strconv.FormatUint(v, 10) + "\n" }
 
 // gpu writes a physical GPU: its PCI device directory, the card and render node linking to it.
-func (w *writer) gpu(g GPU, minor int) {
+func (w *writer) gpu(g *GPU, minor int) {
 	dev := "sys/bus/pci/devices/" + g.PCIAddress
 	card := fmt.Sprintf("sys/class/drm/card%d", minor)
 	w.symlink("../../../bus/pci/devices/"+g.PCIAddress, card+"/device")
@@ -240,11 +241,11 @@ func (w *writer) gpu(g GPU, minor int) {
 	}
 	if len(g.SclkLevelsMHz) > 0 {
 		put(hw+"freq1_label", "sclk\n")
-		put(hw+"freq1_input", u64(uint64(g.SclkLevelsMHz[g.SclkLevel])*1e6)) //nolint:gosec // a clock in MHz
+		put(hw+"freq1_input", u64(uint64(g.SclkLevelsMHz[g.SclkLevel])*1e6))
 	}
 	if len(g.MclkLevelsMHz) > 0 {
 		put(hw+"freq2_label", "mclk\n")
-		put(hw+"freq2_input", u64(uint64(g.MclkLevelsMHz[g.MclkLevel])*1e6)) //nolint:gosec // a clock in MHz
+		put(hw+"freq2_input", u64(uint64(g.MclkLevelsMHz[g.MclkLevel])*1e6))
 	}
 	if m := g.Metrics; m != nil {
 		blob := m.Raw
@@ -289,7 +290,7 @@ func (w *writer) kfdNode(node int, gpuID uint32, properties string) {
 // kfdGPU writes partition p's KFD node: the properties the KFD prints for an MI300X
 // (kfd_topology.c, node_show), those the reader uses with real values and a few others as
 // context. Partitions share the GPU's PCI location.
-func (w *writer) kfdGPU(node int, g GPU, p, renderMinor int) {
+func (w *writer) kfdGPU(node int, g *GPU, p, renderMinor int) {
 	var domain, bus, dev, fn int
 	if _, err := fmt.Sscanf(g.PCIAddress, "%x:%x:%x.%x", &domain, &bus, &dev, &fn); err != nil && w.err == nil {
 		w.err = fmt.Errorf("PCI address %q: %w", g.PCIAddress, err)
@@ -297,5 +298,5 @@ func (w *writer) kfdGPU(node int, g GPU, p, renderMinor int) {
 	deviceID, _ := strconv.ParseUint(g.PCIDeviceID, 16, 16)
 	props := fmt.Sprintf("cpu_cores_count 0\nsimd_count %d\nmem_banks_count 1\nvendor_id 4098\ndevice_id %d\nlocation_id %d\ndomain %d\ndrm_render_minor %d\nunique_id %d\nnum_xcc %d\n",
 		1216/max(1, g.Partitions), deviceID, bus<<8|dev<<3|fn, domain, renderMinor, g.UniqueID, 8/max(1, g.Partitions))
-	w.kfdNode(node, g.GPUID+uint32(p), props) //nolint:gosec // a partition index
+	w.kfdNode(node, g.GPUID+uint32(p), props)
 }

@@ -52,10 +52,10 @@ func MI300XGPU(i, busy int) GPU {
 		PCIAddress:  fmt.Sprintf("0000:%02x:00.0", buses[i%len(buses)]),
 		PCIDeviceID: "74a1",
 		ProductName: "AMD Instinct MI300X OAM",
-		UniqueID:    0x4b7a3c1e9d2f0500 + uint64(i), //nolint:gosec // a small index
-		GPUID:       uint32(10000 + 1000*i),         //nolint:gosec // a small index
+		UniqueID:    0x4b7a3c1e9d2f0500 + uint64(i),
+		GPUID:       uint32(10000 + 1000*i),
 		BusyPercent: busy, MemBusyPercent: busy / 2,
-		VRAMTotal: vram, VRAMUsed: uint64(vram/100) * uint64(busy/2+1), //nolint:gosec // a percentage
+		VRAMTotal: vram, VRAMUsed: uint64(vram/100) * uint64(busy/2+1),
 		LinkSpeed: "32.0 GT/s PCIe", MaxLinkSpeed: "32.0 GT/s PCIe", LinkWidth: 16, MaxLinkWidth: 16,
 		SclkLevelsMHz: []int{500, 1420, 2100}, SclkLevel: 1,
 		MclkLevelsMHz: []int{900, 1100, 1200, 1300}, MclkLevel: 3,
@@ -64,11 +64,11 @@ func MI300XGPU(i, busy int) GPU {
 		PowerCapMicroW: 750e6, PowerCapMinMicroW: 0, PowerCapMaxMicroW: 750e6,
 		RAS: noRASErrors(),
 		Metrics: &GPUMetrics{Revision: amdgpu.Revision{Format: 1, Content: 6}, Values: map[string]uint64{
-			"temperature_hotspot":   uint64(45 + busy*3/10), //nolint:gosec // a percentage
-			"temperature_mem":       uint64(40 + busy/5),    //nolint:gosec // a percentage
+			"temperature_hotspot":   uint64(45 + busy*3/10),
+			"temperature_mem":       uint64(40 + busy/5),
 			"curr_socket_power":     power / 1e6,
-			"average_gfx_activity":  uint64(busy),            //nolint:gosec // a percentage
-			"average_umc_activity":  uint64(busy / 2),        //nolint:gosec // a percentage
+			"average_gfx_activity":  uint64(busy),
+			"average_umc_activity":  uint64(busy / 2),
 			"energy_accumulator":    uint64(3_600_000) << 16, // 1 kWh in 15.259 µJ units
 			"accumulation_counter":  1000,
 			"prochot_residency_acc": 0, "ppt_residency_acc": 0, "socket_thm_residency_acc": 0,
@@ -117,10 +117,10 @@ func MI250XGCD(i, busy int) GPU {
 		PCIAddress:  fmt.Sprintf("0000:%02x:00.0", buses[i%len(buses)]),
 		PCIDeviceID: "740c",
 		ProductName: "AMD Instinct MI250X",
-		UniqueID:    0x2f1e5d7c3b9a0800 + uint64(i), //nolint:gosec // a small index
-		GPUID:       uint32(20000 + 1000*i),         //nolint:gosec // a small index
+		UniqueID:    0x2f1e5d7c3b9a0800 + uint64(i),
+		GPUID:       uint32(20000 + 1000*i),
 		BusyPercent: busy, MemBusyPercent: busy / 3,
-		VRAMTotal: vram, VRAMUsed: uint64(vram/100) * uint64(busy/3+1), //nolint:gosec // a percentage
+		VRAMTotal: vram, VRAMUsed: uint64(vram/100) * uint64(busy/3+1),
 		LinkSpeed: "16.0 GT/s PCIe", MaxLinkSpeed: "16.0 GT/s PCIe", LinkWidth: 16, MaxLinkWidth: 16,
 		SclkLevelsMHz: []int{500, 800, 1700}, SclkLevel: 1,
 		MclkLevelsMHz: []int{400, 1600}, MclkLevel: 1,
@@ -134,11 +134,11 @@ func MI250XGCD(i, busy int) GPU {
 		g.PowerCapMicroW, g.PowerCapMinMicroW, g.PowerCapMaxMicroW = 500e6, 0, 500e6
 	}
 	values := map[string]uint64{
-		"temperature_edge":     uint64(36 + busy/5),      //nolint:gosec // a percentage
-		"temperature_hotspot":  uint64(40 + busy*3/10),   //nolint:gosec // a percentage
-		"temperature_mem":      uint64(44 + busy*15/100), //nolint:gosec // a percentage
-		"average_gfx_activity": uint64(busy),             //nolint:gosec // a percentage
-		"average_umc_activity": uint64(busy / 3),         //nolint:gosec // a percentage
+		"temperature_edge":     uint64(36 + busy/5),
+		"temperature_hotspot":  uint64(40 + busy*3/10),
+		"temperature_mem":      uint64(44 + busy*15/100),
+		"average_gfx_activity": uint64(busy),
+		"average_umc_activity": uint64(busy / 3),
 		"energy_accumulator":   uint64(1_800_000) << 16,
 		"throttle_status":      0, "indep_throttle_status": 0,
 		"pcie_link_width": 16, "pcie_link_speed": 160,
