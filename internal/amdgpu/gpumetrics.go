@@ -69,8 +69,8 @@ var v1Discrete = []field{
 	u16s("temperature_hbm", numHBMInstances),
 }
 
-// v1MI300Head is the start of gpu_metrics_v1_4 to v1_6 (MI300 series), which have no edge
-// temperature; v1_5 adds jpeg_activity and v1_6 the throttler residency counters.
+// v1MI300 is gpu_metrics_v1_4 and v1_5 (MI300 series, the first kernels to drive it), which have no
+// edge temperature; v1_5 adds jpeg_activity and the PCIe NAK counters.
 func v1MI300(content uint8) []field {
 	f := []field{
 		u16("temperature_hotspot"), u16("temperature_mem"), u16("temperature_vrsoc"),
@@ -80,13 +80,7 @@ func v1MI300(content uint8) []field {
 	if content >= 5 {
 		f = append(f, u16s("jpeg_activity", numJPEGEng))
 	}
-	f = append(f, u64("energy_accumulator"), u64("system_clock_counter"))
-	if content >= 6 {
-		f = append(f, u32("accumulation_counter"),
-			u32("prochot_residency_acc"), u32("ppt_residency_acc"), u32("socket_thm_residency_acc"),
-			u32("vr_thm_residency_acc"), u32("hbm_thm_residency_acc"))
-	}
-	f = append(f,
+	f = append(f, u64("energy_accumulator"), u64("system_clock_counter"),
 		u32("throttle_status"), u32("gfxclk_lock_status"),
 		u16("pcie_link_width"), u16("pcie_link_speed"),
 		u16("xgmi_link_width"), u16("xgmi_link_speed"),
@@ -104,7 +98,49 @@ func v1MI300(content uint8) []field {
 		u16("padding"))
 }
 
-// layouts are the revisions read: format 1 (discrete GPUs), content 1 to 6. v1_0 is not
+// xcpStatsWords is the size of the per-partition xcp_stats[NUM_XCP] array of v1_6 to v1_8 in
+// 8-byte words (its elements are 8-byte aligned): struct amdgpu_xcp_metrics (168 bytes),
+// amdgpu_xcp_metrics_v1_1 (232) and amdgpu_xcp_metrics_v1_2 (376), 8 of each.
+var xcpStatsWords = map[uint8]int{6: 168, 7: 232, 8: 376}
+
+// v1Residency is gpu_metrics_v1_6 to v1_8 (MI300 series on later kernels, and its successors), which
+// replace throttle_status with the throttler residency counters; v1_7 adds mem_max_bandwidth
+// and the xGMI link status, v1_8 bigger partition stats. (A first v1_6 with vcn_activity and
+// throttle_status was reverted before any release; this is the v1_6 the kernel ships.)
+func v1Residency(content uint8) []field {
+	f := []field{
+		u16("temperature_hotspot"), u16("temperature_mem"), u16("temperature_vrsoc"),
+		u16("curr_socket_power"),
+		u16("average_gfx_activity"), u16("average_umc_activity"),
+	}
+	if content >= 7 {
+		f = append(f, u64("mem_max_bandwidth"))
+	}
+	f = append(f, u64("energy_accumulator"), u64("system_clock_counter"),
+		u32("accumulation_counter"),
+		u32("prochot_residency_acc"), u32("ppt_residency_acc"), u32("socket_thm_residency_acc"),
+		u32("vr_thm_residency_acc"), u32("hbm_thm_residency_acc"),
+		u32("gfxclk_lock_status"),
+		u16("pcie_link_width"), u16("pcie_link_speed"),
+		u16("xgmi_link_width"), u16("xgmi_link_speed"),
+		u32("gfx_activity_acc"), u32("mem_activity_acc"),
+		u64("pcie_bandwidth_acc"), u64("pcie_bandwidth_inst"),
+		u64("pcie_l0_to_recov_count_acc"), u64("pcie_replay_count_acc"), u64("pcie_replay_rover_count_acc"),
+		u32("pcie_nak_sent_count_acc"), u32("pcie_nak_rcvd_count_acc"),
+		u64s("xgmi_read_data_acc", numXGMILinks), u64s("xgmi_write_data_acc", numXGMILinks))
+	if content >= 7 {
+		f = append(f, u16s("xgmi_link_status", numXGMILinks), u16("padding"))
+	}
+	return append(f,
+		u64("firmware_timestamp"),
+		u16s("current_gfxclk", maxGfxClks), u16s("current_socclk", maxClks),
+		u16s("current_vclk0", maxClks), u16s("current_dclk0", maxClks), u16("current_uclk"),
+		u16("num_partition"),
+		u64s("xcp_stats", xcpStatsWords[content]),
+		u32("pcie_lc_perf_other_end_recovery"))
+}
+
+// layouts are the revisions read: format 1 (discrete GPUs), content 1 to 8. v1_0 is not
 // naturally aligned and was only written by Vega 20 and Arcturus drivers of 2020; format 2
 // and 3 are APUs.
 var layouts = map[Revision][]field{
@@ -115,7 +151,9 @@ var layouts = map[Revision][]field{
 		u64("indep_throttle_status")),
 	{1, 4}: v1MI300(4),
 	{1, 5}: v1MI300(5),
-	{1, 6}: v1MI300(6),
+	{1, 6}: v1Residency(6),
+	{1, 7}: v1Residency(7),
+	{1, 8}: v1Residency(8),
 }
 
 // layout is a revision's fields with their offsets, and the struct's size.
@@ -152,7 +190,7 @@ var builtLayouts = func() map[Revision]layout {
 
 // KnownRevisions are the gpu_metrics revisions ParseGPUMetrics reads.
 func KnownRevisions() []Revision {
-	return []Revision{{1, 1}, {1, 2}, {1, 3}, {1, 4}, {1, 5}, {1, 6}}
+	return []Revision{{1, 1}, {1, 2}, {1, 3}, {1, 4}, {1, 5}, {1, 6}, {1, 7}, {1, 8}}
 }
 
 // StructureSize is the size the driver writes in the header of a revision's struct; 0 for a
@@ -183,7 +221,7 @@ type GPUMetrics struct {
 	SocketPowerWatts *float64
 	// EnergyAccumulator counts in units of 15.259 µJ (2^-16 J); EnergyJoules converts.
 	EnergyAccumulator *uint64
-	// ThrottleStatus is the ASIC-dependent throttle_status (v1_1 to v1_6).
+	// ThrottleStatus is the ASIC-dependent throttle_status (v1_1 to v1_5).
 	ThrottleStatus *uint32
 	// IndepThrottleStatus is the ASIC-independent SMU_THROTTLER_* mask (v1_3).
 	IndepThrottleStatus *uint64

@@ -14,7 +14,7 @@ import (
 // TestGPUMetricsSizes holds the layouts to the C structs' sizes, worked out by hand from
 // kgd_pp_interface.h with natural alignment.
 func TestGPUMetricsSizes(t *testing.T) {
-	for rev, size := range map[Revision]int{{1, 1}: 96, {1, 2}: 104, {1, 3}: 120, {1, 4}: 288, {1, 5}: 360, {1, 6}: 384} {
+	for rev, size := range map[Revision]int{{1, 1}: 96, {1, 2}: 104, {1, 3}: 120, {1, 4}: 288, {1, 5}: 360, {1, 6}: 1664, {1, 7}: 2208, {1, 8}: 3360} {
 		assert.Equal(t, size, StructureSize(rev), rev.String())
 	}
 	assert.Zero(t, StructureSize(Revision{2, 1}))
@@ -46,15 +46,15 @@ func TestParseGPUMetricsByHand(t *testing.T) {
 	assert.Nil(t, m.ThrottleStatus)
 	assert.Nil(t, m.Residency)
 
-	// v1_6 (MI300): hotspot at 4, energy at 88 (after vcn and jpeg activity), the residency
-	// counters from 104.
-	b = make([]byte, 384)
-	binary.LittleEndian.PutUint16(b[0:], 384)
-	b[2], b[3] = 1, 6
+	// v1_7 (MI300 on current kernels): hotspot at 4, mem_max_bandwidth at 16, energy at 24,
+	// the residency counters from 40.
+	b = make([]byte, 2208)
+	binary.LittleEndian.PutUint16(b[0:], 2208)
+	b[2], b[3] = 1, 7
 	binary.LittleEndian.PutUint16(b[4:], 55)
-	binary.LittleEndian.PutUint64(b[88:], 1<<16)
-	binary.LittleEndian.PutUint32(b[104:], 500) // accumulation_counter
-	binary.LittleEndian.PutUint32(b[112:], 9)   // ppt_residency_acc
+	binary.LittleEndian.PutUint64(b[24:], 1<<16)
+	binary.LittleEndian.PutUint32(b[40:], 500) // accumulation_counter
+	binary.LittleEndian.PutUint32(b[48:], 9)   // ppt_residency_acc
 	m, err = ParseGPUMetrics(b)
 	require.NoError(t, err)
 	assert.InDelta(t, 55.0, *m.HotspotCelsius, 0)
@@ -67,7 +67,10 @@ func TestParseGPUMetricsByHand(t *testing.T) {
 
 func TestGPUMetricsRoundTrip(t *testing.T) {
 	for _, rev := range KnownRevisions() {
-		values := map[string]uint64{"average_gfx_activity": 42, "energy_accumulator": 7 << 16, "throttle_status": 3, "temperature_mem": 61}
+		values := map[string]uint64{"average_gfx_activity": 42, "energy_accumulator": 7 << 16, "temperature_mem": 61}
+		if rev.Content <= 5 {
+			values["throttle_status"] = 3
+		}
 		b, err := EncodeGPUMetrics(rev, values)
 		require.NoError(t, err)
 		m, err := ParseGPUMetrics(append(b, 0, 0, 0))
@@ -75,7 +78,11 @@ func TestGPUMetricsRoundTrip(t *testing.T) {
 		assert.Equal(t, rev, m.Revision)
 		assert.InDelta(t, 42.0, *m.GfxActivity, 0, rev.String())
 		assert.InDelta(t, 61.0, *m.MemCelsius, 0, rev.String())
-		assert.Equal(t, uint32(3), *m.ThrottleStatus, rev.String())
+		if rev.Content <= 5 {
+			assert.Equal(t, uint32(3), *m.ThrottleStatus, rev.String())
+		} else {
+			assert.Nil(t, m.ThrottleStatus, "%s has residency counters instead", rev)
+		}
 		j, _ := m.EnergyJoules()
 		assert.InDelta(t, 7.0, j, 1e-9, rev.String())
 	}

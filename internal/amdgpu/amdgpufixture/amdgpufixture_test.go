@@ -46,8 +46,8 @@ func TestNodes(t *testing.T) {
 		edge    bool
 		rev     amdgpu.Revision
 	}{
-		"mi300x":     {MI300X(), 8, "AMD Instinct MI300X OAM", false, amdgpu.Revision{Format: 1, Content: 6}},
-		"mi300x-cpx": {MI300XCPX(8), 64, "AMD Instinct MI300X OAM", false, amdgpu.Revision{Format: 1, Content: 6}},
+		"mi300x":     {MI300X(), 8, "AMD Instinct MI300X OAM", false, amdgpu.Revision{Format: 1, Content: 7}},
+		"mi300x-cpx": {MI300XCPX(8), 64, "AMD Instinct MI300X OAM", false, amdgpu.Revision{Format: 1, Content: 7}},
 		"mi250x":     {MI250X(), 8, "AMD Instinct MI250X", true, amdgpu.Revision{Format: 1, Content: 3}},
 	} {
 		t.Run(name, func(t *testing.T) {

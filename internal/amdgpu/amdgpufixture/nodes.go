@@ -24,7 +24,7 @@ import (
 //     mem_info_vram_*, ras/*_err_count "ue:"/"ce:"; pp_dpm_* levels with "*"),
 //     kgd_pp_interface.h for gpu_metrics, kfd_topology.c for the KFD properties, and the PCI
 //     core's current_link_speed ("32.0 GT/s PCIe").
-//   - gpu_metrics revisions: MI300X on a current kernel writes v1_6 (smu_v13_0_6_ppt.c);
+//   - gpu_metrics revisions: MI300X on a current kernel writes v1_7 (smu_v13_0_6_ppt.c);
 //     MI250X writes v1_3 (aldebaran_ppt.c).
 //   - Idle-to-busy values (temperatures, power, utilization) are plausible readings, not
 //     measurements.
@@ -63,7 +63,7 @@ func MI300XGPU(i, busy int) GPU {
 		PowerMicroW: power, PowerInput: true,
 		PowerCapMicroW: 750e6, PowerCapMinMicroW: 0, PowerCapMaxMicroW: 750e6,
 		RAS: noRASErrors(),
-		Metrics: &GPUMetrics{Revision: amdgpu.Revision{Format: 1, Content: 6}, Values: map[string]uint64{
+		Metrics: &GPUMetrics{Revision: amdgpu.Revision{Format: 1, Content: 7}, Values: map[string]uint64{
 			"temperature_hotspot":   uint64(45 + busy*3/10),
 			"temperature_mem":       uint64(40 + busy/5),
 			"curr_socket_power":     power / 1e6,
@@ -73,7 +73,6 @@ func MI300XGPU(i, busy int) GPU {
 			"accumulation_counter":  1000,
 			"prochot_residency_acc": 0, "ppt_residency_acc": 0, "socket_thm_residency_acc": 0,
 			"vr_thm_residency_acc": 0, "hbm_thm_residency_acc": 0,
-			"throttle_status": 0,
 			"pcie_link_width": 16, "pcie_link_speed": 320,
 			"current_gfxclk": 1420, "current_uclk": 1300,
 		}},
