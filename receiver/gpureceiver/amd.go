@@ -287,6 +287,10 @@ func (s *amdScraper) record(d *amdDevice, r amdRead, vram map[uint32]map[int]uin
 	if r.ok && d.model == "" {
 		d.model = r.snap.Model()
 	}
+	if r.ok && d.uuid == "" && r.snap.UniqueID != nil {
+		// A KFD node without unique_id (or none at all): the card's own.
+		d.uuid = deviceUUID(d.dev, *r.snap.UniqueID)
+	}
 	var opts []metadata.MetricAttributeOption
 	if d.dev.PartitionDevice != "" {
 		opts = append(opts, metadata.WithPartitionDeviceMetricAttribute(d.dev.PartitionDevice))

@@ -153,6 +153,23 @@ func TestAMDMalformedFilesAreCounted(t *testing.T) {
 	assert.Equal(t, int64(2), readErrors(t, s.scrape(), "pp_dpm"))
 }
 
+// TestAMDMalformedKFDNode: a GPU whose KFD node cannot be read is still reported, with the
+// uuid of its card's unique_id and without processes (no gpu_id to join them by).
+func TestAMDMalformedKFDNode(t *testing.T) {
+	n := amdgpufixture.MI300X()
+	s, root, _ := amdNode(t, n)
+	// KFD nodes 0 and 1 are the CPUs; node 2 is GPU 0.
+	require.NoError(t, os.WriteFile(filepath.Join(root, "sys", "class", "kfd", "kfd", "topology", "nodes", "2", "properties"), []byte("location_id many\n"), 0o600))
+	md := s.scrape()
+	assert.Equal(t, int64(1), readErrors(t, md, "kfd"))
+	gpu0 := gpuResource(t, md, "0")
+	uuid, _ := gpu0.Resource().Attributes().Get("uuid")
+	assert.Equal(t, "GPU-4b7a3c1e9d2f0500", uuid.Str())
+	assert.Empty(t, points(gpu0, "gpu_process_memory_used_bytes"))
+	assert.Len(t, points(gpu0, "gpu_utilization"), 1)
+	assert.Len(t, points(gpuResource(t, md, "1"), "gpu_process_memory_used_bytes"), 2)
+}
+
 func TestAMDUnknownGPUMetricsRevisionIsSkipped(t *testing.T) {
 	n := amdgpufixture.MI300X()
 	blob, err := amdgpu.EncodeGPUMetrics(amdgpu.Revision{Format: 1, Content: 6}, nil)
