@@ -105,7 +105,7 @@ func doubleValue(t *testing.T, rm pmetric.ResourceMetrics, name string, attrs ..
 
 func TestAMDMissingFileLeavesOnlyItsMetricOut(t *testing.T) {
 	n := amdgpufixture.MI250X()
-	n.GPUs[0].Missing = []string{"gpu_busy_percent", "gpu_metrics", "hwmon/hwmon0/temp1_input"}
+	n.GPUs[0].Missing = []string{"gpu_busy_percent", "gpu_metrics", n.HwmonDir(0) + "/temp1_input"}
 	s, _, _ := amdNode(t, n)
 	md := s.scrape()
 	gpu0, gpu1 := gpuResource(t, md, "0"), gpuResource(t, md, "1")
@@ -123,11 +123,11 @@ func TestAMDMissingFileLeavesOnlyItsMetricOut(t *testing.T) {
 func TestAMDMalformedFilesAreCounted(t *testing.T) {
 	n := amdgpufixture.MI300X()
 	n.GPUs[1].Corrupt = map[string]string{
-		"pp_dpm_sclk":              "0: fast\n",
-		"ras/umc_err_count":        "ue: many\nce: 0\n",
-		"current_link_speed":       "Unknown\n",
-		"hwmon/hwmon1/temp2_input": "hot\n",
-		"mem_info_vram_used":       "-1\n",
+		"pp_dpm_sclk":                  "0: fast\n",
+		"ras/umc_err_count":            "ue: many\nce: 0\n",
+		"current_link_speed":           "Unknown\n",
+		n.HwmonDir(1) + "/temp2_input": "hot\n",
+		"mem_info_vram_used":           "-1\n",
 	}
 	s, _, _ := amdNode(t, n)
 	md := s.scrape()

@@ -70,7 +70,8 @@ type GPU struct {
 	// Metrics is gpu_metrics; nil writes none.
 	Metrics *GPUMetrics
 	// Missing are files to leave out, relative to the device directory (gpu_metrics,
-	// hwmon/hwmon0/temp2_input, ...); Corrupt are files to write with this content instead.
+	// Node.HwmonDir(i)+"/temp2_input", ...); Corrupt are files to write with this content
+	// instead.
 	Missing []string
 	Corrupt map[string]string
 }
@@ -89,6 +90,18 @@ type Process struct {
 	PID, GPU, Partition int
 	VRAMBytes           uint64
 }
+
+// HwmonDir is GPU gpu's hwmon directory relative to its device directory: hwmon/hwmon<N>, N
+// its card number (the cards are numbered GPU by GPU, each GPU's partitions after it).
+func (n Node) HwmonDir(gpu int) string {
+	minor := 0
+	for _, g := range n.GPUs[:gpu] {
+		minor += max(1, g.Partitions)
+	}
+	return hwmonDir(minor)
+}
+
+func hwmonDir(cardMinor int) string { return "hwmon/hwmon" + strconv.Itoa(cardMinor) }
 
 // firstRenderMinor is the render node of the first DRM device (/dev/dri/renderD128).
 const firstRenderMinor = 128
@@ -210,7 +223,7 @@ func (w *writer) gpu(g *GPU, minor int) {
 	for block, c := range g.RAS {
 		put("ras/"+block+"_err_count", fmt.Sprintf("ue: %d\nce: %d\n", c.Uncorrected, c.Corrected))
 	}
-	hw := "hwmon/hwmon" + strconv.Itoa(minor) + "/"
+	hw := hwmonDir(minor) + "/"
 	put(hw+"name", "amdgpu\n")
 	temps := []struct {
 		label string
