@@ -95,8 +95,8 @@ type Process struct {
 // its card number (the cards are numbered GPU by GPU, each GPU's partitions after it).
 func (n Node) HwmonDir(gpu int) string {
 	minor := 0
-	for _, g := range n.GPUs[:gpu] {
-		minor += max(1, g.Partitions)
+	for i := range gpu {
+		minor += max(1, n.GPUs[i].Partitions)
 	}
 	return hwmonDir(minor)
 }
