@@ -68,8 +68,8 @@ func ReadGPU(dir string) Snapshot {
 			s.PCIDeviceID = strings.ToLower(id)
 		}
 	}
-	s.LinkGen = parsed(&g, SourcePCIeLink, "current_link_speed", ParseLinkSpeed)
-	s.LinkGenMax = parsed(&g, SourcePCIeLink, "max_link_speed", ParseLinkSpeed)
+	s.LinkGen = g.linkSpeed("current_link_speed")
+	s.LinkGenMax = g.linkSpeed("max_link_speed")
 	s.LinkWidth = parsed(&g, SourcePCIeLink, "current_link_width", ParseLinkWidth)
 	s.LinkWidthMax = parsed(&g, SourcePCIeLink, "max_link_width", ParseLinkWidth)
 	s.Sclk = parsed(&g, SourceDPM, "pp_dpm_sclk", ParseDPM)
@@ -124,6 +124,23 @@ func parsed[T any](g *gpuRead, source, rel string, parse func(string) (T, error)
 }
 
 func (g *gpuRead) uint(source, rel string) *uint64 { return parsed(g, source, rel, ParseUint) }
+
+// linkSpeedUnknown is what the PCI core writes for a link whose speed it cannot tell (a link
+// in training or down): no reading, and no error.
+const linkSpeedUnknown = "Unknown"
+
+func (g *gpuRead) linkSpeed(rel string) *int {
+	text, ok := g.text(SourcePCIeLink, rel)
+	if !ok || strings.TrimSpace(text) == linkSpeedUnknown {
+		return nil
+	}
+	gen, err := ParseLinkSpeed(text)
+	if err != nil {
+		g.fail(SourcePCIeLink, rel, err)
+		return nil
+	}
+	return &gen
+}
 
 // float reads an integer file scaled by scale.
 func (g *gpuRead) float(source, rel string, scale float64) *float64 {

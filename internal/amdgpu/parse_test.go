@@ -129,6 +129,7 @@ func TestReadGPUHwmon(t *testing.T) {
 		"freq1_label": "sclk\n", "freq1_input": "1420000000\n",
 		"freq2_label": "mclk\n",
 	})
+	require.NoError(t, os.WriteFile(filepath.Join(dev, "current_link_speed"), []byte("Unknown\n"), 0o600))
 	s := ReadGPU(dev)
 	h := s.Hwmon
 	assert.InDelta(t, 36.0, *h.EdgeCelsius, 1e-9)
@@ -144,6 +145,7 @@ func TestReadGPUHwmon(t *testing.T) {
 	require.ErrorAs(t, s.Errors[0], &re)
 	assert.Equal(t, SourceHwmon, re.Source)
 	assert.Nil(t, s.BusyPercent, "missing files are no errors")
+	assert.Nil(t, s.LinkGen, "a link speed the PCI core cannot tell is no reading, and no error")
 }
 
 func TestThrottle(t *testing.T) {

@@ -125,7 +125,7 @@ func TestAMDMalformedFilesAreCounted(t *testing.T) {
 	n.GPUs[1].Corrupt = map[string]string{
 		"pp_dpm_sclk":                  "0: fast\n",
 		"ras/umc_err_count":            "ue: many\nce: 0\n",
-		"current_link_speed":           "Unknown\n",
+		"current_link_speed":           "12.5 GT/s PCIe\n",
 		n.HwmonDir(1) + "/temp2_input": "hot\n",
 		"mem_info_vram_used":           "-1\n",
 	}
