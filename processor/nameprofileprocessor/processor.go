@@ -6,6 +6,7 @@ package nameprofileprocessor // import "github.com/otelcol-gpu/otelcol-gpu/proce
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -73,6 +74,14 @@ type gpuIdentity struct {
 	holders                        []holder
 }
 
+// amd is whether the GPU is an AMD GPU: its gpu_info's pci_bus_id is in the kernel's form
+// (0000:c1:00.0), which the gpu receiver's amdgpu backend writes, where NVML writes an 8-digit
+// domain (00000000:C1:00.0).
+func (id gpuIdentity) amd() bool {
+	domain, _, ok := strings.Cut(id.pciBusID, ":")
+	return ok && len(domain) == 4
+}
+
 type holder struct{ namespace, pod, container string }
 
 // soleHolder is the container that holds the GPU alone. A GPU several containers share gets no
@@ -91,6 +100,13 @@ func (p *nameProfile) processMetrics(_ context.Context, md pmetric.Metrics) (pme
 	}
 	ids := gpuIdentities(md)
 	rms := md.ResourceMetrics()
+	if p.profile.nvidiaOnly {
+		rms.RemoveIf(func(rm pmetric.ResourceMetrics) bool {
+			res := resourceAttrs{rm.Resource().Attributes()}
+			id, isGPU := ids[res.str(attrUUID)]
+			return isGPU && res.has(attrMinorNumber) && !res.has(attrJobName) && id.amd()
+		})
+	}
 	for i := 0; i < rms.Len(); i++ {
 		rm := rms.At(i)
 		res := resourceAttrs{rm.Resource().Attributes()}

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu/amdgpufixture"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/goldentest"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/metricpoints"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/nameprofileprocessor/internal/metadata"
@@ -389,4 +390,71 @@ func TestNVLinkBandwidth(t *testing.T) {
 	md := xidBatch(1e9, nil)
 	_, ok := findMetric(runProfile(t, ProfileDCGM, md)[0].ResourceMetrics().At(0), "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL")
 	assert.False(t, ok)
+}
+
+// amdBatch is one collection of the gpu receiver's amdgpu backend on an MI250X node's files,
+// with a task holding GCD 0.
+func amdBatch(t *testing.T) pmetric.Metrics {
+	t.Helper()
+	root := t.TempDir()
+	require.NoError(t, amdgpufixture.Write(root, amdgpufixture.MI250X()))
+	md, err := gpureceivertest.AMDBatch(root)
+	require.NoError(t, err)
+	gpus := gpureceivertest.GPUs(md)
+	require.Len(t, gpus, 8)
+	addHolder(md, 0, gpus[0].UUID, "dave~sim", "research", "sim-0", "solver")
+	return md
+}
+
+// TestDCGMLeavesAMDGPUsOut: DCGM's fields are NVIDIA's, so an AMD GPU's device series are
+// dropped; the node's and the task's are kept.
+func TestDCGMLeavesAMDGPUsOut(t *testing.T) {
+	got := runProfile(t, ProfileDCGM, amdBatch(t))
+	require.Len(t, got, 1)
+	rms := got[0].ResourceMetrics()
+	var tasks, nodes int
+	for i := range rms.Len() {
+		attrs := rms.At(i).Resource().Attributes()
+		_, gpu := attrs.Get("gpu")
+		_, job := attrs.Get("job_name")
+		assert.False(t, gpu && !job, "an AMD GPU's device resource is left out")
+		switch {
+		case job:
+			tasks++
+		case !gpu:
+			nodes++
+		}
+	}
+	assert.Equal(t, 1, tasks)
+	assert.Equal(t, 1, nodes)
+}
+
+// TestSemconvAMD: an AMD GPU is named amd<index> with hw.vendor AMD, its edge and junction
+// sensors are hw.temperature.
+func TestSemconvAMD(t *testing.T) {
+	got := runProfile(t, ProfileSemconv, amdBatch(t))
+	require.Len(t, got, 1)
+	var sensors []string
+	rms := got[0].ResourceMetrics()
+	for i := range rms.Len() {
+		ms := rms.At(i).ScopeMetrics().At(0).Metrics()
+		for j := range ms.Len() {
+			m := ms.At(j)
+			if m.Name() != "hw.temperature" {
+				continue
+			}
+			for k := range m.Gauge().DataPoints().Len() {
+				attrs := m.Gauge().DataPoints().At(k).Attributes()
+				vendor, _ := attrs.Get("hw.vendor")
+				assert.Equal(t, "AMD", vendor.Str())
+				name, _ := attrs.Get("hw.name")
+				assert.Regexp(t, `^amd[0-7]$`, name.Str())
+				if name.Str() == "amd0" {
+					loc, _ := attrs.Get("hw.sensor_location")
+					sensors = append(sensors, loc.Str())
+				}
+			}
+		}
+	}
+	assert.ElementsMatch(t, []string{"edge", "junction", "memory"}, sensors)
 }

@@ -47,6 +47,9 @@ type profile struct {
 	// nvlinkBandwidth adds DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, the NVLink traffic since the
 	// previous batch, to each GPU with NVLink.
 	nvlinkBandwidth bool
+	// nvidiaOnly leaves AMD GPUs' device resources out of the batch: a vocabulary that has
+	// names for NVIDIA GPUs only.
+	nvidiaOnly bool
 }
 
 const mib = 1.0 / (1 << 20)
@@ -127,6 +130,8 @@ var dcgm = profile{
 	gpuKeys:         map[string]string{"minor_number": "gpu", "uuid": "UUID"},
 	xidLastValue:    true,
 	nvlinkBandwidth: true,
+	// dcgm-exporter's names are DCGM's fields, which exist for NVIDIA GPUs only.
+	nvidiaOnly: true,
 }
 
 // semconv is OpenTelemetry's hardware semantic conventions (v1.43.0, the version of
@@ -144,15 +149,22 @@ var semconv = profile{
 		// hw.sensor_location tells the GPU's two sensors apart.
 		{from: "nvidiasmi_temperature", to: "hw.temperature", unit: "Cel", desc: "Temperature in degrees Celsius.", set: []attribute{{"hw.sensor_location", "gpu"}}},
 		{from: "gpu_memory_temperature_celsius", to: "hw.temperature", unit: "Cel", desc: "Temperature in degrees Celsius.", set: []attribute{{"hw.sensor_location", "memory"}}},
+		// AMD GPUs' edge and junction (hotspot) sensors.
+		{from: "rocmsmi_temperature", to: "hw.temperature", unit: "Cel", desc: "Temperature in degrees Celsius.", set: []attribute{{"hw.sensor_location", "edge"}}},
+		{from: "gpu_junction_temperature_celsius", to: "hw.temperature", unit: "Cel", desc: "Temperature in degrees Celsius.", set: []attribute{{"hw.sensor_location", "junction"}}},
 		{from: "gpu_xid_errors_total", to: "hw.errors", unit: "{error}", desc: "Number of errors encountered by the component.", kind: counter, set: []attribute{{"error.type", "xid"}}},
 		{from: "gpu_pcie_replays_total", to: "hw.errors", unit: "{error}", desc: "Number of errors encountered by the component.", kind: counter, set: []attribute{{"error.type", "pcie_replay"}}},
 	},
 	pointIdentity: func(id gpuIdentity) []attribute {
+		name, vendor := "nvidia", "NVIDIA"
+		if id.amd() {
+			name, vendor = "amd", "AMD"
+		}
 		return []attribute{
 			{"hw.id", id.uuid},
 			{"hw.type", "gpu"},
-			{"hw.name", "nvidia" + id.minor},
-			{"hw.vendor", "NVIDIA"},
+			{"hw.name", name + id.minor},
+			{"hw.vendor", vendor},
 			{"hw.model", id.model},
 			{"hw.driver_version", id.driverVersion},
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu/amdgpufixture"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 )
 
@@ -92,6 +93,27 @@ func BenchmarkGPM(b *testing.B) {
 				}
 				g.mb.Emit()
 			}
+		})
+	}
+}
+
+// BenchmarkAMDScrape measures one collection of the amdgpu backend on the fixture nodes: the
+// listing of devices and processes, every GPU's files read under its deadline, the metrics
+// built; ns/gpu is the cost per device and interval.
+func BenchmarkAMDScrape(b *testing.B) {
+	for name, n := range map[string]amdgpufixture.Node{"mi300x": amdgpufixture.MI300X(), "mi300x-cpx": amdgpufixture.MI300XCPX(8), "mi250x": amdgpufixture.MI250X()} {
+		b.Run(name, func(b *testing.B) {
+			root := b.TempDir()
+			require.NoError(b, amdgpufixture.Write(root, n))
+			cfg := testConfig()
+			cfg.Backend, cfg.RootPath = BackendAMDGPU, root
+			s := newAMDScraper(settingsFor(cfg, newFakeClock(), nil))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				s.scrape()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(s.devices)), "ns/gpu")
 		})
 	}
 }

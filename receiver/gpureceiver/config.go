@@ -18,19 +18,24 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 )
 
-// Backend is where the receiver's NVML comes from.
+// Backend is where the receiver reads its GPUs.
 type Backend string
 
 // Backends.
 const (
+	// BackendAuto is amdgpu on a node with the KFD and an amdgpu card and no NVIDIA driver,
+	// else nvml; chosen at start.
+	BackendAuto Backend = "auto"
 	// BackendNVML is the driver's libnvidia-ml.
 	BackendNVML Backend = "nvml"
+	// BackendAMDGPU is the amdgpu driver's and the KFD's sysfs files under root_path.
+	BackendAMDGPU Backend = "amdgpu"
 	// BackendSimulated is a scenario on go-nvml's mock servers.
 	BackendSimulated Backend = "simulated"
 )
 
 // Backends are the values a Backend may take.
-var Backends = []Backend{BackendNVML, BackendSimulated}
+var Backends = []Backend{BackendAuto, BackendNVML, BackendAMDGPU, BackendSimulated}
 
 // Validate accepts one of Backends.
 func (b Backend) Validate() error { return enum.Check(b, Backends) }
@@ -47,14 +52,16 @@ type Config struct {
 	LibraryPath string `mapstructure:"library_path"`
 	// Scenario is the scenario file of the simulated backend.
 	Scenario string `mapstructure:"scenario"`
-	// RootPath is where the host's / is mounted; the kernel log is read at <root_path>/dev/kmsg.
+	// RootPath is where the host's / is mounted; the kernel log is read at <root_path>/dev/kmsg
+	// and the amdgpu backend's files under <root_path>/sys.
 	RootPath string `mapstructure:"root_path"`
 	// NodeName labels every series (node_name); empty means this machine's host name.
 	NodeName string `mapstructure:"node_name"`
 	// ConfiguredGPUCount is how many GPUs the node should have (configured_gpu_count).
 	ConfiguredGPUCount *int `mapstructure:"configured_gpu_count"`
-	// CallTimeout is the deadline of every NVML call; a GPU whose call passes it is reported down
-	// and skipped until the call returns, while the other GPUs keep reporting.
+	// CallTimeout is the deadline of every NVML call, and of each AMD GPU's file reads; a GPU
+	// whose call passes it is reported down and skipped until the call returns, while the other
+	// GPUs keep reporting.
 	CallTimeout time.Duration `mapstructure:"call_timeout"`
 	// InitRetry paces the NVML Init retries while the driver is missing.
 	InitRetry InitRetryConfig `mapstructure:"init_retry"`
@@ -93,15 +100,13 @@ var _ confmap.Validator = (*Config)(nil)
 // backend and of the XID table's severities and resolutions are their types' to check.
 func (cfg *Config) Validate() error {
 	var errs []error
-	switch cfg.Backend {
-	case BackendNVML:
-		if cfg.Scenario != "" {
-			errs = append(errs, errors.New("scenario is only read with backend: simulated; remove it or set backend: simulated"))
-		}
-	case BackendSimulated:
-		if cfg.LibraryPath != "" {
-			errs = append(errs, errors.New("library_path is only used with backend: nvml; remove it or set backend: nvml"))
-		}
+	if cfg.Scenario != "" && cfg.Backend != BackendSimulated {
+		errs = append(errs, errors.New("scenario is only read with backend: simulated; remove it or set backend: simulated"))
+	}
+	if cfg.LibraryPath != "" && cfg.Backend != BackendNVML && cfg.Backend != BackendAuto {
+		errs = append(errs, errors.New("library_path is only used with backend: nvml or auto; remove it or set backend: nvml"))
+	}
+	if cfg.Backend == BackendSimulated {
 		if cfg.Scenario == "" {
 			errs = append(errs, errors.New("scenario must name a scenario file when backend is simulated"))
 		} else if _, err := simulated.LoadScenario(cfg.Scenario); err != nil {

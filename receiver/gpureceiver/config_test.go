@@ -47,6 +47,11 @@ func TestLoadConfig(t *testing.T) {
 	sim := configtest.Load[Config](t, NewFactory(), "simulated")
 	require.NoError(t, confmap.Validate(sim))
 	assert.Equal(t, BackendSimulated, sim.Backend)
+
+	amd := configtest.Load[Config](t, NewFactory(), "amdgpu")
+	require.NoError(t, confmap.Validate(amd))
+	assert.Equal(t, BackendAMDGPU, amd.Backend)
+	assert.Equal(t, BackendAuto, def.Backend, "the default picks the vendor at start")
 }
 
 func TestValidateErrors(t *testing.T) {
@@ -54,9 +59,11 @@ func TestValidateErrors(t *testing.T) {
 		name    string
 		wantErr string
 	}{
-		{"bad_backend", `backend: must be one of nvml, simulated; got "dcgm"`},
+		{"bad_backend", `backend: must be one of auto, nvml, amdgpu, simulated; got "dcgm"`},
 		{"scenario_with_nvml", "scenario is only read with backend: simulated; remove it or set backend: simulated"},
-		{"library_with_simulated", "library_path is only used with backend: nvml; remove it or set backend: nvml"},
+		{"library_with_simulated", "library_path is only used with backend: nvml or auto; remove it or set backend: nvml"},
+		{"library_with_amdgpu", "library_path is only used with backend: nvml or auto; remove it or set backend: nvml"},
+		{"scenario_with_amdgpu", "scenario is only read with backend: simulated; remove it or set backend: simulated"},
 		{"no_scenario", "scenario must name a scenario file when backend is simulated"},
 		{"missing_scenario", `scenario "testdata/scenarios/does-not-exist.yaml": open testdata/scenarios/does-not-exist.yaml: no such file or directory`},
 		{"invalid_scenario", `scenario "testdata/scenarios/invalid.yaml": profile must be one of dgxa100, dgxh100, dgxh200, dgxb200, got "dgxz100"

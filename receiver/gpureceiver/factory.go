@@ -36,7 +36,7 @@ func createDefaultConfig() component.Config {
 		ControllerConfig:     cc,
 		MetricsBuilderConfig: metadata.NewDefaultMetricsBuilderConfig(),
 		Events:               metadata.DefaultEventsConfig(),
-		Backend:              BackendNVML,
+		Backend:              BackendAuto,
 		RootPath:             "/",
 		CallTimeout:          5 * time.Second,
 		InitRetry:            InitRetryConfig{InitialInterval: 5 * time.Second, MaxInterval: 5 * time.Minute},

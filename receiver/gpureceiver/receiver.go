@@ -48,6 +48,8 @@ type gpuReceiver struct {
 	metrics  receiver.Metrics
 	nextLogs consumer.Logs
 	scraper  *gpuScraper
+	// amd is the amdgpu backend's scraper, instead of scraper.
+	amd *amdScraper
 
 	startOnce, stopOnce sync.Once
 	startErr            error
@@ -63,11 +65,23 @@ func (r *gpuReceiver) start(ctx context.Context, host component.Host) error {
 	if err != nil {
 		return err
 	}
+	ss := scraperSettings{cfg: r.cfg, set: r.set, nodeName: nodeName, clock: clock.Real{}}
+	backend := resolveBackend(r.cfg)
+	if r.cfg.Backend == BackendAuto {
+		r.set.Logger.Info("GPU backend chosen", zap.String("backend", string(backend)), zap.String("root_path", r.cfg.RootPath))
+	}
+	if backend == BackendAMDGPU {
+		// AMD GPUs have no XIDs: the logs pipeline gets nothing.
+		r.amd = newAMDScraper(ss)
+		if r.metrics != nil {
+			return r.metrics.Start(ctx, host)
+		}
+		return nil
+	}
 	lib, release, err := openLibrary(r.cfg)
 	if err != nil {
 		return fmt.Errorf("backend %s: %w", r.cfg.Backend, err)
 	}
-	ss := scraperSettings{cfg: r.cfg, set: r.set, nodeName: nodeName, clock: clock.Real{}}
 	if r.nextLogs != nil {
 		next := r.nextLogs
 		ss.emitLogs = func(logs plog.Logs) {
@@ -124,6 +138,9 @@ func (r *gpuReceiver) startKmsg() {
 }
 
 func (r *gpuReceiver) scrape(context.Context) (pmetric.Metrics, error) {
+	if r.amd != nil {
+		return r.amd.scrape(), nil
+	}
 	return r.scraper.scrape(), nil
 }
 

@@ -1,8 +1,8 @@
 // Copyright The otelcol-gpu Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package gpureceivertest runs the gpu receiver on a simulated scenario, for what needs its
-// output without a GPU: the tests of the components that take it (gpu_attribution,
+// Package gpureceivertest runs the gpu receiver on a simulated scenario, or its amdgpu backend
+// on a fixture tree of AMD GPUs' files, for what needs its output without a GPU: the tests of the components that take it (gpu_attribution,
 // name_profile), the end-to-end tests and cmd/demonode, which lays out the demo node around the
 // scenario's GPUs.
 package gpureceivertest // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpureceivertest"
@@ -36,12 +36,28 @@ func SimulatedIntervalBatch(scenario string) (pmetric.Metrics, error) {
 	return simulatedBatch(scenario, 2, time.Second)
 }
 
-// simulatedBatch is collection n of the gpu receiver, collecting every interval.
+// AMDBatch is one collection of the gpu receiver's amdgpu backend on the AMD GPUs' files under
+// root (as internal/amdgpu/amdgpufixture writes them).
+func AMDBatch(root string) (pmetric.Metrics, error) {
+	return batch(func(cfg *gpureceiver.Config) {
+		cfg.Backend = gpureceiver.BackendAMDGPU
+		cfg.RootPath = root
+	}, 1, time.Hour)
+}
+
+// simulatedBatch is collection n of the gpu receiver on scenario, collecting every interval.
 func simulatedBatch(scenario string, n int, interval time.Duration) (pmetric.Metrics, error) {
+	return batch(func(cfg *gpureceiver.Config) {
+		cfg.Backend = gpureceiver.BackendSimulated
+		cfg.Scenario = scenario
+	}, n, interval)
+}
+
+// batch is collection n of the gpu receiver configured by configure, collecting every interval.
+func batch(configure func(*gpureceiver.Config), n int, interval time.Duration) (pmetric.Metrics, error) {
 	f := gpureceiver.NewFactory()
 	cfg := f.CreateDefaultConfig().(*gpureceiver.Config)
-	cfg.Backend = gpureceiver.BackendSimulated
-	cfg.Scenario = scenario
+	configure(cfg)
 	cfg.NodeName = "gpu-node-07"
 	cfg.CollectionInterval = interval
 	cfg.InitialDelay = 0
@@ -75,7 +91,7 @@ func simulatedBatch(scenario string, n int, interval time.Duration) (pmetric.Met
 	case md := <-batches:
 		return md, nil
 	case <-time.After(batchWait):
-		return pmetric.Metrics{}, fmt.Errorf("the simulated gpu receiver sent no batch %d within %s", n, batchWait)
+		return pmetric.Metrics{}, fmt.Errorf("the gpu receiver (backend %s) sent no batch %d within %s", cfg.Backend, n, batchWait)
 	}
 }
 

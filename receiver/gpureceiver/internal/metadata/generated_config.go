@@ -57,6 +57,55 @@ func (ms *CollectorIterationCountTotalMetricConfig) Validate() error {
 	return nil
 }
 
+// CollectorReadErrorsTotalMetricAttributeKey specifies the key of an attribute for the collector_read_errors_total metric.
+type CollectorReadErrorsTotalMetricAttributeKey string
+
+const (
+	CollectorReadErrorsTotalMetricAttributeKeyCollector  CollectorReadErrorsTotalMetricAttributeKey = "name"
+	CollectorReadErrorsTotalMetricAttributeKeyReadSource CollectorReadErrorsTotalMetricAttributeKey = "source"
+)
+
+// CollectorReadErrorsTotalMetricConfig provides config for the collector_read_errors_total metric.
+type CollectorReadErrorsTotalMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                       `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []CollectorReadErrorsTotalMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *CollectorReadErrorsTotalMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *CollectorReadErrorsTotalMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case CollectorReadErrorsTotalMetricAttributeKeyCollector, CollectorReadErrorsTotalMetricAttributeKeyReadSource:
+		default:
+			return fmt.Errorf("metric collector_read_errors_total doesn't have an attribute %v, valid attributes: [name, source]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // ConfiguredGpuCountMetricConfig provides config for the configured_gpu_count metric.
 type ConfiguredGpuCountMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
@@ -538,9 +587,10 @@ func (ms *GpuHealthMetricConfig) Validate() error {
 type GpuInfoMetricAttributeKey string
 
 const (
-	GpuInfoMetricAttributeKeyModel         GpuInfoMetricAttributeKey = "model"
-	GpuInfoMetricAttributeKeyPciBusID      GpuInfoMetricAttributeKey = "pci_bus_id"
-	GpuInfoMetricAttributeKeyDriverVersion GpuInfoMetricAttributeKey = "driver_version"
+	GpuInfoMetricAttributeKeyModel           GpuInfoMetricAttributeKey = "model"
+	GpuInfoMetricAttributeKeyPciBusID        GpuInfoMetricAttributeKey = "pci_bus_id"
+	GpuInfoMetricAttributeKeyDriverVersion   GpuInfoMetricAttributeKey = "driver_version"
+	GpuInfoMetricAttributeKeyPartitionDevice GpuInfoMetricAttributeKey = "partition_device"
 )
 
 // GpuInfoMetricConfig provides config for the gpu_info metric.
@@ -569,9 +619,9 @@ func (ms *GpuInfoMetricConfig) Unmarshal(parser *confmap.Conf) error {
 func (ms *GpuInfoMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case GpuInfoMetricAttributeKeyModel, GpuInfoMetricAttributeKeyPciBusID, GpuInfoMetricAttributeKeyDriverVersion:
+		case GpuInfoMetricAttributeKeyModel, GpuInfoMetricAttributeKeyPciBusID, GpuInfoMetricAttributeKeyDriverVersion, GpuInfoMetricAttributeKeyPartitionDevice:
 		default:
-			return fmt.Errorf("metric gpu_info doesn't have an attribute %v, valid attributes: [model, pci_bus_id, driver_version]", val)
+			return fmt.Errorf("metric gpu_info doesn't have an attribute %v, valid attributes: [model, pci_bus_id, driver_version, partition_device]", val)
 		}
 	}
 
@@ -581,6 +631,26 @@ func (ms *GpuInfoMetricConfig) Validate() error {
 		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
 	}
 
+	return nil
+}
+
+// GpuJunctionTemperatureCelsiusMetricConfig provides config for the gpu_junction_temperature_celsius metric.
+type GpuJunctionTemperatureCelsiusMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuJunctionTemperatureCelsiusMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
 	return nil
 }
 
@@ -1534,6 +1604,55 @@ func (ms *GpuProcessSmUtilizationMetricConfig) Validate() error {
 	return nil
 }
 
+// GpuRasErrorsMetricAttributeKey specifies the key of an attribute for the gpu_ras_errors metric.
+type GpuRasErrorsMetricAttributeKey string
+
+const (
+	GpuRasErrorsMetricAttributeKeyBlock     GpuRasErrorsMetricAttributeKey = "block"
+	GpuRasErrorsMetricAttributeKeyErrorType GpuRasErrorsMetricAttributeKey = "error_type"
+)
+
+// GpuRasErrorsMetricConfig provides config for the gpu_ras_errors metric.
+type GpuRasErrorsMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                           `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpuRasErrorsMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpuRasErrorsMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpuRasErrorsMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpuRasErrorsMetricAttributeKeyBlock, GpuRasErrorsMetricAttributeKeyErrorType:
+		default:
+			return fmt.Errorf("metric gpu_ras_errors doesn't have an attribute %v, valid attributes: [block, error_type]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // GpuRemappedRowsMetricAttributeKey specifies the key of an attribute for the gpu_remapped_rows metric.
 type GpuRemappedRowsMetricAttributeKey string
 
@@ -2023,9 +2142,70 @@ func (ms *NvidiasmiUtilizationMemoryMetricConfig) Unmarshal(parser *confmap.Conf
 	return nil
 }
 
+// RocmsmiTemperatureMetricConfig provides config for the rocmsmi_temperature metric.
+type RocmsmiTemperatureMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *RocmsmiTemperatureMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// RocmsmiUtilizationGpuMetricConfig provides config for the rocmsmi_utilization_gpu metric.
+type RocmsmiUtilizationGpuMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *RocmsmiUtilizationGpuMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// RocmsmiUtilizationMemoryMetricConfig provides config for the rocmsmi_utilization_memory metric.
+type RocmsmiUtilizationMemoryMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *RocmsmiUtilizationMemoryMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
 // MetricsConfig provides config for gpu metrics.
 type MetricsConfig struct {
 	CollectorIterationCountTotal    CollectorIterationCountTotalMetricConfig    `mapstructure:"collector_iteration_count_total"`
+	CollectorReadErrorsTotal        CollectorReadErrorsTotalMetricConfig        `mapstructure:"collector_read_errors_total"`
 	ConfiguredGpuCount              ConfiguredGpuCountMetricConfig              `mapstructure:"configured_gpu_count"`
 	GpuClockEventReason             GpuClockEventReasonMetricConfig             `mapstructure:"gpu_clock_event_reason"`
 	GpuClockMaxMhz                  GpuClockMaxMhzMetricConfig                  `mapstructure:"gpu_clock_max_mhz"`
@@ -2041,6 +2221,7 @@ type MetricsConfig struct {
 	GpuGraphicsEngineActivePercent  GpuGraphicsEngineActivePercentMetricConfig  `mapstructure:"gpu_graphics_engine_active_percent"`
 	GpuHealth                       GpuHealthMetricConfig                       `mapstructure:"gpu_health"`
 	GpuInfo                         GpuInfoMetricConfig                         `mapstructure:"gpu_info"`
+	GpuJunctionTemperatureCelsius   GpuJunctionTemperatureCelsiusMetricConfig   `mapstructure:"gpu_junction_temperature_celsius"`
 	GpuMemUtilization               GpuMemUtilizationMetricConfig               `mapstructure:"gpu_mem_utilization"`
 	GpuMemoryControllerUtilization  GpuMemoryControllerUtilizationMetricConfig  `mapstructure:"gpu_memory_controller_utilization"`
 	GpuMemoryFreeBytes              GpuMemoryFreeBytesMetricConfig              `mapstructure:"gpu_memory_free_bytes"`
@@ -2070,6 +2251,7 @@ type MetricsConfig struct {
 	GpuPowerWatts                   GpuPowerWattsMetricConfig                   `mapstructure:"gpu_power_watts"`
 	GpuProcessMemoryUsedBytes       GpuProcessMemoryUsedBytesMetricConfig       `mapstructure:"gpu_process_memory_used_bytes"`
 	GpuProcessSmUtilization         GpuProcessSmUtilizationMetricConfig         `mapstructure:"gpu_process_sm_utilization"`
+	GpuRasErrors                    GpuRasErrorsMetricConfig                    `mapstructure:"gpu_ras_errors"`
 	GpuRemappedRows                 GpuRemappedRowsMetricConfig                 `mapstructure:"gpu_remapped_rows"`
 	GpuRemappedRowsFailed           GpuRemappedRowsFailedMetricConfig           `mapstructure:"gpu_remapped_rows_failed"`
 	GpuRemappedRowsPending          GpuRemappedRowsPendingMetricConfig          `mapstructure:"gpu_remapped_rows_pending"`
@@ -2086,6 +2268,9 @@ type MetricsConfig struct {
 	NvidiasmiTemperature            NvidiasmiTemperatureMetricConfig            `mapstructure:"nvidiasmi_temperature"`
 	NvidiasmiUtilizationGpu         NvidiasmiUtilizationGpuMetricConfig         `mapstructure:"nvidiasmi_utilization_gpu"`
 	NvidiasmiUtilizationMemory      NvidiasmiUtilizationMemoryMetricConfig      `mapstructure:"nvidiasmi_utilization_memory"`
+	RocmsmiTemperature              RocmsmiTemperatureMetricConfig              `mapstructure:"rocmsmi_temperature"`
+	RocmsmiUtilizationGpu           RocmsmiUtilizationGpuMetricConfig           `mapstructure:"rocmsmi_utilization_gpu"`
+	RocmsmiUtilizationMemory        RocmsmiUtilizationMemoryMetricConfig        `mapstructure:"rocmsmi_utilization_memory"`
 }
 
 func DefaultMetricsConfig() MetricsConfig {
@@ -2094,6 +2279,11 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
 			EnabledAttributes:   []CollectorIterationCountTotalMetricAttributeKey{CollectorIterationCountTotalMetricAttributeKeyCollector},
+		},
+		CollectorReadErrorsTotal: CollectorReadErrorsTotalMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []CollectorReadErrorsTotalMetricAttributeKey{CollectorReadErrorsTotalMetricAttributeKeyCollector, CollectorReadErrorsTotalMetricAttributeKeyReadSource},
 		},
 		ConfiguredGpuCount: ConfiguredGpuCountMetricConfig{
 			Enabled: true,
@@ -2154,7 +2344,10 @@ func DefaultMetricsConfig() MetricsConfig {
 		GpuInfo: GpuInfoMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []GpuInfoMetricAttributeKey{GpuInfoMetricAttributeKeyModel, GpuInfoMetricAttributeKeyPciBusID, GpuInfoMetricAttributeKeyDriverVersion},
+			EnabledAttributes:   []GpuInfoMetricAttributeKey{GpuInfoMetricAttributeKeyModel, GpuInfoMetricAttributeKeyPciBusID, GpuInfoMetricAttributeKeyDriverVersion, GpuInfoMetricAttributeKeyPartitionDevice},
+		},
+		GpuJunctionTemperatureCelsius: GpuJunctionTemperatureCelsiusMetricConfig{
+			Enabled: true,
 		},
 		GpuMemUtilization: GpuMemUtilizationMetricConfig{
 			Enabled:             true,
@@ -2269,6 +2462,11 @@ func DefaultMetricsConfig() MetricsConfig {
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []GpuProcessSmUtilizationMetricAttributeKey{GpuProcessSmUtilizationMetricAttributeKeyPid},
 		},
+		GpuRasErrors: GpuRasErrorsMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpuRasErrorsMetricAttributeKey{GpuRasErrorsMetricAttributeKeyBlock, GpuRasErrorsMetricAttributeKeyErrorType},
+		},
 		GpuRemappedRows: GpuRemappedRowsMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
@@ -2327,6 +2525,15 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled: true,
 		},
 		NvidiasmiUtilizationMemory: NvidiasmiUtilizationMemoryMetricConfig{
+			Enabled: true,
+		},
+		RocmsmiTemperature: RocmsmiTemperatureMetricConfig{
+			Enabled: true,
+		},
+		RocmsmiUtilizationGpu: RocmsmiUtilizationGpuMetricConfig{
+			Enabled: true,
+		},
+		RocmsmiUtilizationMemory: RocmsmiUtilizationMemoryMetricConfig{
 			Enabled: true,
 		},
 	}

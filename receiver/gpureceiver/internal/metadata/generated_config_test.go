@@ -31,6 +31,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategySum,
 						EnabledAttributes:   []CollectorIterationCountTotalMetricAttributeKey{CollectorIterationCountTotalMetricAttributeKeyCollector},
 					},
+					CollectorReadErrorsTotal: CollectorReadErrorsTotalMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []CollectorReadErrorsTotalMetricAttributeKey{CollectorReadErrorsTotalMetricAttributeKeyCollector, CollectorReadErrorsTotalMetricAttributeKeyReadSource},
+					},
 					ConfiguredGpuCount: ConfiguredGpuCountMetricConfig{
 						Enabled: true,
 					},
@@ -90,7 +95,10 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpuInfo: GpuInfoMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []GpuInfoMetricAttributeKey{GpuInfoMetricAttributeKeyModel, GpuInfoMetricAttributeKeyPciBusID, GpuInfoMetricAttributeKeyDriverVersion},
+						EnabledAttributes:   []GpuInfoMetricAttributeKey{GpuInfoMetricAttributeKeyModel, GpuInfoMetricAttributeKeyPciBusID, GpuInfoMetricAttributeKeyDriverVersion, GpuInfoMetricAttributeKeyPartitionDevice},
+					},
+					GpuJunctionTemperatureCelsius: GpuJunctionTemperatureCelsiusMetricConfig{
+						Enabled: true,
 					},
 					GpuMemUtilization: GpuMemUtilizationMetricConfig{
 						Enabled:             true,
@@ -205,6 +213,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuProcessSmUtilizationMetricAttributeKey{GpuProcessSmUtilizationMetricAttributeKeyPid},
 					},
+					GpuRasErrors: GpuRasErrorsMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpuRasErrorsMetricAttributeKey{GpuRasErrorsMetricAttributeKeyBlock, GpuRasErrorsMetricAttributeKeyErrorType},
+					},
 					GpuRemappedRows: GpuRemappedRowsMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
@@ -263,6 +276,15 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled: true,
 					},
 					NvidiasmiUtilizationMemory: NvidiasmiUtilizationMemoryMetricConfig{
+						Enabled: true,
+					},
+					RocmsmiTemperature: RocmsmiTemperatureMetricConfig{
+						Enabled: true,
+					},
+					RocmsmiUtilizationGpu: RocmsmiUtilizationGpuMetricConfig{
+						Enabled: true,
+					},
+					RocmsmiUtilizationMemory: RocmsmiUtilizationMemoryMetricConfig{
 						Enabled: true,
 					},
 				},
@@ -283,6 +305,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategySum,
 						EnabledAttributes:   []CollectorIterationCountTotalMetricAttributeKey{CollectorIterationCountTotalMetricAttributeKeyCollector},
 					},
+					CollectorReadErrorsTotal: CollectorReadErrorsTotalMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []CollectorReadErrorsTotalMetricAttributeKey{CollectorReadErrorsTotalMetricAttributeKeyCollector, CollectorReadErrorsTotalMetricAttributeKeyReadSource},
+					},
 					ConfiguredGpuCount: ConfiguredGpuCountMetricConfig{
 						Enabled: false,
 					},
@@ -342,7 +369,10 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpuInfo: GpuInfoMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []GpuInfoMetricAttributeKey{GpuInfoMetricAttributeKeyModel, GpuInfoMetricAttributeKeyPciBusID, GpuInfoMetricAttributeKeyDriverVersion},
+						EnabledAttributes:   []GpuInfoMetricAttributeKey{GpuInfoMetricAttributeKeyModel, GpuInfoMetricAttributeKeyPciBusID, GpuInfoMetricAttributeKeyDriverVersion, GpuInfoMetricAttributeKeyPartitionDevice},
+					},
+					GpuJunctionTemperatureCelsius: GpuJunctionTemperatureCelsiusMetricConfig{
+						Enabled: false,
 					},
 					GpuMemUtilization: GpuMemUtilizationMetricConfig{
 						Enabled:             false,
@@ -457,6 +487,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuProcessSmUtilizationMetricAttributeKey{GpuProcessSmUtilizationMetricAttributeKeyPid},
 					},
+					GpuRasErrors: GpuRasErrorsMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpuRasErrorsMetricAttributeKey{GpuRasErrorsMetricAttributeKeyBlock, GpuRasErrorsMetricAttributeKeyErrorType},
+					},
 					GpuRemappedRows: GpuRemappedRowsMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
@@ -517,6 +552,15 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					NvidiasmiUtilizationMemory: NvidiasmiUtilizationMemoryMetricConfig{
 						Enabled: false,
 					},
+					RocmsmiTemperature: RocmsmiTemperatureMetricConfig{
+						Enabled: false,
+					},
+					RocmsmiUtilizationGpu: RocmsmiUtilizationGpuMetricConfig{
+						Enabled: false,
+					},
+					RocmsmiUtilizationMemory: RocmsmiUtilizationMemoryMetricConfig{
+						Enabled: false,
+					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
 					MinorNumber: ResourceAttributeConfig{Enabled: false},
@@ -530,7 +574,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(CollectorIterationCountTotalMetricConfig{}, ConfiguredGpuCountMetricConfig{}, GpuClockEventReasonMetricConfig{}, GpuClockMaxMhzMetricConfig{}, GpuClockMhzMetricConfig{}, GpuCodecUtilizationMetricConfig{}, GpuDevicesDetectedMetricConfig{}, GpuDramActivePercentMetricConfig{}, GpuEccErrorsMetricConfig{}, GpuEnergyJoulesTotalMetricConfig{}, GpuFabricHealthMetricConfig{}, GpuFabricStateMetricConfig{}, GpuFabricStatusMetricConfig{}, GpuGraphicsEngineActivePercentMetricConfig{}, GpuHealthMetricConfig{}, GpuInfoMetricConfig{}, GpuMemUtilizationMetricConfig{}, GpuMemoryControllerUtilizationMetricConfig{}, GpuMemoryFreeBytesMetricConfig{}, GpuMemoryReservedBytesMetricConfig{}, GpuMemoryTemperatureCelsiusMetricConfig{}, GpuMemoryTotalBytesMetricConfig{}, GpuMemoryUsedBytesMetricConfig{}, GpuMigEnabledMetricConfig{}, GpuMigMemoryTotalBytesMetricConfig{}, GpuMigMemoryUsedBytesMetricConfig{}, GpuNvlinkAverageBytesPerSecondMetricConfig{}, GpuNvlinkDataBytesTotalMetricConfig{}, GpuNvlinkErrorsTotalMetricConfig{}, GpuNvlinkStateMetricConfig{}, GpuNvmlTimeoutsTotalMetricConfig{}, GpuNvmlUpMetricConfig{}, GpuPcieAverageBytesPerSecondMetricConfig{}, GpuPcieLinkGenCurrentMetricConfig{}, GpuPcieLinkGenMaxMetricConfig{}, GpuPcieLinkWidthCurrentMetricConfig{}, GpuPcieLinkWidthMaxMetricConfig{}, GpuPcieReplaysTotalMetricConfig{}, GpuPcieThroughputBytesPerSecondMetricConfig{}, GpuPipeActivePercentMetricConfig{}, GpuPowerLimitMaxWattsMetricConfig{}, GpuPowerLimitMinWattsMetricConfig{}, GpuPowerWattsMetricConfig{}, GpuProcessMemoryUsedBytesMetricConfig{}, GpuProcessSmUtilizationMetricConfig{}, GpuRemappedRowsMetricConfig{}, GpuRemappedRowsFailedMetricConfig{}, GpuRemappedRowsPendingMetricConfig{}, GpuSmActivePercentMetricConfig{}, GpuSmOccupancyPercentMetricConfig{}, GpuUpMetricConfig{}, GpuUtilizationMetricConfig{}, GpuVgpuLicensedMetricConfig{}, GpuXidErrorsTotalMetricConfig{}, NvidiasmiEccErrorCountMetricConfig{}, NvidiasmiMemoryLeakCountMetricConfig{}, NvidiasmiPerformanceStateMetricConfig{}, NvidiasmiRetiredPageCountMetricConfig{}, NvidiasmiTemperatureMetricConfig{}, NvidiasmiUtilizationGpuMetricConfig{}, NvidiasmiUtilizationMemoryMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(CollectorIterationCountTotalMetricConfig{}, CollectorReadErrorsTotalMetricConfig{}, ConfiguredGpuCountMetricConfig{}, GpuClockEventReasonMetricConfig{}, GpuClockMaxMhzMetricConfig{}, GpuClockMhzMetricConfig{}, GpuCodecUtilizationMetricConfig{}, GpuDevicesDetectedMetricConfig{}, GpuDramActivePercentMetricConfig{}, GpuEccErrorsMetricConfig{}, GpuEnergyJoulesTotalMetricConfig{}, GpuFabricHealthMetricConfig{}, GpuFabricStateMetricConfig{}, GpuFabricStatusMetricConfig{}, GpuGraphicsEngineActivePercentMetricConfig{}, GpuHealthMetricConfig{}, GpuInfoMetricConfig{}, GpuJunctionTemperatureCelsiusMetricConfig{}, GpuMemUtilizationMetricConfig{}, GpuMemoryControllerUtilizationMetricConfig{}, GpuMemoryFreeBytesMetricConfig{}, GpuMemoryReservedBytesMetricConfig{}, GpuMemoryTemperatureCelsiusMetricConfig{}, GpuMemoryTotalBytesMetricConfig{}, GpuMemoryUsedBytesMetricConfig{}, GpuMigEnabledMetricConfig{}, GpuMigMemoryTotalBytesMetricConfig{}, GpuMigMemoryUsedBytesMetricConfig{}, GpuNvlinkAverageBytesPerSecondMetricConfig{}, GpuNvlinkDataBytesTotalMetricConfig{}, GpuNvlinkErrorsTotalMetricConfig{}, GpuNvlinkStateMetricConfig{}, GpuNvmlTimeoutsTotalMetricConfig{}, GpuNvmlUpMetricConfig{}, GpuPcieAverageBytesPerSecondMetricConfig{}, GpuPcieLinkGenCurrentMetricConfig{}, GpuPcieLinkGenMaxMetricConfig{}, GpuPcieLinkWidthCurrentMetricConfig{}, GpuPcieLinkWidthMaxMetricConfig{}, GpuPcieReplaysTotalMetricConfig{}, GpuPcieThroughputBytesPerSecondMetricConfig{}, GpuPipeActivePercentMetricConfig{}, GpuPowerLimitMaxWattsMetricConfig{}, GpuPowerLimitMinWattsMetricConfig{}, GpuPowerWattsMetricConfig{}, GpuProcessMemoryUsedBytesMetricConfig{}, GpuProcessSmUtilizationMetricConfig{}, GpuRasErrorsMetricConfig{}, GpuRemappedRowsMetricConfig{}, GpuRemappedRowsFailedMetricConfig{}, GpuRemappedRowsPendingMetricConfig{}, GpuSmActivePercentMetricConfig{}, GpuSmOccupancyPercentMetricConfig{}, GpuUpMetricConfig{}, GpuUtilizationMetricConfig{}, GpuVgpuLicensedMetricConfig{}, GpuXidErrorsTotalMetricConfig{}, NvidiasmiEccErrorCountMetricConfig{}, NvidiasmiMemoryLeakCountMetricConfig{}, NvidiasmiPerformanceStateMetricConfig{}, NvidiasmiRetiredPageCountMetricConfig{}, NvidiasmiTemperatureMetricConfig{}, NvidiasmiUtilizationGpuMetricConfig{}, NvidiasmiUtilizationMemoryMetricConfig{}, RocmsmiTemperatureMetricConfig{}, RocmsmiUtilizationGpuMetricConfig{}, RocmsmiUtilizationMemoryMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -543,6 +587,18 @@ func TestCollectorIterationCountTotalMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "metric collector_iteration_count_total doesn't have an attribute invalid, valid attributes: [name]")
 
 	cfg = DefaultMetricsConfig().CollectorIterationCountTotal
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestCollectorReadErrorsTotalMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().CollectorReadErrorsTotal
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []CollectorReadErrorsTotalMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric collector_read_errors_total doesn't have an attribute invalid, valid attributes: [name, source]")
+
+	cfg = DefaultMetricsConfig().CollectorReadErrorsTotal
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
@@ -636,7 +692,7 @@ func TestGpuInfoMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []GpuInfoMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric gpu_info doesn't have an attribute invalid, valid attributes: [model, pci_bus_id, driver_version]")
+	require.ErrorContains(t, cfg.Validate(), "metric gpu_info doesn't have an attribute invalid, valid attributes: [model, pci_bus_id, driver_version, partition_device]")
 
 	cfg = DefaultMetricsConfig().GpuInfo
 	cfg.AggregationStrategy = "invalid"
@@ -795,6 +851,18 @@ func TestGpuProcessSmUtilizationMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "metric gpu_process_sm_utilization doesn't have an attribute invalid, valid attributes: [pid]")
 
 	cfg = DefaultMetricsConfig().GpuProcessSmUtilization
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpuRasErrorsMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpuRasErrors
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpuRasErrorsMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpu_ras_errors doesn't have an attribute invalid, valid attributes: [block, error_type]")
+
+	cfg = DefaultMetricsConfig().GpuRasErrors
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }

@@ -351,6 +351,56 @@ var MapAttributePipe = map[string]AttributePipe{
 	"fp16":        AttributePipeFp16,
 }
 
+// AttributeReadSource specifies the value read_source attribute.
+type AttributeReadSource int
+
+const (
+	_ AttributeReadSource = iota
+	AttributeReadSourceSysfs
+	AttributeReadSourcePpDpm
+	AttributeReadSourcePcieLink
+	AttributeReadSourceRas
+	AttributeReadSourceHwmon
+	AttributeReadSourceGpuMetrics
+	AttributeReadSourceKfd
+	AttributeReadSourceDeadline
+)
+
+// String returns the string representation of the AttributeReadSource.
+func (av AttributeReadSource) String() string {
+	switch av {
+	case AttributeReadSourceSysfs:
+		return "sysfs"
+	case AttributeReadSourcePpDpm:
+		return "pp_dpm"
+	case AttributeReadSourcePcieLink:
+		return "pcie_link"
+	case AttributeReadSourceRas:
+		return "ras"
+	case AttributeReadSourceHwmon:
+		return "hwmon"
+	case AttributeReadSourceGpuMetrics:
+		return "gpu_metrics"
+	case AttributeReadSourceKfd:
+		return "kfd"
+	case AttributeReadSourceDeadline:
+		return "deadline"
+	}
+	return ""
+}
+
+// MapAttributeReadSource is a helper map of string to AttributeReadSource attribute value.
+var MapAttributeReadSource = map[string]AttributeReadSource{
+	"sysfs":       AttributeReadSourceSysfs,
+	"pp_dpm":      AttributeReadSourcePpDpm,
+	"pcie_link":   AttributeReadSourcePcieLink,
+	"ras":         AttributeReadSourceRas,
+	"hwmon":       AttributeReadSourceHwmon,
+	"gpu_metrics": AttributeReadSourceGpuMetrics,
+	"kfd":         AttributeReadSourceKfd,
+	"deadline":    AttributeReadSourceDeadline,
+}
+
 // AttributeReason specifies the value reason attribute.
 type AttributeReason int
 
@@ -445,6 +495,7 @@ type AttributeVender int
 const (
 	_ AttributeVender = iota
 	AttributeVenderNvidia
+	AttributeVenderAmd
 )
 
 // String returns the string representation of the AttributeVender.
@@ -452,6 +503,8 @@ func (av AttributeVender) String() string {
 	switch av {
 	case AttributeVenderNvidia:
 		return "nvidia"
+	case AttributeVenderAmd:
+		return "amd"
 	}
 	return ""
 }
@@ -459,6 +512,7 @@ func (av AttributeVender) String() string {
 // MapAttributeVender is a helper map of string to AttributeVender attribute value.
 var MapAttributeVender = map[string]AttributeVender{
 	"nvidia": AttributeVenderNvidia,
+	"amd":    AttributeVenderAmd,
 }
 
 // AttributeXidResolution specifies the value xid_resolution attribute.
@@ -538,6 +592,10 @@ var MetricsInfo = metricsInfo{
 		Name:       "collector_iteration_count_total",
 		Attributes: []string{"collector"},
 	},
+	CollectorReadErrorsTotal: metricInfo{
+		Name:       "collector_read_errors_total",
+		Attributes: []string{"collector", "read_source"},
+	},
 	ConfiguredGpuCount: metricInfo{
 		Name: "configured_gpu_count",
 	},
@@ -591,7 +649,10 @@ var MetricsInfo = metricsInfo{
 	},
 	GpuInfo: metricInfo{
 		Name:       "gpu_info",
-		Attributes: []string{"model", "pci_bus_id", "driver_version"},
+		Attributes: []string{"model", "pci_bus_id", "driver_version", "partition_device"},
+	},
+	GpuJunctionTemperatureCelsius: metricInfo{
+		Name: "gpu_junction_temperature_celsius",
 	},
 	GpuMemUtilization: metricInfo{
 		Name:       "gpu_mem_utilization",
@@ -693,6 +754,10 @@ var MetricsInfo = metricsInfo{
 		Name:       "gpu_process_sm_utilization",
 		Attributes: []string{"pid"},
 	},
+	GpuRasErrors: metricInfo{
+		Name:       "gpu_ras_errors",
+		Attributes: []string{"block", "error_type"},
+	},
 	GpuRemappedRows: metricInfo{
 		Name:       "gpu_remapped_rows",
 		Attributes: []string{"error_type"},
@@ -749,10 +814,20 @@ var MetricsInfo = metricsInfo{
 	NvidiasmiUtilizationMemory: metricInfo{
 		Name: "nvidiasmi_utilization_memory",
 	},
+	RocmsmiTemperature: metricInfo{
+		Name: "rocmsmi_temperature",
+	},
+	RocmsmiUtilizationGpu: metricInfo{
+		Name: "rocmsmi_utilization_gpu",
+	},
+	RocmsmiUtilizationMemory: metricInfo{
+		Name: "rocmsmi_utilization_memory",
+	},
 }
 
 type metricsInfo struct {
 	CollectorIterationCountTotal    metricInfo
+	CollectorReadErrorsTotal        metricInfo
 	ConfiguredGpuCount              metricInfo
 	GpuClockEventReason             metricInfo
 	GpuClockMaxMhz                  metricInfo
@@ -768,6 +843,7 @@ type metricsInfo struct {
 	GpuGraphicsEngineActivePercent  metricInfo
 	GpuHealth                       metricInfo
 	GpuInfo                         metricInfo
+	GpuJunctionTemperatureCelsius   metricInfo
 	GpuMemUtilization               metricInfo
 	GpuMemoryControllerUtilization  metricInfo
 	GpuMemoryFreeBytes              metricInfo
@@ -797,6 +873,7 @@ type metricsInfo struct {
 	GpuPowerWatts                   metricInfo
 	GpuProcessMemoryUsedBytes       metricInfo
 	GpuProcessSmUtilization         metricInfo
+	GpuRasErrors                    metricInfo
 	GpuRemappedRows                 metricInfo
 	GpuRemappedRowsFailed           metricInfo
 	GpuRemappedRowsPending          metricInfo
@@ -813,6 +890,9 @@ type metricsInfo struct {
 	NvidiasmiTemperature            metricInfo
 	NvidiasmiUtilizationGpu         metricInfo
 	NvidiasmiUtilizationMemory      metricInfo
+	RocmsmiTemperature              metricInfo
+	RocmsmiUtilizationGpu           metricInfo
+	RocmsmiUtilizationMemory        metricInfo
 }
 
 type metricInfo struct {
@@ -833,6 +913,12 @@ func (maof metricAttributeOptionFunc) apply(dp pmetric.NumberDataPoint) {
 func WithGpmGpuInstanceIDMetricAttribute(gpmGpuInstanceIDAttributeValue string) MetricAttributeOption {
 	return metricAttributeOptionFunc(func(dp pmetric.NumberDataPoint) {
 		dp.Attributes().PutStr("gpu_instance_id", gpmGpuInstanceIDAttributeValue)
+	})
+}
+
+func WithPartitionDeviceMetricAttribute(partitionDeviceAttributeValue string) MetricAttributeOption {
+	return metricAttributeOptionFunc(func(dp pmetric.NumberDataPoint) {
+		dp.Attributes().PutStr("partition_device", partitionDeviceAttributeValue)
 	})
 }
 
@@ -919,6 +1005,100 @@ func (m *metricCollectorIterationCountTotal) emit(metrics pmetric.MetricSlice) {
 
 func newMetricCollectorIterationCountTotal(cfg CollectorIterationCountTotalMetricConfig) metricCollectorIterationCountTotal {
 	m := metricCollectorIterationCountTotal{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricCollectorReadErrorsTotal struct {
+	data          pmetric.Metric                       // data buffer for generated metric.
+	config        CollectorReadErrorsTotalMetricConfig // metric config provided by user.
+	capacity      int                                  // max observed number of data points added to the metric.
+	aggDataPoints []int64                              // slice containing number of aggregated datapoints at each index
+}
+
+// init fills collector_read_errors_total metric with initial data.
+func (m *metricCollectorReadErrorsTotal) init() {
+	m.data.SetName("collector_read_errors_total")
+	m.data.SetDescription("AMD GPU files skipped because they could not be read or parsed (a malformed file, a gpu_metrics of an unknown revision), or a GPU's reads that passed call_timeout; the other readings are kept.")
+	m.data.SetUnit("{error}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricCollectorReadErrorsTotal) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, collectorAttributeValue string, readSourceAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, CollectorReadErrorsTotalMetricAttributeKeyCollector) {
+		dp.Attributes().PutStr("name", collectorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, CollectorReadErrorsTotalMetricAttributeKeyReadSource) {
+		dp.Attributes().PutStr("source", readSourceAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricCollectorReadErrorsTotal) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricCollectorReadErrorsTotal) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetIntValue(m.data.Sum().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricCollectorReadErrorsTotal(cfg CollectorReadErrorsTotalMetricConfig) metricCollectorReadErrorsTotal {
+	m := metricCollectorReadErrorsTotal{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -1930,7 +2110,7 @@ func (m *metricGpuInfo) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricGpuInfo) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, modelAttributeValue string, pciBusIDAttributeValue string, driverVersionAttributeValue string) {
+func (m *metricGpuInfo) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, modelAttributeValue string, pciBusIDAttributeValue string, driverVersionAttributeValue string, options ...MetricAttributeOption) {
 	if !m.config.Enabled {
 		return
 	}
@@ -1946,6 +2126,9 @@ func (m *metricGpuInfo) recordDataPoint(start pcommon.Timestamp, ts pcommon.Time
 	}
 	if slices.Contains(m.config.EnabledAttributes, GpuInfoMetricAttributeKeyDriverVersion) {
 		dp.Attributes().PutStr("driver_version", driverVersionAttributeValue)
+	}
+	for _, op := range options {
+		op.apply(dp)
 	}
 
 	var s string
@@ -2000,6 +2183,56 @@ func (m *metricGpuInfo) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGpuInfo(cfg GpuInfoMetricConfig) metricGpuInfo {
 	m := metricGpuInfo{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuJunctionTemperatureCelsius struct {
+	data     pmetric.Metric                            // data buffer for generated metric.
+	config   GpuJunctionTemperatureCelsiusMetricConfig // metric config provided by user.
+	capacity int                                       // max observed number of data points added to the metric.
+}
+
+// init fills gpu_junction_temperature_celsius metric with initial data.
+func (m *metricGpuJunctionTemperatureCelsius) init() {
+	m.data.SetName("gpu_junction_temperature_celsius")
+	m.data.SetDescription("Temperature of the GPU's hottest point (AMD's junction or hotspot sensor); absent where the GPU has none.")
+	m.data.SetUnit("Cel")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricGpuJunctionTemperatureCelsius) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuJunctionTemperatureCelsius) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuJunctionTemperatureCelsius) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuJunctionTemperatureCelsius(cfg GpuJunctionTemperatureCelsiusMetricConfig) metricGpuJunctionTemperatureCelsius {
+	m := metricGpuJunctionTemperatureCelsius{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -3991,6 +4224,98 @@ func newMetricGpuProcessSmUtilization(cfg GpuProcessSmUtilizationMetricConfig) m
 	return m
 }
 
+type metricGpuRasErrors struct {
+	data          pmetric.Metric           // data buffer for generated metric.
+	config        GpuRasErrorsMetricConfig // metric config provided by user.
+	capacity      int                      // max observed number of data points added to the metric.
+	aggDataPoints []int64                  // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpu_ras_errors metric with initial data.
+func (m *metricGpuRasErrors) init() {
+	m.data.SetName("gpu_ras_errors")
+	m.data.SetDescription("Errors the amdgpu driver's RAS counted per IP block since the driver loaded (ras/<block>_err_count), corrected and uncorrected. Absent where the GPU has no RAS.")
+	m.data.SetUnit("{error}")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpuRasErrors) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, blockAttributeValue string, errorTypeAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpuRasErrorsMetricAttributeKeyBlock) {
+		dp.Attributes().PutStr("block", blockAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpuRasErrorsMetricAttributeKeyErrorType) {
+		dp.Attributes().PutStr("error_type", errorTypeAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuRasErrors) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuRasErrors) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuRasErrors(cfg GpuRasErrorsMetricConfig) metricGpuRasErrors {
+	m := metricGpuRasErrors{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricGpuRemappedRows struct {
 	data          pmetric.Metric              // data buffer for generated metric.
 	config        GpuRemappedRowsMetricConfig // metric config provided by user.
@@ -5038,6 +5363,156 @@ func newMetricNvidiasmiUtilizationMemory(cfg NvidiasmiUtilizationMemoryMetricCon
 	return m
 }
 
+type metricRocmsmiTemperature struct {
+	data     pmetric.Metric                 // data buffer for generated metric.
+	config   RocmsmiTemperatureMetricConfig // metric config provided by user.
+	capacity int                            // max observed number of data points added to the metric.
+}
+
+// init fills rocmsmi_temperature metric with initial data.
+func (m *metricRocmsmiTemperature) init() {
+	m.data.SetName("rocmsmi_temperature")
+	m.data.SetDescription("Edge temperature of an AMD GPU (OpenPAI's rocm-smi name); absent where the GPU has no edge sensor (MI300 series).")
+	m.data.SetUnit("Cel")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricRocmsmiTemperature) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricRocmsmiTemperature) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricRocmsmiTemperature) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricRocmsmiTemperature(cfg RocmsmiTemperatureMetricConfig) metricRocmsmiTemperature {
+	m := metricRocmsmiTemperature{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricRocmsmiUtilizationGpu struct {
+	data     pmetric.Metric                    // data buffer for generated metric.
+	config   RocmsmiUtilizationGpuMetricConfig // metric config provided by user.
+	capacity int                               // max observed number of data points added to the metric.
+}
+
+// init fills rocmsmi_utilization_gpu metric with initial data.
+func (m *metricRocmsmiUtilizationGpu) init() {
+	m.data.SetName("rocmsmi_utilization_gpu")
+	m.data.SetDescription("Same value as gpu_utilization on an AMD GPU (OpenPAI's rocm-smi name).")
+	m.data.SetUnit("%")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricRocmsmiUtilizationGpu) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricRocmsmiUtilizationGpu) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricRocmsmiUtilizationGpu) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricRocmsmiUtilizationGpu(cfg RocmsmiUtilizationGpuMetricConfig) metricRocmsmiUtilizationGpu {
+	m := metricRocmsmiUtilizationGpu{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricRocmsmiUtilizationMemory struct {
+	data     pmetric.Metric                       // data buffer for generated metric.
+	config   RocmsmiUtilizationMemoryMetricConfig // metric config provided by user.
+	capacity int                                  // max observed number of data points added to the metric.
+}
+
+// init fills rocmsmi_utilization_memory metric with initial data.
+func (m *metricRocmsmiUtilizationMemory) init() {
+	m.data.SetName("rocmsmi_utilization_memory")
+	m.data.SetDescription("Same value as gpu_mem_utilization on an AMD GPU (OpenPAI's rocm-smi name).")
+	m.data.SetUnit("%")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricRocmsmiUtilizationMemory) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricRocmsmiUtilizationMemory) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricRocmsmiUtilizationMemory) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricRocmsmiUtilizationMemory(cfg RocmsmiUtilizationMemoryMetricConfig) metricRocmsmiUtilizationMemory {
+	m := metricRocmsmiUtilizationMemory{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 // MetricsBuilder provides an interface for scrapers to report metrics while taking care of all the transformations
 // required to produce metric representation defined in metadata and user config.
 type MetricsBuilder struct {
@@ -5049,6 +5524,7 @@ type MetricsBuilder struct {
 	resourceAttributeIncludeFilter        map[string]filter.Filter
 	resourceAttributeExcludeFilter        map[string]filter.Filter
 	metricCollectorIterationCountTotal    metricCollectorIterationCountTotal
+	metricCollectorReadErrorsTotal        metricCollectorReadErrorsTotal
 	metricConfiguredGpuCount              metricConfiguredGpuCount
 	metricGpuClockEventReason             metricGpuClockEventReason
 	metricGpuClockMaxMhz                  metricGpuClockMaxMhz
@@ -5064,6 +5540,7 @@ type MetricsBuilder struct {
 	metricGpuGraphicsEngineActivePercent  metricGpuGraphicsEngineActivePercent
 	metricGpuHealth                       metricGpuHealth
 	metricGpuInfo                         metricGpuInfo
+	metricGpuJunctionTemperatureCelsius   metricGpuJunctionTemperatureCelsius
 	metricGpuMemUtilization               metricGpuMemUtilization
 	metricGpuMemoryControllerUtilization  metricGpuMemoryControllerUtilization
 	metricGpuMemoryFreeBytes              metricGpuMemoryFreeBytes
@@ -5093,6 +5570,7 @@ type MetricsBuilder struct {
 	metricGpuPowerWatts                   metricGpuPowerWatts
 	metricGpuProcessMemoryUsedBytes       metricGpuProcessMemoryUsedBytes
 	metricGpuProcessSmUtilization         metricGpuProcessSmUtilization
+	metricGpuRasErrors                    metricGpuRasErrors
 	metricGpuRemappedRows                 metricGpuRemappedRows
 	metricGpuRemappedRowsFailed           metricGpuRemappedRowsFailed
 	metricGpuRemappedRowsPending          metricGpuRemappedRowsPending
@@ -5109,6 +5587,9 @@ type MetricsBuilder struct {
 	metricNvidiasmiTemperature            metricNvidiasmiTemperature
 	metricNvidiasmiUtilizationGpu         metricNvidiasmiUtilizationGpu
 	metricNvidiasmiUtilizationMemory      metricNvidiasmiUtilizationMemory
+	metricRocmsmiTemperature              metricRocmsmiTemperature
+	metricRocmsmiUtilizationGpu           metricRocmsmiUtilizationGpu
+	metricRocmsmiUtilizationMemory        metricRocmsmiUtilizationMemory
 }
 
 // MetricBuilderOption applies changes to default metrics builder.
@@ -5135,6 +5616,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricsBuffer:                         pmetric.NewMetrics(),
 		buildInfo:                             settings.BuildInfo,
 		metricCollectorIterationCountTotal:    newMetricCollectorIterationCountTotal(mbc.Metrics.CollectorIterationCountTotal),
+		metricCollectorReadErrorsTotal:        newMetricCollectorReadErrorsTotal(mbc.Metrics.CollectorReadErrorsTotal),
 		metricConfiguredGpuCount:              newMetricConfiguredGpuCount(mbc.Metrics.ConfiguredGpuCount),
 		metricGpuClockEventReason:             newMetricGpuClockEventReason(mbc.Metrics.GpuClockEventReason),
 		metricGpuClockMaxMhz:                  newMetricGpuClockMaxMhz(mbc.Metrics.GpuClockMaxMhz),
@@ -5150,6 +5632,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricGpuGraphicsEngineActivePercent:  newMetricGpuGraphicsEngineActivePercent(mbc.Metrics.GpuGraphicsEngineActivePercent),
 		metricGpuHealth:                       newMetricGpuHealth(mbc.Metrics.GpuHealth),
 		metricGpuInfo:                         newMetricGpuInfo(mbc.Metrics.GpuInfo),
+		metricGpuJunctionTemperatureCelsius:   newMetricGpuJunctionTemperatureCelsius(mbc.Metrics.GpuJunctionTemperatureCelsius),
 		metricGpuMemUtilization:               newMetricGpuMemUtilization(mbc.Metrics.GpuMemUtilization),
 		metricGpuMemoryControllerUtilization:  newMetricGpuMemoryControllerUtilization(mbc.Metrics.GpuMemoryControllerUtilization),
 		metricGpuMemoryFreeBytes:              newMetricGpuMemoryFreeBytes(mbc.Metrics.GpuMemoryFreeBytes),
@@ -5179,6 +5662,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricGpuPowerWatts:                   newMetricGpuPowerWatts(mbc.Metrics.GpuPowerWatts),
 		metricGpuProcessMemoryUsedBytes:       newMetricGpuProcessMemoryUsedBytes(mbc.Metrics.GpuProcessMemoryUsedBytes),
 		metricGpuProcessSmUtilization:         newMetricGpuProcessSmUtilization(mbc.Metrics.GpuProcessSmUtilization),
+		metricGpuRasErrors:                    newMetricGpuRasErrors(mbc.Metrics.GpuRasErrors),
 		metricGpuRemappedRows:                 newMetricGpuRemappedRows(mbc.Metrics.GpuRemappedRows),
 		metricGpuRemappedRowsFailed:           newMetricGpuRemappedRowsFailed(mbc.Metrics.GpuRemappedRowsFailed),
 		metricGpuRemappedRowsPending:          newMetricGpuRemappedRowsPending(mbc.Metrics.GpuRemappedRowsPending),
@@ -5195,6 +5679,9 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricNvidiasmiTemperature:            newMetricNvidiasmiTemperature(mbc.Metrics.NvidiasmiTemperature),
 		metricNvidiasmiUtilizationGpu:         newMetricNvidiasmiUtilizationGpu(mbc.Metrics.NvidiasmiUtilizationGpu),
 		metricNvidiasmiUtilizationMemory:      newMetricNvidiasmiUtilizationMemory(mbc.Metrics.NvidiasmiUtilizationMemory),
+		metricRocmsmiTemperature:              newMetricRocmsmiTemperature(mbc.Metrics.RocmsmiTemperature),
+		metricRocmsmiUtilizationGpu:           newMetricRocmsmiUtilizationGpu(mbc.Metrics.RocmsmiUtilizationGpu),
+		metricRocmsmiUtilizationMemory:        newMetricRocmsmiUtilizationMemory(mbc.Metrics.RocmsmiUtilizationMemory),
 		resourceAttributeIncludeFilter:        make(map[string]filter.Filter),
 		resourceAttributeExcludeFilter:        make(map[string]filter.Filter),
 	}
@@ -5292,6 +5779,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	ils.Scope().SetVersion(mb.buildInfo.Version)
 	ils.Metrics().EnsureCapacity(mb.metricsCapacity)
 	mb.metricCollectorIterationCountTotal.emit(ils.Metrics())
+	mb.metricCollectorReadErrorsTotal.emit(ils.Metrics())
 	mb.metricConfiguredGpuCount.emit(ils.Metrics())
 	mb.metricGpuClockEventReason.emit(ils.Metrics())
 	mb.metricGpuClockMaxMhz.emit(ils.Metrics())
@@ -5307,6 +5795,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGpuGraphicsEngineActivePercent.emit(ils.Metrics())
 	mb.metricGpuHealth.emit(ils.Metrics())
 	mb.metricGpuInfo.emit(ils.Metrics())
+	mb.metricGpuJunctionTemperatureCelsius.emit(ils.Metrics())
 	mb.metricGpuMemUtilization.emit(ils.Metrics())
 	mb.metricGpuMemoryControllerUtilization.emit(ils.Metrics())
 	mb.metricGpuMemoryFreeBytes.emit(ils.Metrics())
@@ -5336,6 +5825,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGpuPowerWatts.emit(ils.Metrics())
 	mb.metricGpuProcessMemoryUsedBytes.emit(ils.Metrics())
 	mb.metricGpuProcessSmUtilization.emit(ils.Metrics())
+	mb.metricGpuRasErrors.emit(ils.Metrics())
 	mb.metricGpuRemappedRows.emit(ils.Metrics())
 	mb.metricGpuRemappedRowsFailed.emit(ils.Metrics())
 	mb.metricGpuRemappedRowsPending.emit(ils.Metrics())
@@ -5352,6 +5842,9 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricNvidiasmiTemperature.emit(ils.Metrics())
 	mb.metricNvidiasmiUtilizationGpu.emit(ils.Metrics())
 	mb.metricNvidiasmiUtilizationMemory.emit(ils.Metrics())
+	mb.metricRocmsmiTemperature.emit(ils.Metrics())
+	mb.metricRocmsmiUtilizationGpu.emit(ils.Metrics())
+	mb.metricRocmsmiUtilizationMemory.emit(ils.Metrics())
 
 	for _, op := range options {
 		op.apply(rm)
@@ -5386,6 +5879,11 @@ func (mb *MetricsBuilder) Emit(options ...ResourceMetricsOption) pmetric.Metrics
 // RecordCollectorIterationCountTotalDataPoint adds a data point to collector_iteration_count_total metric.
 func (mb *MetricsBuilder) RecordCollectorIterationCountTotalDataPoint(ts pcommon.Timestamp, val int64, collectorAttributeValue string) {
 	mb.metricCollectorIterationCountTotal.recordDataPoint(mb.startTime, ts, val, collectorAttributeValue)
+}
+
+// RecordCollectorReadErrorsTotalDataPoint adds a data point to collector_read_errors_total metric.
+func (mb *MetricsBuilder) RecordCollectorReadErrorsTotalDataPoint(ts pcommon.Timestamp, val int64, collectorAttributeValue string, readSourceAttributeValue AttributeReadSource) {
+	mb.metricCollectorReadErrorsTotal.recordDataPoint(mb.startTime, ts, val, collectorAttributeValue, readSourceAttributeValue.String())
 }
 
 // RecordConfiguredGpuCountDataPoint adds a data point to configured_gpu_count metric.
@@ -5459,8 +5957,13 @@ func (mb *MetricsBuilder) RecordGpuHealthDataPoint(ts pcommon.Timestamp, val int
 }
 
 // RecordGpuInfoDataPoint adds a data point to gpu_info metric.
-func (mb *MetricsBuilder) RecordGpuInfoDataPoint(ts pcommon.Timestamp, val int64, modelAttributeValue string, pciBusIDAttributeValue string, driverVersionAttributeValue string) {
-	mb.metricGpuInfo.recordDataPoint(mb.startTime, ts, val, modelAttributeValue, pciBusIDAttributeValue, driverVersionAttributeValue)
+func (mb *MetricsBuilder) RecordGpuInfoDataPoint(ts pcommon.Timestamp, val int64, modelAttributeValue string, pciBusIDAttributeValue string, driverVersionAttributeValue string, options ...MetricAttributeOption) {
+	mb.metricGpuInfo.recordDataPoint(mb.startTime, ts, val, modelAttributeValue, pciBusIDAttributeValue, driverVersionAttributeValue, options...)
+}
+
+// RecordGpuJunctionTemperatureCelsiusDataPoint adds a data point to gpu_junction_temperature_celsius metric.
+func (mb *MetricsBuilder) RecordGpuJunctionTemperatureCelsiusDataPoint(ts pcommon.Timestamp, val float64) {
+	mb.metricGpuJunctionTemperatureCelsius.recordDataPoint(mb.startTime, ts, val)
 }
 
 // RecordGpuMemUtilizationDataPoint adds a data point to gpu_mem_utilization metric.
@@ -5608,6 +6111,11 @@ func (mb *MetricsBuilder) RecordGpuProcessSmUtilizationDataPoint(ts pcommon.Time
 	mb.metricGpuProcessSmUtilization.recordDataPoint(mb.startTime, ts, val, pidAttributeValue)
 }
 
+// RecordGpuRasErrorsDataPoint adds a data point to gpu_ras_errors metric.
+func (mb *MetricsBuilder) RecordGpuRasErrorsDataPoint(ts pcommon.Timestamp, val int64, blockAttributeValue string, errorTypeAttributeValue AttributeErrorType) {
+	mb.metricGpuRasErrors.recordDataPoint(mb.startTime, ts, val, blockAttributeValue, errorTypeAttributeValue.String())
+}
+
 // RecordGpuRemappedRowsDataPoint adds a data point to gpu_remapped_rows metric.
 func (mb *MetricsBuilder) RecordGpuRemappedRowsDataPoint(ts pcommon.Timestamp, val int64, errorTypeAttributeValue AttributeErrorType) {
 	mb.metricGpuRemappedRows.recordDataPoint(mb.startTime, ts, val, errorTypeAttributeValue.String())
@@ -5686,6 +6194,21 @@ func (mb *MetricsBuilder) RecordNvidiasmiUtilizationGpuDataPoint(ts pcommon.Time
 // RecordNvidiasmiUtilizationMemoryDataPoint adds a data point to nvidiasmi_utilization_memory metric.
 func (mb *MetricsBuilder) RecordNvidiasmiUtilizationMemoryDataPoint(ts pcommon.Timestamp, val float64) {
 	mb.metricNvidiasmiUtilizationMemory.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordRocmsmiTemperatureDataPoint adds a data point to rocmsmi_temperature metric.
+func (mb *MetricsBuilder) RecordRocmsmiTemperatureDataPoint(ts pcommon.Timestamp, val float64) {
+	mb.metricRocmsmiTemperature.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordRocmsmiUtilizationGpuDataPoint adds a data point to rocmsmi_utilization_gpu metric.
+func (mb *MetricsBuilder) RecordRocmsmiUtilizationGpuDataPoint(ts pcommon.Timestamp, val float64) {
+	mb.metricRocmsmiUtilizationGpu.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordRocmsmiUtilizationMemoryDataPoint adds a data point to rocmsmi_utilization_memory metric.
+func (mb *MetricsBuilder) RecordRocmsmiUtilizationMemoryDataPoint(ts pcommon.Timestamp, val float64) {
+	mb.metricRocmsmiUtilizationMemory.recordDataPoint(mb.startTime, ts, val)
 }
 
 // Reset resets metrics builder to its initial state. It should be used when external metrics source is restarted,

@@ -68,6 +68,7 @@ func TestMetricsBuilder(t *testing.T) {
 			mb := NewMetricsBuilder(loadMetricsBuilderConfig(t, tt.name), settings, WithStartTime(start))
 			aggMap := make(map[string]string) // contains the aggregation strategies for each metric name
 			aggMap["collector_iteration_count_total"] = mb.metricCollectorIterationCountTotal.config.AggregationStrategy
+			aggMap["collector_read_errors_total"] = mb.metricCollectorReadErrorsTotal.config.AggregationStrategy
 			aggMap["gpu_clock_event_reason"] = mb.metricGpuClockEventReason.config.AggregationStrategy
 			aggMap["gpu_clock_max_mhz"] = mb.metricGpuClockMaxMhz.config.AggregationStrategy
 			aggMap["gpu_clock_mhz"] = mb.metricGpuClockMhz.config.AggregationStrategy
@@ -89,6 +90,7 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap["gpu_pipe_active_percent"] = mb.metricGpuPipeActivePercent.config.AggregationStrategy
 			aggMap["gpu_process_memory_used_bytes"] = mb.metricGpuProcessMemoryUsedBytes.config.AggregationStrategy
 			aggMap["gpu_process_sm_utilization"] = mb.metricGpuProcessSmUtilization.config.AggregationStrategy
+			aggMap["gpu_ras_errors"] = mb.metricGpuRasErrors.config.AggregationStrategy
 			aggMap["gpu_remapped_rows"] = mb.metricGpuRemappedRows.config.AggregationStrategy
 			aggMap["gpu_utilization"] = mb.metricGpuUtilization.config.AggregationStrategy
 			aggMap["gpu_xid_errors_total"] = mb.metricGpuXidErrorsTotal.config.AggregationStrategy
@@ -108,6 +110,12 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordCollectorIterationCountTotalDataPoint(ts, 1, "collector-val")
 			if tt.name == "reaggregate_set" {
 				mb.RecordCollectorIterationCountTotalDataPoint(ts, 3, "collector-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordCollectorReadErrorsTotalDataPoint(ts, 1, "collector-val", AttributeReadSourceSysfs)
+			if tt.name == "reaggregate_set" {
+				mb.RecordCollectorReadErrorsTotalDataPoint(ts, 3, "collector-val-2", AttributeReadSourcePpDpm)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -174,15 +182,18 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGpuInfoDataPoint(ts, 1, "model-val", "pci_bus_id-val", "driver_version-val")
+			mb.RecordGpuInfoDataPoint(ts, 1, "model-val", "pci_bus_id-val", "driver_version-val", WithPartitionDeviceMetricAttribute("partition_device-val"))
 			if tt.name == "reaggregate_set" {
-				mb.RecordGpuInfoDataPoint(ts, 3, "model-val-2", "pci_bus_id-val-2", "driver_version-val-2")
+				mb.RecordGpuInfoDataPoint(ts, 3, "model-val-2", "pci_bus_id-val-2", "driver_version-val-2", WithPartitionDeviceMetricAttribute("partition_device-val"))
 			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuJunctionTemperatureCelsiusDataPoint(ts, 1)
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordGpuMemUtilizationDataPoint(ts, 1, AttributeVenderNvidia)
 			if tt.name == "reaggregate_set" {
-				mb.RecordGpuMemUtilizationDataPoint(ts, 3, AttributeVenderNvidia)
+				mb.RecordGpuMemUtilizationDataPoint(ts, 3, AttributeVenderAmd)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -306,6 +317,12 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGpuRasErrorsDataPoint(ts, 1, "block-val", AttributeErrorTypeCorrected)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpuRasErrorsDataPoint(ts, 3, "block-val-2", AttributeErrorTypeUncorrected)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGpuRemappedRowsDataPoint(ts, 1, AttributeErrorTypeCorrected)
 			if tt.name == "reaggregate_set" {
 				mb.RecordGpuRemappedRowsDataPoint(ts, 3, AttributeErrorTypeUncorrected)
@@ -329,7 +346,7 @@ func TestMetricsBuilder(t *testing.T) {
 			allMetricsCount++
 			mb.RecordGpuUtilizationDataPoint(ts, 1, AttributeVenderNvidia)
 			if tt.name == "reaggregate_set" {
-				mb.RecordGpuUtilizationDataPoint(ts, 3, AttributeVenderNvidia)
+				mb.RecordGpuUtilizationDataPoint(ts, 3, AttributeVenderAmd)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -370,6 +387,15 @@ func TestMetricsBuilder(t *testing.T) {
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordNvidiasmiUtilizationMemoryDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordRocmsmiTemperatureDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordRocmsmiUtilizationGpuDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordRocmsmiUtilizationMemoryDataPoint(ts, 1)
 
 			rb := mb.NewResourceBuilder()
 			rb.SetMinorNumber("minor_number-val")
@@ -380,6 +406,7 @@ func TestMetricsBuilder(t *testing.T) {
 			metrics := mb.Emit(WithResource(res))
 			if tt.name == "reaggregate_set" {
 				assert.Empty(t, mb.metricCollectorIterationCountTotal.aggDataPoints)
+				assert.Empty(t, mb.metricCollectorReadErrorsTotal.aggDataPoints)
 				assert.Empty(t, mb.metricGpuClockEventReason.aggDataPoints)
 				assert.Empty(t, mb.metricGpuClockMaxMhz.aggDataPoints)
 				assert.Empty(t, mb.metricGpuClockMhz.aggDataPoints)
@@ -401,6 +428,7 @@ func TestMetricsBuilder(t *testing.T) {
 				assert.Empty(t, mb.metricGpuPipeActivePercent.aggDataPoints)
 				assert.Empty(t, mb.metricGpuProcessMemoryUsedBytes.aggDataPoints)
 				assert.Empty(t, mb.metricGpuProcessSmUtilization.aggDataPoints)
+				assert.Empty(t, mb.metricGpuRasErrors.aggDataPoints)
 				assert.Empty(t, mb.metricGpuRemappedRows.aggDataPoints)
 				assert.Empty(t, mb.metricGpuUtilization.aggDataPoints)
 				assert.Empty(t, mb.metricGpuXidErrorsTotal.aggDataPoints)
@@ -476,6 +504,55 @@ func TestMetricsBuilder(t *testing.T) {
 							assert.Equal(t, int64(3), dp.IntValue())
 						}
 						_, ok := dp.Attributes().Get("name")
+						assert.False(t, ok)
+					}
+				case "collector_read_errors_total":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["collector_read_errors_total"], "Found a duplicate in the metrics slice: collector_read_errors_total")
+						validatedMetrics["collector_read_errors_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "AMD GPU files skipped because they could not be read or parsed (a malformed file, a gpu_metrics of an unknown revision), or a GPU's reads that passed call_timeout; the other readings are kept.", mi.Description())
+						assert.Equal(t, "{error}", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						collectorAttrVal, ok := dp.Attributes().Get("name")
+						assert.True(t, ok)
+						assert.Equal(t, "collector-val", collectorAttrVal.Str())
+						readSourceAttrVal, ok := dp.Attributes().Get("source")
+						assert.True(t, ok)
+						assert.Equal(t, "sysfs", readSourceAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["collector_read_errors_total"], "Found a duplicate in the metrics slice: collector_read_errors_total")
+						validatedMetrics["collector_read_errors_total"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "AMD GPU files skipped because they could not be read or parsed (a malformed file, a gpu_metrics of an unknown revision), or a GPU's reads that passed call_timeout; the other readings are kept.", mi.Description())
+						assert.Equal(t, "{error}", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["collector_read_errors_total"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("source")
 						assert.False(t, ok)
 					}
 				case "configured_gpu_count":
@@ -877,6 +954,9 @@ func TestMetricsBuilder(t *testing.T) {
 						driverVersionAttrVal, ok := dp.Attributes().Get("driver_version")
 						assert.True(t, ok)
 						assert.Equal(t, "driver_version-val", driverVersionAttrVal.Str())
+						partitionDeviceAttrVal, ok := dp.Attributes().Get("partition_device")
+						assert.True(t, ok)
+						assert.Equal(t, "partition_device-val", partitionDeviceAttrVal.Str())
 					} else {
 						assert.False(t, validatedMetrics["gpu_info"], "Found a duplicate in the metrics slice: gpu_info")
 						validatedMetrics["gpu_info"] = true
@@ -905,6 +985,18 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("driver_version")
 						assert.False(t, ok)
 					}
+				case "gpu_junction_temperature_celsius":
+					assert.False(t, validatedMetrics["gpu_junction_temperature_celsius"], "Found a duplicate in the metrics slice: gpu_junction_temperature_celsius")
+					validatedMetrics["gpu_junction_temperature_celsius"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Temperature of the GPU's hottest point (AMD's junction or hotspot sensor); absent where the GPU has none.", mi.Description())
+					assert.Equal(t, "Cel", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
 				case "gpu_mem_utilization":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["gpu_mem_utilization"], "Found a duplicate in the metrics slice: gpu_mem_utilization")
@@ -1659,6 +1751,51 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok := dp.Attributes().Get("pid")
 						assert.False(t, ok)
 					}
+				case "gpu_ras_errors":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpu_ras_errors"], "Found a duplicate in the metrics slice: gpu_ras_errors")
+						validatedMetrics["gpu_ras_errors"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Errors the amdgpu driver's RAS counted per IP block since the driver loaded (ras/<block>_err_count), corrected and uncorrected. Absent where the GPU has no RAS.", mi.Description())
+						assert.Equal(t, "{error}", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						blockAttrVal, ok := dp.Attributes().Get("block")
+						assert.True(t, ok)
+						assert.Equal(t, "block-val", blockAttrVal.Str())
+						errorTypeAttrVal, ok := dp.Attributes().Get("error_type")
+						assert.True(t, ok)
+						assert.Equal(t, "corrected", errorTypeAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpu_ras_errors"], "Found a duplicate in the metrics slice: gpu_ras_errors")
+						validatedMetrics["gpu_ras_errors"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Errors the amdgpu driver's RAS counted per IP block since the driver loaded (ras/<block>_err_count), corrected and uncorrected. Absent where the GPU has no RAS.", mi.Description())
+						assert.Equal(t, "{error}", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["gpu_ras_errors"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("block")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("error_type")
+						assert.False(t, ok)
+					}
 				case "gpu_remapped_rows":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["gpu_remapped_rows"], "Found a duplicate in the metrics slice: gpu_remapped_rows")
@@ -2028,6 +2165,42 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
 					assert.Equal(t, "Same value as gpu_mem_utilization (OpenPAI's nvidia-smi name).", mi.Description())
+					assert.Equal(t, "%", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+				case "rocmsmi_temperature":
+					assert.False(t, validatedMetrics["rocmsmi_temperature"], "Found a duplicate in the metrics slice: rocmsmi_temperature")
+					validatedMetrics["rocmsmi_temperature"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Edge temperature of an AMD GPU (OpenPAI's rocm-smi name); absent where the GPU has no edge sensor (MI300 series).", mi.Description())
+					assert.Equal(t, "Cel", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+				case "rocmsmi_utilization_gpu":
+					assert.False(t, validatedMetrics["rocmsmi_utilization_gpu"], "Found a duplicate in the metrics slice: rocmsmi_utilization_gpu")
+					validatedMetrics["rocmsmi_utilization_gpu"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Same value as gpu_utilization on an AMD GPU (OpenPAI's rocm-smi name).", mi.Description())
+					assert.Equal(t, "%", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+				case "rocmsmi_utilization_memory":
+					assert.False(t, validatedMetrics["rocmsmi_utilization_memory"], "Found a duplicate in the metrics slice: rocmsmi_utilization_memory")
+					validatedMetrics["rocmsmi_utilization_memory"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Same value as gpu_mem_utilization on an AMD GPU (OpenPAI's rocm-smi name).", mi.Description())
 					assert.Equal(t, "%", mi.Unit())
 					dp := mi.Gauge().DataPoints().At(0)
 					assert.Equal(t, start, dp.StartTimestamp())
