@@ -86,12 +86,15 @@ func TestStoresMatchScrape(t *testing.T) {
 	gateway := stack.StartGateway(t, secrets, sets...)
 	waitHealthy(t, "the gateway", gateway.Health)
 	pods := []pod{{"gateway", "otelcol-gpu-gateway-0", "node-a", gateway.Endpoints}}
+	// Every fault of the demo's scenario within seconds, for the alerts to compare, and the
+	// demo's jobs holding the GPUs, for the report's.
+	scenario := filepath.Join(root, "test", "e2e", "testdata", "demo-compressed.yaml")
+	demoNode := startDemoNode(t, scenario, filepath.Join(root, "distro", "scenarios", "pods", "dgx-a100-demo.yaml"))
 	// The report's period starts before the first collection.
 	reportStart := time.Now().Truncate(time.Second)
 	for ip, name := range map[string]string{"10.0.0.1": "node-a", "10.0.0.11": "node-b"} {
-		// Every fault of the demo's scenario within seconds, for the alerts to compare.
 		agent := stack.StartAgent(t, secrets, simulatedAgentOptions(t, gateway, name, ip,
-			"receivers::gpu::scenario="+filepath.Join(root, "test", "e2e", "testdata", "demo-compressed.yaml")))
+			"receivers::gpu::scenario="+scenario, "processors::gpu_attribution::root_path="+demoNode))
 		pods = append(pods, pod{"agent", "otelcol-gpu-agent-" + name, name, agent.Endpoints})
 	}
 
@@ -166,7 +169,9 @@ func TestStoresMatchScrape(t *testing.T) {
 	// The report reads raw samples: on Thanos Query it must come out the same as on the OTLP
 	// path's Prometheus, which holds the same samples (the gateway's, at their collection
 	// times), every file byte for byte. On the scrape path the samples are the scrapes', at
-	// their own times from the first scrape on: the hours differ, every count is the same.
+	// their own times from the first scrape on: the hours differ (and a GPU a job held only
+	// before it, as GPU 3, lost 5 s in, is not the job's there); the jobs, their users, and
+	// every count of the GPUs are the same.
 	t.Run("report", func(t *testing.T) {
 		reportEnd := time.Now().Truncate(time.Second)
 		for _, node := range []string{"node-a", "node-b"} {
@@ -177,34 +182,37 @@ func TestStoresMatchScrape(t *testing.T) {
 		got := runReport(t, thanos.Query, reportStart, reportEnd)
 		assert.Equal(t, want, got)
 		require.Contains(t, want, "gpus.csv")
-		// Both nodes' 8 GPUs, and the XIDs 13 and 79 of each.
+		// Both nodes' 8 GPUs, the XIDs 13 and 79 of each, and the demo's 5 jobs on them.
 		assert.Equal(t, 1+2*8, strings.Count(want["gpus.csv"], "\n"), want["gpus.csv"])
 		assert.Equal(t, 1+2*2, strings.Count(want["xids.csv"], "\n"), want["xids.csv"])
+		assert.Equal(t, 1+5, strings.Count(want["jobs.csv"], "\n"), want["jobs.csv"])
 		scraped := runReport(t, viaScrape.base, reportStart, reportEnd)
 		assert.Equal(t, want["xids.csv"], scraped["xids.csv"])
-		assert.Equal(t, withoutHours(t, want["gpus.csv"]), withoutHours(t, scraped["gpus.csv"]))
+		gpuColumns := []string{
+			"node_name", "minor_number", "uuid", "xids", "ecc_single_bit", "ecc_double_bit",
+			"retired_pages", "remapped_rows", "remap_pending", "remap_failed",
+		}
+		assert.Equal(t, csvColumns(t, want["gpus.csv"], gpuColumns...), csvColumns(t, scraped["gpus.csv"], gpuColumns...))
+		jobColumns := []string{"name", "username", "virtual_cluster"}
+		assert.Equal(t, csvColumns(t, want["jobs.csv"], jobColumns...), csvColumns(t, scraped["jobs.csv"], jobColumns...))
 	})
 }
 
-// withoutHours is the report's gpus.csv without its hours_* columns.
-func withoutHours(tb testing.TB, gpus string) [][]string {
+// csvColumns are the named columns of a CSV file of the report, header included.
+func csvColumns(tb testing.TB, text string, names ...string) [][]string {
 	tb.Helper()
-	rows, err := csv.NewReader(strings.NewReader(gpus)).ReadAll()
+	rows, err := csv.NewReader(strings.NewReader(text)).ReadAll()
 	require.NoError(tb, err)
 	require.NotEmpty(tb, rows)
-	var hours []int
-	for i, column := range rows[0] {
-		if strings.HasPrefix(column, "hours_") {
-			hours = append(hours, i)
+	out := make([][]string, len(rows))
+	for _, name := range names {
+		i := slices.Index(rows[0], name)
+		require.GreaterOrEqual(tb, i, 0, "column %s in %v", name, rows[0])
+		for r, row := range rows {
+			out[r] = append(out[r], row[i])
 		}
 	}
-	require.Len(tb, hours, 3, rows[0])
-	for _, row := range rows {
-		for _, i := range hours {
-			row[i] = ""
-		}
-	}
-	return rows
+	return out
 }
 
 // runReport runs the GPU efficiency report (bin/gpureport) on the Prometheus HTTP API at base
