@@ -132,7 +132,7 @@ func TestThanosScaleOut(t *testing.T) {
 				return
 			}
 			// Without replication the agents' writes for the down receiver fail, go back to them
-			// and are retried, and land once it is back; but in some runs (1 of 15 with the
+			// and are retried, and land once it is back; but in some runs (1 of 18 with the
 			// window) Query lacked 2 collections of part of one node's series, with no write
 			// refused: reported, not asserted (the cause is not found).
 			t.Logf("with replication factor 1, after the restart %d series lack collections:\n%s", len(lost), strings.Join(lost, "\n"))
