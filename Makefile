@@ -127,8 +127,8 @@ unit: deps
 # The built kubectl is first on PATH too: deploy/secrets.sh, which the tests of deploy/ run, calls
 # `kubectl`, and a fresh machine has none.
 E2E_ENV = OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_AGENT_BIN=$(CURDIR)/$(AGENT_BIN) OTELCOL_IMAGE=$(CURDIR)/$(IMAGE) KUBE_APISERVER_BIN=$(KUBE_APISERVER) KUBECTL_BIN=$(KUBECTL_TEST) PATH="$$(dirname $(KUBECTL_TEST)):$$PATH" \
-	HELM_BIN=$(HELM_TEST) PROMETHEUS_OPERATOR_CRDS=$(PROMETHEUS_OPERATOR_CRDS) THANOS_BIN=$(THANOS_TEST)
-e2e: deps $(BIN) $(AGENT_BIN) image
+	HELM_BIN=$(HELM_TEST) PROMETHEUS_OPERATOR_CRDS=$(PROMETHEUS_OPERATOR_CRDS) THANOS_BIN=$(THANOS_TEST) GPUREPORT_BIN=$(CURDIR)/$(GPUREPORT)
+e2e: deps $(BIN) $(AGENT_BIN) $(GPUREPORT) image
 	$(E2E_ENV) PROMETHEUS_BIN=$(PROMETHEUS_TEST) \
 		$(GO) test -count=1 -tags e2e -timeout 30m $(if $(E2E_FLAGS),$(E2E_GOLDEN_PKGS) -args $(E2E_FLAGS),$(E2E_PKGS))
 	$(if $(E2E_FLAGS),,$(E2E_ENV) PROMETHEUS_BIN=$$(command -v prometheus) \

@@ -66,7 +66,15 @@ func startDemo(t *testing.T, scenario, podsFile string, sets ...string) (string,
 // startDemoWith is startDemo with another configuration of distro/ (demo-dcgm.yaml).
 func startDemoWith(t *testing.T, config, scenario, podsFile string, sets ...string) (string, *stack.Process) {
 	t.Helper()
-	root := repoRoot(t)
+	t.Setenv("OTELCOL_GPU_DEMO_ROOT", startDemoNode(t, scenario, podsFile))
+	return startCollectorWithOutput(t, filepath.Join(repoRoot(t), "distro", config),
+		append([]string{"receivers::gpu::scenario=" + scenario}, sets...)...)
+}
+
+// startDemoNode lays out the demo node (internal/demonode) for scenario's GPUs and podsFile's
+// pods, and returns its root: the jobs' containers and a pod-resources socket there.
+func startDemoNode(t *testing.T, scenario, podsFile string) string {
+	t.Helper()
 	pods, err := demonode.LoadPods(podsFile)
 	require.NoError(t, err)
 	batch, err := gpureceivertest.SimulatedBatch(scenario)
@@ -78,7 +86,5 @@ func startDemoWith(t *testing.T, config, scenario, podsFile string, sets ...stri
 	node, err := demonode.Start(filepath.Join(dir, "node"), pods, gpureceivertest.GPUs(batch))
 	require.NoError(t, err)
 	t.Cleanup(node.Close)
-	t.Setenv("OTELCOL_GPU_DEMO_ROOT", node.Root)
-	return startCollectorWithOutput(t, filepath.Join(root, "distro", config),
-		append([]string{"receivers::gpu::scenario=" + scenario}, sets...)...)
+	return node.Root
 }

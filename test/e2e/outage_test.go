@@ -43,7 +43,7 @@ func TestLongOutageBacklog(t *testing.T) {
 		{"prometheus-remote-write-4h-window", remoteWritePathWith(outOfOrderWindow(4 * time.Hour)), true},
 		{"prometheus3-otlp", prometheusOTLPPath, true},
 		{"thanos-receive-as-default", thanosPath(), false},
-		{"thanos-receive-4h-window", thanosPath("--tsdb.out-of-order.time-window=4h"), true},
+		{"thanos-receive-4h-window", thanosPath(receiveOutOfOrderWindow), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			secrets, store, gateway := startEdgeStore(t, tc.path)

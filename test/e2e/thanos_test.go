@@ -41,22 +41,33 @@ func thanosPath(flags ...string) storePath {
 	}
 }
 
+// receiveOutOfOrderWindow is the receivers' out-of-order window of the scale-out overlay's
+// README: the agents' queue's 4 hours of backlog (TestLongOutageBacklog), and, with it, the
+// retry of a batch of several collections, whose older samples are already in a live receiver
+// (the first try stored them there; it failed for the receiver that was down), is taken rather
+// than refused as out of order (409), which the remote-write exporter makes permanent and the
+// agent drops.
+const receiveOutOfOrderWindow = "--tsdb.out-of-order.time-window=4h"
+
 // TestThanosScaleOut runs the scale-out layout's path into a distributed store for real: four
 // agents, two behind each of two gateways (the scale-out overlay's: distro/gateway.yaml with its
 // arguments, among them the remote-write pipeline),
 // each gateway writing into a receiver of its own of three Thanos Receive in one hashring, and
 // Thanos Query in front. Every collection of every agent must reach Query. Then one receiver
 // (neither gateway's) is killed mid-stream: with replication factor 2 Query still returns every
-// series while it is down, with 1 it does not (the series the hashring gave that receiver); in
-// both, once it is back, nothing is lost with 2; with 1 the writes it would have taken failed
-// back to the agents, which retried them, and what the retries could not land is reported.
+// series while it is down, with 1 it does not (the series the hashring gave that receiver). In
+// both no write is refused as a conflict; once it is back, nothing is lost with 2; with 1 the
+// writes it would have taken failed back to the agents, which retried them until it was back,
+// and what is missing is reported.
 func TestThanosScaleOut(t *testing.T) {
 	for _, tc := range []struct {
 		replicationFactor    int
 		everySeriesWhileDown bool
 	}{{2, true}, {1, false}} {
 		t.Run(fmt.Sprintf("replication-factor-%d", tc.replicationFactor), func(t *testing.T) {
-			thanos := stack.StartThanos(t, stack.ThanosOptions{Receivers: 3, ReplicationFactor: tc.replicationFactor})
+			thanos := stack.StartThanos(t, stack.ThanosOptions{
+				Receivers: 3, ReplicationFactor: tc.replicationFactor, ReceiveFlags: []string{receiveOutOfOrderWindow},
+			})
 			store := thanosStore(thanos)
 			secrets := stack.NewSecrets(t)
 			var gateways []*stack.Gateway
@@ -112,15 +123,18 @@ func TestThanosScaleOut(t *testing.T) {
 				waitDelivered(t, store, node, back)
 				lost = append(lost, missingCollections(t, store.samples(t, fmt.Sprintf(`{node_name=%q}[1h]`, node)), []map[string]int{collected[node]})...)
 			}
+			// A retried batch whose older samples had landed is taken (the out-of-order window),
+			// not refused as a conflict, which the remote-write exporter would make permanent.
+			assert.Zero(t, store.counter(t, "http_requests_total", map[string]string{"handler": "receive", "code": "409"}),
+				"writes the receivers refused as conflicts (409)")
 			if tc.everySeriesWhileDown {
 				assert.Empty(t, lost, "collections missing in Query")
 				return
 			}
 			// Without replication the agents' writes for the down receiver fail, go back to them
-			// and are retried, and land once it is back; but in some runs (1 of 4 here) a
-			// receiver refused a write as out of order (409, in the gateway's log), which the
-			// remote-write exporter takes as permanent, and the agent dropped that batch: a few
-			// collections of a few series are lost. Reported, not asserted.
+			// and are retried, and land once it is back; but in some runs (1 of 18 with the
+			// window) Query lacked 2 collections of part of one node's series, with no write
+			// refused: reported, not asserted (the cause is not found).
 			t.Logf("with replication factor 1, after the restart %d series lack collections:\n%s", len(lost), strings.Join(lost, "\n"))
 		})
 	}

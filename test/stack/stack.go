@@ -63,6 +63,12 @@ func BinaryFor(tb testing.TB, config string) string {
 	return Binary(tb)
 }
 
+// ReportBinary is the GPU efficiency report, gpureport; its absence fails the test.
+func ReportBinary(tb testing.TB) string {
+	tb.Helper()
+	return binary(tb, "GPUREPORT_BIN", "gpureport")
+}
+
 func binary(tb testing.TB, env, name string) string {
 	tb.Helper()
 	bin := os.Getenv(env)
@@ -70,7 +76,7 @@ func binary(tb testing.TB, env, name string) string {
 		bin = filepath.Join(RepoRoot(), "bin", name)
 	}
 	if _, err := os.Stat(bin); err != nil {
-		tb.Fatalf("the collector binary %s is needed: run `make build`, or set %s: %v", name, env, err)
+		tb.Fatalf("the binary %s is needed: run `make build`, or set %s: %v", name, env, err)
 	}
 	return bin
 }

@@ -22,6 +22,9 @@ type ThanosOptions struct {
 	Receivers, ReplicationFactor int
 	// ReceiveFlags are more flags of every receiver (--tsdb.out-of-order.time-window=4h).
 	ReceiveFlags []string
+	// RuleFiles, when set, are evaluated by Thanos Ruler every second through Query (--query),
+	// and Query reads the Ruler's series back as one more Store API endpoint.
+	RuleFiles []string
 }
 
 // Thanos is a distributed store as the scale-out overlay's README describes it: Thanos Receive
@@ -31,6 +34,9 @@ type Thanos struct {
 	Receivers []*ThanosReceiver
 	// Query is Thanos Query's address (it answers Prometheus' HTTP API).
 	Query string
+	// Ruler is Thanos Ruler's address (its /api/v1/rules and /api/v1/alerts) when RuleFiles
+	// were given.
+	Ruler string
 	// Dir holds every receiver's TSDB (for the store's bytes on disk).
 	Dir string
 }
@@ -46,8 +52,8 @@ type ThanosReceiver struct {
 // ThanosBinary is Thanos of test/thanos/build.sh (THANOS_BIN when set).
 func ThanosBinary(tb testing.TB) string { return Built(tb, "THANOS_BIN", "test/thanos/build.sh") }
 
-// StartThanos runs o.Receivers receivers and a Query on free loopback ports and waits until
-// Query answers from every receiver.
+// StartThanos runs o.Receivers receivers, a Query and, with o.RuleFiles, a Ruler on free
+// loopback ports and waits until Query answers from every receiver and the Ruler.
 func StartThanos(tb testing.TB, o ThanosOptions) *Thanos {
 	tb.Helper()
 	bin := ThanosBinary(tb)
@@ -103,12 +109,39 @@ func StartThanos(tb testing.TB, o ThanosOptions) *Thanos {
 	}
 	queryHTTP := strings.TrimPrefix(query[1], "--http-address=")
 	t.Query = "http://" + queryHTTP
+	stores := len(t.Receivers)
+	var rule []string
+	if len(o.RuleFiles) > 0 {
+		grpc := fmt.Sprintf("127.0.0.1:%d", FreePort(tb))
+		t.Ruler = fmt.Sprintf("http://127.0.0.1:%d", FreePort(tb))
+		rule = []string{
+			"rule",
+			"--data-dir=" + filepath.Join(t.Dir, "rule"),
+			"--grpc-address=" + grpc,
+			"--http-address=" + strings.TrimPrefix(t.Ruler, "http://"),
+			"--query=" + queryHTTP,
+			// As the tests' Prometheus evaluates them (evaluation_interval: 1s).
+			"--eval-interval=1s",
+			// A replica label of Query, as the receivers': Query drops it, so that the recorded
+			// series and ALERTS have the labels a Prometheus evaluating the rules gives them (and
+			// a second Ruler, for availability, would be deduplicated with this one).
+			`--label=replica="ruler"`,
+		}
+		for _, f := range o.RuleFiles {
+			rule = append(rule, "--rule-file="+f)
+		}
+		query = append(query, "--endpoint="+grpc)
+		stores++
+	}
 	Start(tb, bin, query, nil)
+	if rule != nil {
+		Start(tb, bin, rule, nil)
+	}
 	for _, r := range t.Receivers {
 		r.WaitReady(tb)
 	}
 	// Query has found every receiver's Store API.
-	poll.Until(tb, time.Minute, "Thanos Query to reach every receiver", func() bool {
+	poll.Until(tb, time.Minute, "Thanos Query to reach every receiver (and the Ruler)", func() bool {
 		body, err := Get(t.Query+"/api/v1/stores", 5*time.Second)
 		if err != nil {
 			return false
@@ -129,7 +162,7 @@ func StartThanos(tb testing.TB, o ThanosOptions) *Thanos {
 				}
 			}
 		}
-		return healthy == len(t.Receivers)
+		return healthy == stores
 	})
 	return t
 }
