@@ -91,18 +91,6 @@ func nodeResource(t *testing.T, md pmetric.Metrics) pmetric.ResourceMetrics {
 	return pmetric.ResourceMetrics{}
 }
 
-func doubleValue(t *testing.T, rm pmetric.ResourceMetrics, name string, attrs ...string) float64 {
-	t.Helper()
-	var found []float64
-	for _, dp := range points(rm, name) {
-		if hasAttrs(dp.Attributes(), attrs...) {
-			found = append(found, dp.DoubleValue())
-		}
-	}
-	require.Len(t, found, 1, "data points of %s%v", name, attrs)
-	return found[0]
-}
-
 func TestAMDMissingFileLeavesOnlyItsMetricOut(t *testing.T) {
 	n := amdgpufixture.MI250X()
 	n.GPUs[0].Missing = []string{"gpu_busy_percent", "gpu_metrics", n.HwmonDir(0) + "/temp1_input"}
@@ -112,7 +100,7 @@ func TestAMDMissingFileLeavesOnlyItsMetricOut(t *testing.T) {
 	assert.Empty(t, points(gpu0, "gpu_utilization"), "no gpu_busy_percent and no gpu_metrics: no utilization, not 0")
 	assert.Empty(t, points(gpu0, "rocmsmi_temperature"), "no edge reading in hwmon nor gpu_metrics")
 	assert.Empty(t, points(gpu0, "gpu_energy_joules_total"), "energy comes from gpu_metrics only")
-	assert.InDelta(t, 40.0, doubleValue(t, gpu0, "gpu_junction_temperature_celsius"), 0.001, "the other sensors are kept")
+	assert.InDelta(t, 40.0, gauge(t, gpu0, "gpu_junction_temperature_celsius"), 0.001, "the other sensors are kept")
 	assert.Len(t, points(gpu0, "gpu_memory_used_bytes"), 1)
 	assert.Equal(t, int64(1), value(t, gpu0, "gpu_up"))
 	assert.Len(t, points(gpu1, "gpu_utilization"), 1, "the other GPUs are whole")
@@ -146,7 +134,7 @@ func TestAMDMalformedFilesAreCounted(t *testing.T) {
 	assert.Len(t, points(gpu1, "gpu_ras_errors"), 12, "the umc block is left out, the six others kept")
 	assert.Empty(t, points(gpu1, "gpu_pcie_link_gen_current"))
 	assert.Empty(t, points(gpu1, "gpu_memory_used_bytes"))
-	assert.InDelta(t, 48.0, doubleValue(t, gpu1, "gpu_junction_temperature_celsius"), 0.001, "gpu_metrics' hotspot stands in for the malformed hwmon file")
+	assert.InDelta(t, 48.0, gauge(t, gpu1, "gpu_junction_temperature_celsius"), 0.001, "gpu_metrics' hotspot stands in for the malformed hwmon file")
 	assert.Equal(t, int64(1), value(t, gpu1, "gpu_up"))
 
 	// Counts are cumulative.
