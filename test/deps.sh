@@ -3,7 +3,7 @@
 # nothing but Go and gcc before it. Missing Debian packages are installed when run as root;
 # otherwise it stops with one line naming them. What Debian lacks (Kubernetes, Prometheus 3,
 # Helm, Thanos) is built from the Go module proxy once per version by its script, which keeps it in its
-# cache (~/.cache/otelcol-gpu). When everything is here it says nothing and takes milliseconds,
+# cache (~/.cache/otelcol-gpu). When everything is here it says nothing and takes well under a second,
 # so every target that runs these programs runs it first.
 #
 # Usage: test/deps.sh [program...]    (no program: all of those below)
@@ -72,7 +72,7 @@ for program in "${programs[@]}"; do
 done
 
 # Two chains of builds run side by side, each in order: while one waits on the module proxy the
-# other compiles, which halves a cold run's wait; within a chain, a build reuses the packages the
+# other compiles, which shortens a cold run's wait; within a chain, a build reuses the packages the
 # one before it compiled (the Kubernetes binaries and Helm share client-go and apimachinery;
 # Thanos imports Prometheus). The Debian packages install beside them.
 chain_of() {
@@ -111,6 +111,11 @@ if ((${#packages[@]} > 0)) && ((EUID != 0)); then
 fi
 
 pids=()
+# The modules of this repository and of its tools (golangci-lint, the collector builder), which
+# lint, the builds and the tests fetch anyway: fetched beside the builds, a cold run's downloads
+# wait on the network while the builds compile. Milliseconds when they are in the module cache.
+(for module in . tools tools/lint; do (cd "$module" && go mod download) || exit 1; done) &
+pids+=($!)
 if ((${#packages[@]} > 0)); then
 	install_packages &
 	pids+=($!)
