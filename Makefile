@@ -47,7 +47,7 @@ REALNODE_BINS  = KUBELET_BIN=$$(test/kube/build-apiserver.sh kubelet) \
 COMPONENTS   := $(shell find receiver processor exporter connector extension -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
 SOURCES      := $(shell find receiver processor exporter connector extension internal distro/omitdetectors -name '*.go' -o -name go.mod 2>/dev/null) go.mod go.sum
 
-.PHONY: all build image run demo demo-dcgm report test test-gpu unit e2e realnode bench lint generate tools deps clean render deploy undeploy secrets
+.PHONY: all build image run demo demo-dcgm demo-amd report test test-gpu unit e2e realnode bench lint generate tools deps clean render deploy undeploy secrets
 
 all: build
 
@@ -96,6 +96,9 @@ demo: $(AGENT_BIN) $(DEMONODE)
 ## demo-dcgm: a simulated DGX H100 node (the demo's jobs, GPM's profiling fields) under dcgm-exporter's names on http://127.0.0.1:9400/metrics
 demo-dcgm: $(AGENT_BIN) $(DEMONODE)
 	$(DEMONODE) -scenario distro/scenarios/dgx-h100-demo.yaml -- $(AGENT_BIN) --config distro/demo-dcgm.yaml
+## demo-amd: a simulated MI300X node (the demo's jobs on 8 AMD GPUs) whose amdgpu/KFD files change over time, read by the amdgpu backend, on http://127.0.0.1:9102/metrics
+demo-amd: $(AGENT_BIN) $(DEMONODE)
+	$(DEMONODE) -scenario distro/scenarios/mi300x-demo.yaml -- $(AGENT_BIN) --config distro/demo-amd.yaml
 $(DEMONODE): $(SOURCES) $(wildcard cmd/demonode/*.go)
 	CGO_ENABLED=1 $(GO) build -o $@ ./cmd/demonode
 
