@@ -183,13 +183,19 @@ type writer struct {
 	err  error
 }
 
+// file writes rel whole through a rename, so that a reader never sees it half written (a
+// rewrite by a demo races with the reader; sysfs hands out a whole value per read).
 func (w *writer) file(rel, content string) {
 	if w.err != nil {
 		return
 	}
 	path := filepath.Join(w.root, rel)
-	if w.err = os.MkdirAll(filepath.Dir(path), 0o755); w.err == nil {
-		w.err = os.WriteFile(path, []byte(content), 0o644) //nolint:gosec // G306: sysfs files are world-readable
+	if w.err = os.MkdirAll(filepath.Dir(path), 0o755); w.err != nil {
+		return
+	}
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".new")
+	if w.err = os.WriteFile(tmp, []byte(content), 0o644); w.err == nil { //nolint:gosec // G306: sysfs files are world-readable
+		w.err = os.Rename(tmp, path)
 	}
 }
 
