@@ -6,8 +6,8 @@
 // topology and per-process VRAM, /dev/kfd), from a plain description of each GPU. Write can be
 // called again on the same root with new values: it overwrites the files in place, so a reader
 // running meanwhile sees old or new values, and removes the files of readings a GPU no longer
-// has (Missing). The gpu receiver's tests and goldens use it; so can a demo that changes the
-// values over time.
+// has (Missing) and the files of a GPU that fell off the bus (Gone). The gpu receiver's tests and
+// goldens use it; Scenario plays a node over time for `make demo-amd`.
 package amdgpufixture // import "github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu/amdgpufixture"
 
 import (
