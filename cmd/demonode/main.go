@@ -74,13 +74,13 @@ func run(scenario, podsFile string, tick time.Duration, command []string) (int, 
 	}
 	defer node.Close()
 	if amd != nil {
-		stop, err := amd.Start(node.Root, tick)
-		if err != nil {
-			return 1, err
+		stop, startErr := amd.Start(node.Root, tick)
+		if startErr != nil {
+			return 1, startErr
 		}
 		defer func() {
-			if err := stop(); err != nil {
-				fmt.Fprintln(os.Stderr, "demonode: writing the AMD GPUs' files:", err)
+			if writeErr := stop(); writeErr != nil {
+				fmt.Fprintln(os.Stderr, "demonode: writing the AMD GPUs' files:", writeErr)
 			}
 		}()
 	}
@@ -117,10 +117,10 @@ func gpusOf(scenario string) (map[int]demonode.GPU, *amdgpufixture.Scenario, err
 	var head struct {
 		Profile string `yaml:"profile"`
 	}
-	if err := yaml.Unmarshal(data, &head); err == nil && amdgpufixture.IsProfile(head.Profile) {
-		amd, err := amdgpufixture.LoadScenario(scenario)
-		if err != nil {
-			return nil, nil, err
+	if yaml.Unmarshal(data, &head) == nil && amdgpufixture.IsProfile(head.Profile) {
+		amd, loadErr := amdgpufixture.LoadScenario(scenario)
+		if loadErr != nil {
+			return nil, nil, loadErr
 		}
 		return demonode.AMDGPUs(amd.Node(0)), amd, nil
 	}

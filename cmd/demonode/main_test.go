@@ -35,8 +35,8 @@ func demoBatch(t *testing.T, scenario string) pmetric.Metrics {
 	_, amd, err := gpusOf(scenario)
 	require.NoError(t, err)
 	if amd == nil {
-		batch, err := gpureceivertest.SimulatedBatch(scenario)
-		require.NoError(t, err)
+		batch, simErr := gpureceivertest.SimulatedBatch(scenario)
+		require.NoError(t, simErr)
 		return batch
 	}
 	root := t.TempDir()

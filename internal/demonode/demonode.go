@@ -120,8 +120,8 @@ type GPU struct {
 // AMDGPUs are the GPUs of an AMD node's files, by index, as ROCm's device plugin hands them out.
 func AMDGPUs(n amdgpufixture.Node) map[int]GPU {
 	gpus := map[int]GPU{}
-	for i, g := range n.GPUs {
-		gpus[i] = GPU{UUID: fmt.Sprintf("GPU-%016x", g.UniqueID), PCIAddress: g.PCIAddress}
+	for i := range n.GPUs {
+		gpus[i] = GPU{UUID: fmt.Sprintf("GPU-%016x", n.GPUs[i].UniqueID), PCIAddress: n.GPUs[i].PCIAddress}
 	}
 	return gpus
 }

@@ -8,6 +8,7 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -81,8 +82,8 @@ func startAMDDemo(t *testing.T) amdDemo {
 		"receivers::task::metrics::zombie_process_count::enabled=false",
 	)
 	eventually(t, "the agent's first collection of the 8 AMD GPUs", func() bool {
-		_, body, err := scrape(metrics)
-		return err == nil && strings.Count(string(body), `gpu_utilization{`) == 8
+		_, body, scrapeErr := scrape(metrics)
+		return scrapeErr == nil && strings.Count(string(body), `gpu_utilization{`) == 8
 	})
 	stop, err := scenario.Start(node.Root, 200*time.Millisecond)
 	require.NoError(t, err)
@@ -159,10 +160,7 @@ func (d amdDemo) testDashboards(t *testing.T) {
 		}
 		if strings.Contains(target.raw, "$vender") {
 			vendered++
-			vars := map[string]string{}
-			for k, v := range target.vars {
-				vars[k] = v
-			}
+			vars := maps.Clone(target.vars)
 			vars["vender"] = "(nvidia)"
 			n, err := d.query(expand(target.raw, vars))
 			require.NoError(t, err)

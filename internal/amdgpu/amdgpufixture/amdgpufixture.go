@@ -163,21 +163,6 @@ func Write(root string, n Node) error {
 	return w.err
 }
 
-// removeGPU takes away what the kernel removes when a GPU falls off the bus: its cards and
-// render nodes, its PCI device, its partitions' platform devices and its KFD nodes.
-func (w *writer) removeGPU(g *GPU, minor, node, xcp int) {
-	parts := max(1, g.Partitions)
-	w.removeAll("sys/bus/pci/devices/" + g.PCIAddress)
-	for p := range parts {
-		w.removeAll(fmt.Sprintf("sys/class/drm/card%d", minor+p))
-		w.removeAll(fmt.Sprintf("sys/class/drm/renderD%d", firstRenderMinor+minor+p))
-		w.removeAll(fmt.Sprintf("sys/class/kfd/kfd/topology/nodes/%d", node+p))
-		if p > 0 {
-			w.removeAll("sys/devices/platform/amdgpu_xcp_" + strconv.Itoa(xcp+p-1))
-		}
-	}
-}
-
 type writer struct {
 	root string
 	err  error
@@ -210,6 +195,21 @@ func (w *writer) remove(rel string) {
 func (w *writer) removeAll(rel string) {
 	if w.err == nil {
 		w.err = os.RemoveAll(filepath.Join(w.root, rel))
+	}
+}
+
+// removeGPU takes away what the kernel removes when a GPU falls off the bus: its cards and
+// render nodes, its PCI device, its partitions' platform devices and its KFD nodes.
+func (w *writer) removeGPU(g *GPU, minor, node, xcp int) {
+	parts := max(1, g.Partitions)
+	w.removeAll("sys/bus/pci/devices/" + g.PCIAddress)
+	for p := range parts {
+		w.removeAll(fmt.Sprintf("sys/class/drm/card%d", minor+p))
+		w.removeAll(fmt.Sprintf("sys/class/drm/renderD%d", firstRenderMinor+minor+p))
+		w.removeAll(fmt.Sprintf("sys/class/kfd/kfd/topology/nodes/%d", node+p))
+		if p > 0 {
+			w.removeAll("sys/devices/platform/amdgpu_xcp_" + strconv.Itoa(xcp+p-1))
+		}
 	}
 }
 

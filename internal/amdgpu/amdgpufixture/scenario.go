@@ -233,7 +233,7 @@ func (s *Scenario) Node(t time.Duration) Node {
 		m := g.Metrics.Values
 		// The energy counter grows by each load's power over its time (1/65536 J units), the
 		// accumulation counter by 1 per ms, as the SMU's do.
-		m["energy_accumulator"] += uint64(s.joules(p, i, points, t) * 65536)
+		m["energy_accumulator"] += uint64(joules(p, i, points, t) * 65536)
 		m["accumulation_counter"] += uint64(t.Milliseconds())
 		var used uint64
 		for _, h := range s.Processes {
@@ -257,7 +257,7 @@ func (s *Scenario) Node(t time.Duration) Node {
 }
 
 // joules is the energy GPU i used from the start to t, its power following its load.
-func (s *Scenario) joules(p profile, i int, points []LoadPoint, t time.Duration) float64 {
+func joules(p profile, i int, points []LoadPoint, t time.Duration) float64 {
 	edges := []time.Duration{0}
 	for _, lp := range points {
 		if lp.At > 0 && lp.At < t {

@@ -4,6 +4,7 @@
 package amdgpufixture
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -57,8 +58,8 @@ func TestScenarioOverTime(t *testing.T) {
 	// collections, GPU 1's does not.
 	at := func(d time.Duration) map[string]amdgpu.Snapshot {
 		require.NoError(t, Write(root, s.Node(d)))
-		_, snaps := read(t, root)
-		return snaps
+		_, now := read(t, root)
+		return now
 	}
 	before, after := at(2*time.Minute+10*time.Second), at(2*time.Minute+20*time.Second)
 	throttle, ok := amdgpu.ThrottleFromResidency(*before[pci(0)].Metrics.Residency, *after[pci(0)].Metrics.Residency)
@@ -120,7 +121,7 @@ func TestScenarioStart(t *testing.T) {
 	require.NoError(t, err)
 	poll.Until(t, 10*time.Second, "gpu_metrics rewritten with grown energy and accumulation counters", func() bool {
 		now, err := os.ReadFile(metrics)
-		return err == nil && string(now) != string(first)
+		return err == nil && !bytes.Equal(now, first)
 	})
 	require.NoError(t, stop())
 	require.NoError(t, stop(), "stop is idempotent")
