@@ -33,11 +33,11 @@ HELM_TEST      = $$(test/helm/build-helm.sh)
 PROMETHEUS_OPERATOR_CRDS = $$(test/helm/build-helm.sh crds)
 # The Prometheus server the tests run: Prometheus 3 (test/prometheus/build.sh) for the e2e
 # packages, the report's tests and the real node; Debian's 2.42 for E2E_PROMETHEUS2_RUN, the
-# dashboards' and OpenPAI's queries run once more (and `promtool test rules`, Debian's promtool).
+# dashboards' and OpenPAI's queries (the AMD demo's too) run once more (and `promtool test rules`, Debian's promtool).
 PROMETHEUS_TEST = $$(test/prometheus/build.sh)
 # Thanos Receive and Query: the scale-out layout's store (test/e2e, bench/gateway).
 THANOS_TEST     = $$(test/thanos/build.sh)
-E2E_PROMETHEUS2_RUN := ^(TestDashboards|TestOpenPAIQueries)$$
+E2E_PROMETHEUS2_RUN := ^(TestDashboards|TestOpenPAIQueries|TestAMDDemo)$$
 # The real node's Kubernetes and the Prometheus 3 that discovers the agents there.
 REALNODE_BINS  = KUBELET_BIN=$$(test/kube/build-apiserver.sh kubelet) \
 	KUBE_CONTROLLER_MANAGER_BIN=$$(test/kube/build-apiserver.sh kube-controller-manager) \
