@@ -141,8 +141,9 @@ var edgeTemperature = map[string]bool{
 }
 
 // testDashboards: every AMD-only query of the dashboards (onAMD) has data on the AMD GPUs,
-// except the edge temperature, which must be absent; the vender variable lists amd, which
-// selects the AMD GPUs, and nvidia selects nothing.
+// except the edge temperature, which must be absent; the vender variable lists amd, with which
+// every query that filters on it has data (GPU utilization, power, clocks, PCIe link, health,
+// faults...), and nvidia selects nothing.
 func (d amdDemo) testDashboards(t *testing.T) {
 	assert.Equal(t, []string{"amd"}, d.labelValues(t, "gpu_utilization", "vender"))
 	seen := map[string]bool{}
@@ -165,6 +166,9 @@ func (d amdDemo) testDashboards(t *testing.T) {
 			n, err := d.query(expand(target.raw, vars))
 			require.NoError(t, err)
 			assert.Zero(t, n, "AMD GPUs with vender=nvidia selected: %s", target.raw)
+			n, err = d.query(target.expr) // vender is (amd), its only value
+			require.NoError(t, err)
+			assert.Positive(t, n, "no AMD GPU with vender=amd selected: %s", target.expr)
 		}
 	}
 	for key := range onAMD {
