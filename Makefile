@@ -33,11 +33,11 @@ HELM_TEST      = $$(test/helm/build-helm.sh)
 PROMETHEUS_OPERATOR_CRDS = $$(test/helm/build-helm.sh crds)
 # The Prometheus server the tests run: Prometheus 3 (test/prometheus/build.sh) for the e2e
 # packages, the report's tests and the real node; Debian's 2.42 for E2E_PROMETHEUS2_RUN, the
-# dashboards' and OpenPAI's queries run once more (and `promtool test rules`, Debian's promtool).
+# dashboards' and OpenPAI's queries (the AMD demo's too) run once more (and `promtool test rules`, Debian's promtool).
 PROMETHEUS_TEST = $$(test/prometheus/build.sh)
 # Thanos Receive and Query: the scale-out layout's store (test/e2e, bench/gateway).
 THANOS_TEST     = $$(test/thanos/build.sh)
-E2E_PROMETHEUS2_RUN := ^(TestDashboards|TestOpenPAIQueries)$$
+E2E_PROMETHEUS2_RUN := ^(TestDashboards|TestOpenPAIQueries|TestAMDDemo)$$
 # The real node's Kubernetes and the Prometheus 3 that discovers the agents there.
 REALNODE_BINS  = KUBELET_BIN=$$(test/kube/build-apiserver.sh kubelet) \
 	KUBE_CONTROLLER_MANAGER_BIN=$$(test/kube/build-apiserver.sh kube-controller-manager) \
@@ -47,7 +47,7 @@ REALNODE_BINS  = KUBELET_BIN=$$(test/kube/build-apiserver.sh kubelet) \
 COMPONENTS   := $(shell find receiver processor exporter connector extension -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
 SOURCES      := $(shell find receiver processor exporter connector extension internal distro/omitdetectors -name '*.go' -o -name go.mod 2>/dev/null) go.mod go.sum
 
-.PHONY: all build image run demo demo-dcgm report test test-gpu unit e2e realnode bench lint generate tools deps clean render deploy undeploy secrets
+.PHONY: all build image run demo demo-dcgm demo-amd report test test-gpu unit e2e realnode bench lint generate tools deps clean render deploy undeploy secrets
 
 all: build
 
@@ -96,6 +96,9 @@ demo: $(AGENT_BIN) $(DEMONODE)
 ## demo-dcgm: a simulated DGX H100 node (the demo's jobs, GPM's profiling fields) under dcgm-exporter's names on http://127.0.0.1:9400/metrics
 demo-dcgm: $(AGENT_BIN) $(DEMONODE)
 	$(DEMONODE) -scenario distro/scenarios/dgx-h100-demo.yaml -- $(AGENT_BIN) --config distro/demo-dcgm.yaml
+## demo-amd: a simulated MI300X node (the demo's jobs on 8 AMD GPUs) whose amdgpu/KFD files change over time, read by the amdgpu backend, on http://127.0.0.1:9102/metrics
+demo-amd: $(AGENT_BIN) $(DEMONODE)
+	$(DEMONODE) -scenario distro/scenarios/mi300x-demo.yaml -- $(AGENT_BIN) --config distro/demo-amd.yaml
 $(DEMONODE): $(SOURCES) $(wildcard cmd/demonode/*.go)
 	CGO_ENABLED=1 $(GO) build -o $@ ./cmd/demonode
 

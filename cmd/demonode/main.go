@@ -3,12 +3,15 @@
 
 // Command demonode runs a command (the collector) beside the Kubernetes node of `make demo`:
 //
-//	demonode [-scenario FILE] [-pods FILE] -- bin/otelcol-gpu --config distro/demo.yaml
+//	demonode [-scenario FILE] [-pods FILE] [-tick D] -- bin/otelcol-gpu --config distro/demo.yaml
 //
 // It writes the node (internal/demonode: a /proc + cgroup tree with the demo jobs' processes,
 // the kubelet's log layout, a pod-resources gRPC server on a unix socket) into a temporary
 // directory, runs the command with OTELCOL_GPU_DEMO_ROOT naming it, passes SIGINT and SIGTERM
-// on, and removes the node when the command exits.
+// on, and removes the node when the command exits. A scenario of the gpu receiver's simulated
+// backend names NVIDIA GPUs; an AMD scenario (internal/amdgpu/amdgpufixture's, profile mi300x)
+// names AMD GPUs, whose amdgpu and KFD files demonode writes into the node too and rewrites
+// every tick as the scenario's time passes, for the gpu receiver's amdgpu backend to read.
 package main
 
 import (
@@ -20,7 +23,11 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
+	"go.yaml.in/yaml/v3"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu/amdgpufixture"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpureceivertest"
 )
@@ -28,6 +35,7 @@ import (
 func main() {
 	scenario := flag.String("scenario", "distro/scenarios/dgx-a100-demo.yaml", "GPU scenario of the gpu receiver's simulated backend")
 	podsFile := flag.String("pods", "", "pods file (default: pods/<scenario file name> beside the scenario)")
+	tick := flag.Duration("tick", time.Second, "how often an AMD scenario's files are rewritten")
 	flag.Parse()
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: demonode [-scenario FILE] [-pods FILE] -- COMMAND [ARG...]")
@@ -36,7 +44,7 @@ func main() {
 	if *podsFile == "" {
 		*podsFile = filepath.Join(filepath.Dir(*scenario), "pods", filepath.Base(*scenario))
 	}
-	code, err := run(*scenario, *podsFile, flag.Args())
+	code, err := run(*scenario, *podsFile, *tick, flag.Args())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demonode:", err)
 		if code == 0 {
@@ -46,12 +54,12 @@ func main() {
 	os.Exit(code)
 }
 
-func run(scenario, podsFile string, command []string) (int, error) {
+func run(scenario, podsFile string, tick time.Duration, command []string) (int, error) {
 	pods, err := demonode.LoadPods(podsFile)
 	if err != nil {
 		return 1, err
 	}
-	batch, err := gpureceivertest.SimulatedBatch(scenario)
+	gpus, amd, err := gpusOf(scenario)
 	if err != nil {
 		return 1, err
 	}
@@ -60,11 +68,22 @@ func run(scenario, podsFile string, command []string) (int, error) {
 		return 1, err
 	}
 	defer os.RemoveAll(root)
-	node, err := demonode.Start(filepath.Join(root, "node"), pods, gpureceivertest.GPUs(batch))
+	node, err := demonode.Start(filepath.Join(root, "node"), pods, gpus)
 	if err != nil {
 		return 1, err
 	}
 	defer node.Close()
+	if amd != nil {
+		stop, startErr := amd.Start(node.Root, tick)
+		if startErr != nil {
+			return 1, startErr
+		}
+		defer func() {
+			if writeErr := stop(); writeErr != nil {
+				fmt.Fprintln(os.Stderr, "demonode: writing the AMD GPUs' files:", writeErr)
+			}
+		}()
+	}
 
 	cmd := exec.Command(command[0], command[1:]...) //nolint:gosec // G204: runs the command on its command line, as it is meant to
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -86,4 +105,28 @@ func run(scenario, podsFile string, command []string) (int, error) {
 		return exit.ExitCode(), nil
 	}
 	return 0, err
+}
+
+// gpusOf reads a scenario's GPUs: an AMD scenario's (returned too, for its files to be
+// written), else the gpu receiver's simulated GPUs'.
+func gpusOf(scenario string) (map[int]demonode.GPU, *amdgpufixture.Scenario, error) {
+	data, err := os.ReadFile(scenario)
+	if err != nil {
+		return nil, nil, err
+	}
+	var head struct {
+		Profile string `yaml:"profile"`
+	}
+	if yaml.Unmarshal(data, &head) == nil && amdgpufixture.IsProfile(head.Profile) {
+		amd, loadErr := amdgpufixture.LoadScenario(scenario)
+		if loadErr != nil {
+			return nil, nil, loadErr
+		}
+		return demonode.AMDGPUs(amd.Node(0)), amd, nil
+	}
+	batch, err := gpureceivertest.SimulatedBatch(scenario)
+	if err != nil {
+		return nil, nil, err
+	}
+	return gpureceivertest.GPUs(batch), nil, nil
 }

@@ -6,10 +6,13 @@ package main
 import (
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu/amdgpufixture"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpureceivertest"
 )
@@ -19,10 +22,28 @@ const (
 	podsFile = "../../distro/scenarios/pods/dgx-a100-demo.yaml"
 )
 
-// demos are make demo's node and make demo-dcgm's, scenario and pods file.
+// demos are make demo's node, make demo-dcgm's and make demo-amd's, scenario and pods file.
 var demos = map[string][2]string{
 	"dgx-a100": {scenario, podsFile},
 	"dgx-h100": {"../../distro/scenarios/dgx-h100-demo.yaml", "../../distro/scenarios/pods/dgx-h100-demo.yaml"},
+	"mi300x":   {"../../distro/scenarios/mi300x-demo.yaml", "../../distro/scenarios/pods/mi300x-demo.yaml"},
+}
+
+// demoBatch is a collection of the gpu receiver on a demo's GPUs: the simulated backend on an
+// NVIDIA scenario, the amdgpu backend on an AMD scenario's files at its start.
+func demoBatch(t *testing.T, scenario string) pmetric.Metrics {
+	_, amd, err := gpusOf(scenario)
+	require.NoError(t, err)
+	if amd == nil {
+		batch, simErr := gpureceivertest.SimulatedBatch(scenario)
+		require.NoError(t, simErr)
+		return batch
+	}
+	root := t.TempDir()
+	require.NoError(t, amdgpufixture.Write(root, amd.Node(0)))
+	batch, err := gpureceivertest.AMDBatch(root)
+	require.NoError(t, err)
+	return batch
 }
 
 // TestDemoPodsOwnTheScenarioProcesses: every GPU process of each demo scenario belongs to a pod
@@ -37,8 +58,7 @@ func TestDemoPodsOwnTheScenarioProcesses(t *testing.T) {
 func podsOwnProcesses(t *testing.T, scenario, podsFile string) {
 	pods, err := demonode.LoadPods(podsFile)
 	require.NoError(t, err)
-	batch, err := gpureceivertest.SimulatedBatch(scenario)
-	require.NoError(t, err)
+	batch := demoBatch(t, scenario)
 	var owned []int
 	for _, p := range pods.Pods {
 		for _, c := range p.Containers {
@@ -67,20 +87,32 @@ func podsOwnProcesses(t *testing.T, scenario, podsFile string) {
 }
 
 // TestRun lays out the node for each demo scenario, whose GPUs every device of the pods file
-// names (8, GPU 6 in MIG mode with two slices, as internal/demonode's tests take them), and runs
-// the command beside it.
+// names (8; on the NVIDIA demos GPU 6 in MIG mode with two slices, as internal/demonode's tests
+// take them; on the AMD demo each GPU by its PCI address), and runs the command beside it.
 func TestRun(t *testing.T) {
 	for name, demo := range demos {
 		t.Run(name, func(t *testing.T) {
-			batch, err := gpureceivertest.SimulatedBatch(demo[0])
+			gpus, amd, err := gpusOf(demo[0])
 			require.NoError(t, err)
-			gpus := gpureceivertest.GPUs(batch)
 			require.Len(t, gpus, 8)
-			require.Len(t, gpus[6].MIG, 2, "GPU 6 is in MIG mode")
+			if amd == nil {
+				require.Len(t, gpus[6].MIG, 2, "GPU 6 is in MIG mode")
+			} else {
+				assert.Equal(t, "0000:05:00.0", gpus[0].PCIAddress)
+			}
 
-			code, err := run(demo[0], demo[1], []string{"true"})
+			code, err := run(demo[0], demo[1], time.Second, []string{"true"})
 			require.NoError(t, err)
 			assert.Zero(t, code)
 		})
 	}
+}
+
+// TestRunAMD: the command runs beside the AMD node's files (the amdgpu backend's auto choice
+// finds them under OTELCOL_GPU_DEMO_ROOT), and the exit status is the command's.
+func TestRunAMD(t *testing.T) {
+	demo := demos["mi300x"]
+	code, err := run(demo[0], demo[1], time.Second, []string{"sh", "-c", `test -e "$OTELCOL_GPU_DEMO_ROOT/dev/kfd" && test -e "$OTELCOL_GPU_DEMO_ROOT/sys/class/drm/card7/device/gpu_metrics" && ! test -e "$OTELCOL_GPU_DEMO_ROOT/proc/driver/nvidia" && exit 3`})
+	require.NoError(t, err)
+	assert.Equal(t, 3, code)
 }

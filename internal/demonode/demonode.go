@@ -10,7 +10,9 @@
 // driver's /proc files, are on the tree too). Pods and their devices come from a pods file
 // beside the GPU scenario. The GPU and MIG UUIDs are the
 // caller's: cmd/demonode reads them from the scenario through the gpu receiver's
-// gpureceivertest, as shared code knows no component.
+// gpureceivertest, as shared code knows no component. An AMD node's GPUs (AMDGPUs, from an
+// amdgpufixture scenario) are handed out by ROCm's device plugin under amd.com/gpu by their PCI
+// addresses, and the node has no NVIDIA driver files.
 package demonode // import "github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
 
 import (
@@ -26,6 +28,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	v1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu/amdgpufixture"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources/podresourcestest"
 )
@@ -62,7 +65,8 @@ type Container struct {
 }
 
 // Devices are what the kubelet gave a container of one resource. IDs name the scenario's GPUs:
-// "gpu:N" (its UUID), "gpu:N::R" (time-slicing replica R of it), "mig:N:I" (slice I of GPU N).
+// "gpu:N" (its UUID, or an AMD GPU's PCI address), "gpu:N::R" (time-slicing replica R of it),
+// "mig:N:I" (slice I of GPU N).
 type Devices struct {
 	Resource string   `yaml:"resource"`
 	IDs      []string `yaml:"ids"`
@@ -108,6 +112,18 @@ func LoadPods(path string) (*Pods, error) {
 type GPU struct {
 	UUID string
 	MIG  []string // MIG UUIDs in slice order
+	// PCIAddress is an AMD GPU's (0000:05:00.0), by which ROCm's device plugin hands it out;
+	// empty on an NVIDIA GPU.
+	PCIAddress string
+}
+
+// AMDGPUs are the GPUs of an AMD node's files, by index, as ROCm's device plugin hands them out.
+func AMDGPUs(n amdgpufixture.Node) map[int]GPU {
+	gpus := map[int]GPU{}
+	for i := range n.GPUs {
+		gpus[i] = GPU{UUID: fmt.Sprintf("GPU-%016x", n.GPUs[i].UniqueID), PCIAddress: n.GPUs[i].PCIAddress}
+	}
+	return gpus
 }
 
 // Node is a started demo node.
@@ -126,6 +142,9 @@ func Socket(root string) string {
 func Start(root string, pods *Pods, gpus map[int]GPU) (*Node, error) {
 	host := hostfixture.Host{CgroupVersion: 2, CDISpecs: map[string]string{}}
 	for i := range len(gpus) {
+		if gpus[i].PCIAddress != "" {
+			continue // AMD: the amdgpu driver's files are the caller's (amdgpufixture)
+		}
 		host.NvidiaGPUs = append(host.NvidiaGPUs, hostfixture.NvidiaGPU{BusID: fmt.Sprintf("0000:%02x:00.0", i+1), Minor: i, UUID: gpus[i].UUID})
 	}
 	for _, p := range pods.HostProcesses {
@@ -204,12 +223,20 @@ func (n *Node) Close() { n.kubelet.Close() }
 func allocatable(gpus map[int]GPU) []*v1.ContainerDevices {
 	whole := &v1.ContainerDevices{ResourceName: "nvidia.com/gpu"}
 	mig := &v1.ContainerDevices{ResourceName: "nvidia.com/mig-1g.10gb"}
+	amd := &v1.ContainerDevices{ResourceName: "amd.com/gpu"}
 	for i := 0; i < len(gpus); i++ {
+		if gpus[i].PCIAddress != "" {
+			amd.DeviceIds = append(amd.DeviceIds, gpus[i].PCIAddress)
+			continue
+		}
 		if len(gpus[i].MIG) > 0 {
 			mig.DeviceIds = append(mig.DeviceIds, gpus[i].MIG...)
 		} else {
 			whole.DeviceIds = append(whole.DeviceIds, gpus[i].UUID)
 		}
+	}
+	if len(amd.DeviceIds) > 0 {
+		return []*v1.ContainerDevices{amd}
 	}
 	return []*v1.ContainerDevices{whole, mig}
 }
@@ -224,7 +251,12 @@ func deviceID(id string, gpus map[int]GPU) (string, error) {
 		if !ok {
 			return "", fmt.Errorf("device %q: no GPU %s in the scenario", id, index)
 		}
-		if isReplica {
+		switch {
+		case g.PCIAddress != "" && isReplica:
+			return "", fmt.Errorf("device %q: ROCm's device plugin has no time-slicing replicas", id)
+		case g.PCIAddress != "":
+			return g.PCIAddress, nil
+		case isReplica:
 			return g.UUID + "::" + replica, nil
 		}
 		return g.UUID, nil

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu/amdgpufixture"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/cdi"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podlogs"
@@ -137,4 +138,40 @@ func TestDeviceIDErrors(t *testing.T) {
 		_, err := deviceID(id, gpus)
 		assert.ErrorContains(t, err, want, id)
 	}
+}
+
+// TestStartAMD: on an AMD node the kubelet hands the GPUs out as ROCm's device plugin does
+// (amd.com/gpu, PCI addresses), and the node has no NVIDIA driver files.
+func TestStartAMD(t *testing.T) {
+	pods, err := LoadPods("../../distro/scenarios/pods/mi300x-demo.yaml")
+	require.NoError(t, err)
+	gpus := AMDGPUs(amdgpufixture.MI300X())
+	require.Len(t, gpus, 8)
+	assert.Equal(t, GPU{UUID: "GPU-4b7a3c1e9d2f0500", PCIAddress: "0000:05:00.0"}, gpus[0])
+
+	dir, err := os.MkdirTemp("", "demonode") //nolint:usetesting // short: the socket's path is limited
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	node, err := Start(filepath.Join(dir, "n"), pods, gpus)
+	require.NoError(t, err)
+	t.Cleanup(node.Close)
+	_, err = os.Stat(filepath.Join(node.Root, "proc/driver/nvidia"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+
+	c, err := podresources.New(podresources.Settings{Socket: Socket(node.Root), RefreshInterval: time.Hour, Timeout: 5 * time.Second, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	c.Refresh()
+	snap := c.Snapshot()
+	require.NotNil(t, snap)
+	alice := snap.Devices[podresources.ContainerKey{PodKey: podresources.PodKey{Namespace: "research", Pod: "llama-pretrain-0"}, Container: "trainer"}]
+	require.Len(t, alice, 1)
+	assert.Equal(t, "amd.com/gpu", alice[0].Resource)
+	assert.Equal(t, []string{"0000:05:00.0", "0000:15:00.0", "0000:65:00.0", "0000:75:00.0"}, alice[0].IDs)
+	require.Len(t, snap.Allocatable, 1)
+	assert.Equal(t, "amd.com/gpu", snap.Allocatable[0].Resource)
+	assert.Len(t, snap.Allocatable[0].IDs, 8)
+
+	_, err = deviceID("gpu:0::1", gpus)
+	assert.EqualError(t, err, `device "gpu:0::1": ROCm's device plugin has no time-slicing replicas`)
 }

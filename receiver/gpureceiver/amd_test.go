@@ -6,6 +6,7 @@ package gpureceiver
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -244,6 +245,34 @@ func TestAMDProcessesAndPartitions(t *testing.T) {
 	assert.Empty(t, points(p0, "gpu_utilization"), "the driver's utilization is the whole GPU's: absent on partitions")
 	assert.Len(t, points(p0, "gpu_junction_temperature_celsius"), 1, "the GPU's health readings are on its first partition")
 	assert.Empty(t, points(p3, "gpu_junction_temperature_celsius"))
+}
+
+// TestAMDPartitionedGPUFaultsOnce: a CPX GPU's RAS counts, PCIe link and throttling belong to
+// the physical GPU and are reported on its first partition only, so one uncorrectable error or
+// one degraded link is one series (and one alert), not one per partition.
+func TestAMDPartitionedGPUFaultsOnce(t *testing.T) {
+	n := amdgpufixture.MI300XCPX(2)
+	n.GPUs[0].RAS["umc"] = amdgpu.ErrcountRAS{Uncorrected: 1}
+	n.GPUs[0].LinkWidth = 8
+	s, _, clk := amdNode(t, n)
+	s.scrape()
+	clk.Advance(10 * time.Second) // throttling is what grew between two collections
+	md := s.scrape()
+	for minor := range 16 {
+		gpu := gpuResource(t, md, strconv.Itoa(minor))
+		for _, name := range []string{"gpu_ras_errors", "gpu_pcie_link_width_current", "gpu_pcie_link_gen_current", "gpu_health", "gpu_clock_event_reason"} {
+			if minor%8 == 0 {
+				assert.NotEmpty(t, points(gpu, name), "partition 0 of GPU %d has the GPU's %s", minor/8, name)
+			} else {
+				assert.Empty(t, points(gpu, name), "partition %d of GPU %d has no %s of its own", minor%8, minor/8, name)
+			}
+		}
+	}
+	p0 := gpuResource(t, md, "0")
+	assert.Equal(t, int64(1), value(t, p0, "gpu_ras_errors", "block", "umc", "error_type", "uncorrected"))
+	assert.Equal(t, int64(8), value(t, p0, "gpu_pcie_link_width_current"))
+	assert.Equal(t, int64(healthWarning), value(t, p0, "gpu_health", "condition", "pcie_link"))
+	assert.Equal(t, int64(0), value(t, gpuResource(t, md, "8"), "gpu_ras_errors", "block", "umc", "error_type", "uncorrected"), "the other GPU has none")
 }
 
 func TestAMDProcessWithZeroVRAMIsReported(t *testing.T) {

@@ -22,13 +22,14 @@ func TestShippedConfigsValidate(t *testing.T) {
 	root := repoRoot(t)
 	env := []string{
 		"MY_POD_IP=127.0.0.1", "MY_POD_NAMESPACE=otelcol-gpu", "K8S_NODE_NAME=node-1", "K8S_NODE_IP=10.0.0.1", "OTELCOL_GPU_GATEWAY=127.0.0.1",
-		// demo.yaml and demo-dcgm.yaml read the node cmd/demonode writes; any host tree will do for validation.
+		// demo.yaml, demo-dcgm.yaml and demo-amd.yaml read the node cmd/demonode writes; any host tree will do for validation.
 		"OTELCOL_GPU_DEMO_ROOT=" + filepath.Join(root, "receiver", "taskreceiver", "testdata", "hosts", "v2-systemd-crio"),
 	}
 	for name, sets := range map[string][]string{
 		"local.yaml":        nil,
 		"demo.yaml":         nil,
 		"demo-dcgm.yaml":    nil,
+		"demo-amd.yaml":     nil,
 		"semconv-otlp.yaml": nil,
 		"gateway.yaml":      nil,
 		"agent.yaml": {

@@ -69,9 +69,9 @@ var onFabric = map[string]bool{
 
 // onAMD are the dashboard queries on what only AMD GPUs report (the amdgpu backend's edge and
 // junction temperatures, RAS error counts and read latency): on the NVIDIA demo they must return
-// nothing, not zeros. On make demo-amd's GPUs they have data, except the edge temperature on an
-// MI300-class GPU (it has no edge sensor) and the RAS fault row while no GPU has an
-// uncorrectable error. Keys as onAttribution's.
+// nothing, not zeros. On make demo-amd's GPUs they have data (TestAMDDemo, once its GPU 2 has an
+// uncorrectable RAS error), except the edge temperature: an MI300-class GPU has no edge sensor.
+// Keys as onAttribution's.
 var onAMD = map[string]bool{
 	"gpu_health/Faults and actions/N":            true,
 	"gpu_health/Temperature/B":                   true,

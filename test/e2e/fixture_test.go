@@ -59,6 +59,11 @@ var contractLintExceptions = map[string]bool{
 	"node_memory_MemTotal_bytes metric names should be written in 'snake_case' not 'camelCase'":             true,
 	`zombie_process_count non-histogram and non-summary metrics should not have "_count" suffix`:            true,
 	`collector_iteration_count_total non-histogram and non-summary metrics should not have "_count" suffix`: true,
+	// OpenPAI's GPU names (the AMD demo's page).
+	`configured_gpu_count non-histogram and non-summary metrics should not have "_count" suffix`:               true,
+	`gpu_used_by_external_process_count non-histogram and non-summary metrics should not have "_count" suffix`: true,
+	`gpu_used_by_zombie_container_count non-histogram and non-summary metrics should not have "_count" suffix`: true,
+	`zombie_container_count non-histogram and non-summary metrics should not have "_count" suffix`:             true,
 }
 
 // lint runs promtool's metric linter on a page: anything it finds beyond the contract's own

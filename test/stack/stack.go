@@ -38,8 +38,8 @@ func RepoRoot() string {
 }
 
 // AgentConfigs are the configurations in distro/ that the agent's distribution
-// (builder-agent.yaml) runs: the DaemonSet's, make run's, make demo's and make demo-dcgm's, and the semconv example.
-var AgentConfigs = []string{"agent.yaml", "local.yaml", "demo.yaml", "demo-dcgm.yaml", "semconv-otlp.yaml"}
+// (builder-agent.yaml) runs: the DaemonSet's, make run's, make demo's, make demo-dcgm's and make demo-amd's, and the semconv example.
+var AgentConfigs = []string{"agent.yaml", "local.yaml", "demo.yaml", "demo-dcgm.yaml", "demo-amd.yaml", "semconv-otlp.yaml"}
 
 // Binary is the gateway's distribution, otelcol-gpu; its absence fails the test.
 func Binary(tb testing.TB) string {

@@ -6,8 +6,8 @@
 // topology and per-process VRAM, /dev/kfd), from a plain description of each GPU. Write can be
 // called again on the same root with new values: it overwrites the files in place, so a reader
 // running meanwhile sees old or new values, and removes the files of readings a GPU no longer
-// has (Missing). The gpu receiver's tests and goldens use it; so can a demo that changes the
-// values over time.
+// has (Missing) and the files of a GPU that fell off the bus (Gone). The gpu receiver's tests and
+// goldens use it; Scenario plays a node over time for `make demo-amd`.
 package amdgpufixture // import "github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu/amdgpufixture"
 
 import (
@@ -74,6 +74,9 @@ type GPU struct {
 	// instead.
 	Missing []string
 	Corrupt map[string]string
+	// Gone: the GPU has fallen off the bus; Write removes its card, render node, PCI device,
+	// partitions, KFD nodes and processes' VRAM files, and keeps the other GPUs' numbers.
+	Gone bool
 }
 
 // GPUMetrics is a gpu_metrics blob: its revision and its fields by their kgd_pp_interface.h
@@ -125,14 +128,22 @@ func Write(root string, n Node) error {
 	minor, xcp := 0, 0
 	for i := range n.GPUs {
 		g := &n.GPUs[i]
-		w.gpu(g, minor)
 		parts := max(1, g.Partitions)
+		if g.Gone {
+			w.removeGPU(g, minor, node, xcp)
+		} else {
+			w.gpu(g, minor)
+		}
 		for p := range parts {
 			if p > 0 {
-				w.partition(xcp, minor+p)
+				if !g.Gone {
+					w.partition(xcp, minor+p)
+				}
 				xcp++
 			}
-			w.kfdGPU(node, g, p, firstRenderMinor+minor+p)
+			if !g.Gone {
+				w.kfdGPU(node, g, p, firstRenderMinor+minor+p)
+			}
 			node++
 		}
 		minor += parts
@@ -141,8 +152,13 @@ func Write(root string, n Node) error {
 		if p.GPU >= len(n.GPUs) {
 			return fmt.Errorf("process %d: no GPU %d", p.PID, p.GPU)
 		}
-		id := n.GPUs[p.GPU].GPUID + uint32(p.Partition)
-		w.file(fmt.Sprintf("sys/class/kfd/kfd/proc/%d/vram_%d", p.PID, id), u64(p.VRAMBytes))
+		g := n.GPUs[p.GPU]
+		file := fmt.Sprintf("sys/class/kfd/kfd/proc/%d/vram_%d", p.PID, g.GPUID+uint32(p.Partition))
+		if g.Gone {
+			w.remove(file)
+			continue
+		}
+		w.file(file, u64(p.VRAMBytes))
 	}
 	return w.err
 }
@@ -152,13 +168,19 @@ type writer struct {
 	err  error
 }
 
+// file writes rel whole through a rename, so that a reader never sees it half written (a
+// rewrite by a demo races with the reader; sysfs hands out a whole value per read).
 func (w *writer) file(rel, content string) {
 	if w.err != nil {
 		return
 	}
 	path := filepath.Join(w.root, rel)
-	if w.err = os.MkdirAll(filepath.Dir(path), 0o755); w.err == nil {
-		w.err = os.WriteFile(path, []byte(content), 0o644) //nolint:gosec // G306: sysfs files are world-readable
+	if w.err = os.MkdirAll(filepath.Dir(path), 0o755); w.err != nil {
+		return
+	}
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".new")
+	if w.err = os.WriteFile(tmp, []byte(content), 0o644); w.err == nil { //nolint:gosec // G306: sysfs files are world-readable
+		w.err = os.Rename(tmp, path)
 	}
 }
 
@@ -166,6 +188,27 @@ func (w *writer) remove(rel string) {
 	if w.err == nil {
 		if err := os.Remove(filepath.Join(w.root, rel)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			w.err = err
+		}
+	}
+}
+
+func (w *writer) removeAll(rel string) {
+	if w.err == nil {
+		w.err = os.RemoveAll(filepath.Join(w.root, rel))
+	}
+}
+
+// removeGPU takes away what the kernel removes when a GPU falls off the bus: its cards and
+// render nodes, its PCI device, its partitions' platform devices and its KFD nodes.
+func (w *writer) removeGPU(g *GPU, minor, node, xcp int) {
+	parts := max(1, g.Partitions)
+	w.removeAll("sys/bus/pci/devices/" + g.PCIAddress)
+	for p := range parts {
+		w.removeAll(fmt.Sprintf("sys/class/drm/card%d", minor+p))
+		w.removeAll(fmt.Sprintf("sys/class/drm/renderD%d", firstRenderMinor+minor+p))
+		w.removeAll(fmt.Sprintf("sys/class/kfd/kfd/topology/nodes/%d", node+p))
+		if p > 0 {
+			w.removeAll("sys/devices/platform/amdgpu_xcp_" + strconv.Itoa(xcp+p-1))
 		}
 	}
 }
