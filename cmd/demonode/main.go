@@ -25,8 +25,6 @@ import (
 	"syscall"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu/amdgpufixture"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpureceivertest"
@@ -110,14 +108,11 @@ func run(scenario, podsFile string, tick time.Duration, command []string) (int, 
 // gpusOf reads a scenario's GPUs: an AMD scenario's (returned too, for its files to be
 // written), else the gpu receiver's simulated GPUs'.
 func gpusOf(scenario string) (map[int]demonode.GPU, *amdgpufixture.Scenario, error) {
-	data, err := os.ReadFile(scenario)
+	isAMD, err := amdgpufixture.IsScenarioFile(scenario)
 	if err != nil {
 		return nil, nil, err
 	}
-	var head struct {
-		Profile string `yaml:"profile"`
-	}
-	if yaml.Unmarshal(data, &head) == nil && amdgpufixture.IsProfile(head.Profile) {
+	if isAMD {
 		amd, loadErr := amdgpufixture.LoadScenario(scenario)
 		if loadErr != nil {
 			return nil, nil, loadErr

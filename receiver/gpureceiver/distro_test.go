@@ -11,18 +11,26 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu/amdgpufixture"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 )
 
-// TestDistroScenarios keeps the shipped scenarios and the demo's gpu receiver valid; `make demo`
-// runs from the repository root, so the test does too.
+// TestDistroScenarios keeps the shipped scenarios (the simulated backend's, and make demo-amd's
+// AMD node) and the demo's gpu receiver valid; `make demo` runs from the repository root, so the
+// test does too.
 func TestDistroScenarios(t *testing.T) {
 	t.Chdir(filepath.Join("..", ".."))
 	files, err := filepath.Glob(filepath.Join("distro", "scenarios", "*.yaml"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	for _, f := range files {
-		_, err = simulated.LoadScenario(f)
+		isAMD, err := amdgpufixture.IsScenarioFile(f)
+		require.NoError(t, err)
+		if isAMD {
+			_, err = amdgpufixture.LoadScenario(f) // make demo-amd's files, read by the amdgpu backend
+		} else {
+			_, err = simulated.LoadScenario(f)
+		}
 		require.NoError(t, err, f)
 	}
 

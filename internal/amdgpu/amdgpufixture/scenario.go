@@ -99,10 +99,22 @@ var profiles = map[string]profile{
 	"mi300x": {gpus: 8, gpu: MI300XGPU, node: Node{CPUNodes: 2, DriverVersion: "6.10.5", KernelRelease: "6.8.0-49-generic"}},
 }
 
-// IsProfile tells whether name is a profile of an AMD scenario.
-func IsProfile(name string) bool {
-	_, ok := profiles[name]
-	return ok
+// IsScenarioFile tells whether the scenario file at path is an AMD scenario (its profile is one
+// of this package's), as opposed to the gpu receiver's simulated NVIDIA scenarios, which share
+// distro/scenarios with it.
+func IsScenarioFile(path string) (bool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false, err
+	}
+	var head struct {
+		Profile string `yaml:"profile"`
+	}
+	if yaml.Unmarshal(data, &head) != nil {
+		return false, nil // not an AMD scenario's YAML; the simulated backend's loader says why
+	}
+	_, ok := profiles[head.Profile]
+	return ok, nil
 }
 
 // LoadScenario reads and checks a scenario file, strictly (unknown keys are errors).
