@@ -24,8 +24,8 @@ func TestDistroScenarios(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	for _, f := range files {
-		isAMD, err := amdgpufixture.IsScenarioFile(f)
-		require.NoError(t, err)
+		isAMD, sniffErr := amdgpufixture.IsScenarioFile(f)
+		require.NoError(t, sniffErr)
 		if isAMD {
 			_, err = amdgpufixture.LoadScenario(f) // make demo-amd's files, read by the amdgpu backend
 		} else {
