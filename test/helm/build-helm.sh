@@ -50,16 +50,23 @@ if [[ -x "$bin" ]]; then
 fi
 
 module="helm.sh/helm/v3@${HELM_VERSION}"
-commit="$(download_field "$module" Hash)"
+# Only what every module proxy must serve is required (the version's go.mod and zip). The commit
+# comes from the optional Origin block of the proxy's .info, which a proxy may leave out: without
+# it the binary reports no commit, and the build goes on.
 gomod="$(download_field "$module" GoMod)"
+commit="$(download_field "$module" Hash)"
 # client-go v0.<minor>.<patch> is Kubernetes v1.<minor>, as Helm's Makefile computes it.
 kube_minor="$(sed -n 's#^\s*k8s\.io/client-go v0\.\([0-9]*\)\..*#\1#p' "$gomod")"
-if [[ -z "$commit" || -z "$kube_minor" ]]; then
-	echo "build-helm.sh: could not read the commit or client-go's version of $module" >&2
+if [[ -z "$kube_minor" ]]; then
+	echo "build-helm.sh: could not read client-go's version in the go.mod of $module (${gomod:-not downloaded})" >&2
 	exit 1
 fi
 ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}"
-ldflags+=" -X helm.sh/helm/v3/internal/version.gitCommit=${commit} -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+if [[ -n "$commit" ]]; then
+	ldflags+=" -X helm.sh/helm/v3/internal/version.gitCommit=${commit} -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+else
+	echo "build-helm.sh: the module proxy sent no commit for $module (no Origin in its .info); helm version will name none" >&2
+fi
 for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
 	ldflags+=" -X ${pkg}.k8sVersionMajor=1 -X ${pkg}.k8sVersionMinor=${kube_minor}"
 done
