@@ -44,14 +44,7 @@ const (
 var DCGMVersions = []DCGMVersion{DCGM48, DCGM410}
 
 // Validate accepts one of DCGMVersions.
-func (v DCGMVersion) Validate() error {
-	err := enum.Check(v, DCGMVersions)
-	if err != nil && v == "4.1" {
-		// YAML reads an unquoted 4.10 as the number 4.1.
-		return fmt.Errorf(`%w: quote the version, dcgm_version: "4.10"`, err)
-	}
-	return err
-}
+func (v DCGMVersion) Validate() error { return enum.Check(v, DCGMVersions) }
 
 // Config of the name_profile processor.
 type Config struct {
