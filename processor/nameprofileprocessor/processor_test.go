@@ -224,71 +224,70 @@ func gpuValues(md pmetric.Metrics, metric, key, value string) map[string]float64
 // TestUnits: each profile's value is the collected one in the profile's unit, on every GPU.
 func TestUnits(t *testing.T) {
 	collected := demoBatch(t)
-	const dcgm410 Profile = "dcgm 4.10"
-	byProfile := map[Profile]pmetric.Metrics{}
-	for _, profile := range []Profile{ProfileDCGM, ProfileSemconv, dcgm410} {
+	// The batch renamed by each profile, the dcgm profile in each generation.
+	renamed := map[string]pmetric.Metrics{}
+	for output, cfg := range map[string]struct {
+		profile Profile
+		version DCGMVersion
+	}{"dcgm": {ProfileDCGM, DCGM48}, "dcgm 4.10": {ProfileDCGM, DCGM410}, "semconv": {ProfileSemconv, DCGM48}} {
 		md := pmetric.NewMetrics()
 		collected.CopyTo(md)
-		if profile == dcgm410 {
-			byProfile[profile] = runVersion(t, ProfileDCGM, DCGM410, md)[0]
-			continue
-		}
-		byProfile[profile] = runProfile(t, profile, md)[0]
+		renamed[output] = runVersion(t, cfg.profile, cfg.version, md)[0]
 	}
 	same := func(v float64) float64 { return v }
 	mib := func(b float64) float64 { return float64(int64(b) >> 20) }
 	percentToRatio := func(p float64) float64 { return p / 100 }
 	hertz := func(mhz float64) float64 { return mhz * 1e6 }
 	for _, tc := range []struct {
-		profile              Profile
+		output               string // of renamed
 		to, from, key, value string
 		convert              func(float64) float64
 		// toKey and toValue select the renamed points when several collected metrics share a name.
 		toKey, toValue string
 	}{
-		{profile: ProfileDCGM, to: "DCGM_FI_DEV_FB_USED", from: "gpu_memory_used_bytes", convert: mib},
-		{profile: ProfileDCGM, to: "DCGM_FI_DEV_FB_FREE", from: "gpu_memory_free_bytes", convert: mib},
-		{profile: ProfileDCGM, to: "DCGM_FI_DEV_FB_RESERVED", from: "gpu_memory_reserved_bytes", convert: mib},
-		{profile: ProfileDCGM, to: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", from: "gpu_energy_joules_total", convert: func(j float64) float64 { return j * 1000 }},
-		{profile: ProfileDCGM, to: "DCGM_FI_DEV_GPU_UTIL", from: "gpu_utilization", convert: same},
-		{profile: ProfileDCGM, to: "DCGM_FI_DEV_MEM_COPY_UTIL", from: "gpu_memory_controller_utilization", convert: same},
-		{profile: ProfileDCGM, to: "DCGM_FI_DEV_ENC_UTIL", from: "gpu_codec_utilization", key: "codec", value: "encoder", convert: same},
-		{profile: ProfileDCGM, to: "DCGM_FI_DEV_DEC_UTIL", from: "gpu_codec_utilization", key: "codec", value: "decoder", convert: same},
-		{profile: ProfileDCGM, to: "DCGM_FI_DEV_MEMORY_TEMP", from: "gpu_memory_temperature_celsius", convert: same},
-		{profile: ProfileDCGM, to: "DCGM_FI_DEV_VGPU_LICENSE_STATUS", from: "gpu_vgpu_licensed", convert: same},
-		{profile: ProfileDCGM, to: "DCGM_FI_DEV_SM_CLOCK", from: "gpu_clock_mhz", key: "clock", value: "sm", convert: same},
-		{profile: ProfileDCGM, to: "DCGM_FI_DEV_MEM_CLOCK", from: "gpu_clock_mhz", key: "clock", value: "memory", convert: same},
-		{profile: ProfileDCGM, to: "DCGM_FI_DEV_POWER_USAGE", from: "gpu_power_watts", convert: same},
-		{profile: ProfileDCGM, to: "DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX", from: "gpu_power_limit_max_watts", convert: same},
-		{profile: ProfileDCGM, to: "DCGM_FI_DEV_POWER_MGMT_LIMIT_MIN", from: "gpu_power_limit_min_watts", convert: same},
-		{profile: ProfileDCGM, to: "DCGM_FI_DEV_MAX_SM_CLOCK", from: "gpu_clock_max_mhz", key: "clock", value: "sm", convert: same},
-		{profile: ProfileDCGM, to: "DCGM_FI_DEV_MAX_MEM_CLOCK", from: "gpu_clock_max_mhz", key: "clock", value: "memory", convert: same},
+		{output: "dcgm", to: "DCGM_FI_DEV_FB_USED", from: "gpu_memory_used_bytes", convert: mib},
+		{output: "dcgm", to: "DCGM_FI_DEV_FB_FREE", from: "gpu_memory_free_bytes", convert: mib},
+		{output: "dcgm", to: "DCGM_FI_DEV_FB_RESERVED", from: "gpu_memory_reserved_bytes", convert: mib},
+		{output: "dcgm", to: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", from: "gpu_energy_joules_total", convert: func(j float64) float64 { return j * 1000 }},
+		{output: "dcgm", to: "DCGM_FI_DEV_GPU_UTIL", from: "gpu_utilization", convert: same},
+		{output: "dcgm", to: "DCGM_FI_DEV_MEM_COPY_UTIL", from: "gpu_memory_controller_utilization", convert: same},
+		{output: "dcgm", to: "DCGM_FI_DEV_ENC_UTIL", from: "gpu_codec_utilization", key: "codec", value: "encoder", convert: same},
+		{output: "dcgm", to: "DCGM_FI_DEV_DEC_UTIL", from: "gpu_codec_utilization", key: "codec", value: "decoder", convert: same},
+		{output: "dcgm", to: "DCGM_FI_DEV_MEMORY_TEMP", from: "gpu_memory_temperature_celsius", convert: same},
+		{output: "dcgm", to: "DCGM_FI_DEV_VGPU_LICENSE_STATUS", from: "gpu_vgpu_licensed", convert: same},
+		{output: "dcgm", to: "DCGM_FI_DEV_SM_CLOCK", from: "gpu_clock_mhz", key: "clock", value: "sm", convert: same},
+		{output: "dcgm", to: "DCGM_FI_DEV_MEM_CLOCK", from: "gpu_clock_mhz", key: "clock", value: "memory", convert: same},
+		{output: "dcgm", to: "DCGM_FI_DEV_POWER_USAGE", from: "gpu_power_watts", convert: same},
+		{output: "dcgm", to: "DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX", from: "gpu_power_limit_max_watts", convert: same},
+		{output: "dcgm", to: "DCGM_FI_DEV_POWER_MGMT_LIMIT_MIN", from: "gpu_power_limit_min_watts", convert: same},
+		{output: "dcgm", to: "DCGM_FI_DEV_MAX_SM_CLOCK", from: "gpu_clock_max_mhz", key: "clock", value: "sm", convert: same},
+		{output: "dcgm", to: "DCGM_FI_DEV_MAX_MEM_CLOCK", from: "gpu_clock_max_mhz", key: "clock", value: "memory", convert: same},
 		// 4.10: the base units of DCGM 4.7's names.
-		{profile: dcgm410, to: "DCGM_FI_DEV_SM_CLOCK_HERTZ", from: "gpu_clock_mhz", key: "clock", value: "sm", convert: hertz},
-		{profile: dcgm410, to: "DCGM_FI_DEV_MEMORY_CLOCK_HERTZ", from: "gpu_clock_mhz", key: "clock", value: "memory", convert: hertz},
-		{profile: dcgm410, to: "DCGM_FI_DEV_SM_MAX_CLOCK_HERTZ", from: "gpu_clock_max_mhz", key: "clock", value: "sm", convert: hertz},
-		{profile: dcgm410, to: "DCGM_FI_DEV_MEMORY_MAX_CLOCK_HERTZ", from: "gpu_clock_max_mhz", key: "clock", value: "memory", convert: hertz},
-		{profile: dcgm410, to: "DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL", from: "gpu_energy_joules_total", convert: same},
-		{profile: dcgm410, to: "DCGM_FI_DEV_GPU_UTIL_RATIO", from: "gpu_utilization", convert: percentToRatio},
-		{profile: dcgm410, to: "DCGM_FI_DEV_FB_CAPACITY_BYTES", from: "gpu_memory_total_bytes", convert: same},
-		{profile: dcgm410, to: "DCGM_FI_DEV_GPU_TEMP_CELSIUS", from: "nvidiasmi_temperature", convert: same},
-		{profile: dcgm410, to: "DCGM_FI_DEV_MEMORY_TEMP_CELSIUS", from: "gpu_memory_temperature_celsius", convert: same},
-		{profile: dcgm410, to: "DCGM_FI_DEV_BOARD_POWER_WATTS", from: "gpu_power_watts", convert: same},
-		{profile: dcgm410, to: "DCGM_FI_DEV_BOARD_POWER_LIMIT_MAX_WATTS", from: "gpu_power_limit_max_watts", convert: same},
-		{profile: dcgm410, to: "DCGM_FI_DEV_BOARD_POWER_LIMIT_MIN_WATTS", from: "gpu_power_limit_min_watts", convert: same},
-		{profile: dcgm410, to: "DCGM_FI_DEV_VGPU_LICENSE_STATUS", from: "gpu_vgpu_licensed", convert: same},
+		{output: "dcgm 4.10", to: "DCGM_FI_DEV_SM_CLOCK_HERTZ", from: "gpu_clock_mhz", key: "clock", value: "sm", convert: hertz},
+		{output: "dcgm 4.10", to: "DCGM_FI_DEV_MEMORY_CLOCK_HERTZ", from: "gpu_clock_mhz", key: "clock", value: "memory", convert: hertz},
+		{output: "dcgm 4.10", to: "DCGM_FI_DEV_SM_MAX_CLOCK_HERTZ", from: "gpu_clock_max_mhz", key: "clock", value: "sm", convert: hertz},
+		{output: "dcgm 4.10", to: "DCGM_FI_DEV_MEMORY_MAX_CLOCK_HERTZ", from: "gpu_clock_max_mhz", key: "clock", value: "memory", convert: hertz},
+		{output: "dcgm 4.10", to: "DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL", from: "gpu_energy_joules_total", convert: same},
+		{output: "dcgm 4.10", to: "DCGM_FI_DEV_GPU_UTIL_RATIO", from: "gpu_utilization", convert: percentToRatio},
+		{output: "dcgm 4.10", to: "DCGM_FI_DEV_FB_CAPACITY_BYTES", from: "gpu_memory_total_bytes", convert: same},
+		{output: "dcgm 4.10", to: "DCGM_FI_DEV_GPU_TEMP_CELSIUS", from: "nvidiasmi_temperature", convert: same},
+		{output: "dcgm 4.10", to: "DCGM_FI_DEV_MEMORY_TEMP_CELSIUS", from: "gpu_memory_temperature_celsius", convert: same},
+		{output: "dcgm 4.10", to: "DCGM_FI_DEV_BOARD_POWER_WATTS", from: "gpu_power_watts", convert: same},
+		{output: "dcgm 4.10", to: "DCGM_FI_DEV_BOARD_POWER_LIMIT_MAX_WATTS", from: "gpu_power_limit_max_watts", convert: same},
+		{output: "dcgm 4.10", to: "DCGM_FI_DEV_BOARD_POWER_LIMIT_MIN_WATTS", from: "gpu_power_limit_min_watts", convert: same},
+		{output: "dcgm 4.10", to: "DCGM_FI_DEV_VGPU_LICENSE_STATUS", from: "gpu_vgpu_licensed", convert: same},
 		// 4.10's names of these are unknown: they keep the collected name and unit.
-		{profile: dcgm410, to: "gpu_memory_used_bytes", from: "gpu_memory_used_bytes", convert: same},
-		{profile: dcgm410, to: "gpu_memory_free_bytes", from: "gpu_memory_free_bytes", convert: same},
-		{profile: dcgm410, to: "gpu_memory_reserved_bytes", from: "gpu_memory_reserved_bytes", convert: same},
-		{profile: dcgm410, to: "gpu_memory_controller_utilization", from: "gpu_memory_controller_utilization", convert: same},
-		{profile: dcgm410, to: "gpu_codec_utilization", from: "gpu_codec_utilization", key: "codec", value: "encoder", convert: same, toKey: "codec", toValue: "encoder"},
-		{profile: ProfileSemconv, to: "hw.gpu.utilization", from: "gpu_utilization", convert: percentToRatio, toKey: "hw.gpu.task", toValue: "general"},
-		{profile: ProfileSemconv, to: "hw.gpu.utilization", from: "gpu_codec_utilization", key: "codec", value: "decoder", convert: percentToRatio, toKey: "hw.gpu.task", toValue: "decoder"},
-		{profile: ProfileSemconv, to: "hw.temperature", from: "gpu_memory_temperature_celsius", convert: same, toKey: "hw.sensor_location", toValue: "memory"},
-		{profile: ProfileSemconv, to: "hw.temperature", from: "nvidiasmi_temperature", convert: same, toKey: "hw.sensor_location", toValue: "gpu"},
-		{profile: ProfileSemconv, to: "hw.gpu.memory.usage", from: "gpu_memory_used_bytes", convert: same},
-		{profile: ProfileSemconv, to: "hw.energy", from: "gpu_energy_joules_total", convert: same},
+		{output: "dcgm 4.10", to: "gpu_memory_used_bytes", from: "gpu_memory_used_bytes", convert: same},
+		{output: "dcgm 4.10", to: "gpu_memory_free_bytes", from: "gpu_memory_free_bytes", convert: same},
+		{output: "dcgm 4.10", to: "gpu_memory_reserved_bytes", from: "gpu_memory_reserved_bytes", convert: same},
+		{output: "dcgm 4.10", to: "gpu_memory_controller_utilization", from: "gpu_memory_controller_utilization", convert: same},
+		{output: "dcgm 4.10", to: "gpu_codec_utilization", from: "gpu_codec_utilization", key: "codec", value: "encoder", convert: same, toKey: "codec", toValue: "encoder"},
+		{output: "semconv", to: "hw.gpu.utilization", from: "gpu_utilization", convert: percentToRatio, toKey: "hw.gpu.task", toValue: "general"},
+		{output: "semconv", to: "hw.gpu.utilization", from: "gpu_codec_utilization", key: "codec", value: "decoder", convert: percentToRatio, toKey: "hw.gpu.task", toValue: "decoder"},
+		{output: "semconv", to: "hw.temperature", from: "gpu_memory_temperature_celsius", convert: same, toKey: "hw.sensor_location", toValue: "memory"},
+		{output: "semconv", to: "hw.temperature", from: "nvidiasmi_temperature", convert: same, toKey: "hw.sensor_location", toValue: "gpu"},
+		{output: "semconv", to: "hw.gpu.memory.usage", from: "gpu_memory_used_bytes", convert: same},
+		{output: "semconv", to: "hw.energy", from: "gpu_energy_joules_total", convert: same},
 	} {
 		t.Run(tc.to+"/"+tc.from+tc.value, func(t *testing.T) {
 			from := gpuValues(collected, tc.from, tc.key, tc.value)
@@ -297,7 +296,7 @@ func TestUnits(t *testing.T) {
 			for id, v := range from {
 				want[id] = tc.convert(v)
 			}
-			got := gpuValues(byProfile[tc.profile], tc.to, tc.toKey, tc.toValue)
+			got := gpuValues(renamed[tc.output], tc.to, tc.toKey, tc.toValue)
 			require.Len(t, got, len(want))
 			for id, v := range want {
 				assert.InDelta(t, v, got[id], 1e-9, "GPU %s", id)
