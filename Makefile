@@ -93,9 +93,11 @@ run: $(AGENT_BIN)
 ## demo: a simulated 8-GPU node with its jobs' pods, plus this machine's node and task metrics on http://127.0.0.1:9102/metrics
 demo: $(AGENT_BIN) $(DEMONODE)
 	$(DEMONODE) -- $(AGENT_BIN) --config distro/demo.yaml
-## demo-dcgm: a simulated DGX H100 node (the demo's jobs, GPM's profiling fields) under dcgm-exporter's names on http://127.0.0.1:9400/metrics
+## demo-dcgm: a simulated DGX H100 node (the demo's jobs, GPM's profiling fields) under dcgm-exporter's names on http://127.0.0.1:9400/metrics; DCGM_VERSION=4.10 for dcgm-exporter 4.10's (default 4.8)
+DCGM_VERSION ?= 4.8
 demo-dcgm: $(AGENT_BIN) $(DEMONODE)
-	$(DEMONODE) -scenario distro/scenarios/dgx-h100-demo.yaml -- $(AGENT_BIN) --config distro/demo-dcgm.yaml
+	$(DEMONODE) -scenario distro/scenarios/dgx-h100-demo.yaml -- $(AGENT_BIN) --config distro/demo-dcgm.yaml \
+		--set 'processors::name_profile/dcgm::dcgm_version="$(DCGM_VERSION)"'
 ## demo-amd: a simulated MI300X node (the demo's jobs on 8 AMD GPUs) whose amdgpu/KFD files change over time, read by the amdgpu backend, on http://127.0.0.1:9102/metrics
 demo-amd: $(AGENT_BIN) $(DEMONODE)
 	$(DEMONODE) -scenario distro/scenarios/mi300x-demo.yaml -- $(AGENT_BIN) --config distro/demo-amd.yaml

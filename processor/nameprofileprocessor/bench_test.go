@@ -18,11 +18,19 @@ import (
 // iteration; the batch is copied outside the timer, as the pipeline hands each its own.
 func BenchmarkProfiles(b *testing.B) {
 	collected := demoBatch(b)
-	for _, profile := range []Profile{ProfileDCGM, ProfileSemconv} {
-		b.Run(string(profile), func(b *testing.B) {
+	for _, tc := range []struct {
+		profile Profile
+		version DCGMVersion
+	}{{ProfileDCGM, DCGM48}, {ProfileDCGM, DCGM410}, {ProfileSemconv, DCGM48}} {
+		name := string(tc.profile)
+		if tc.profile == ProfileDCGM {
+			name += "-" + string(tc.version)
+		}
+		b.Run(name, func(b *testing.B) {
 			f := NewFactory()
 			cfg := f.CreateDefaultConfig().(*Config)
-			cfg.Profile = profile
+			cfg.Profile = tc.profile
+			cfg.DCGMVersion = tc.version
 			p, err := f.CreateMetrics(b.Context(), processortest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
 			require.NoError(b, err)
 			batches := make([]pmetric.Metrics, b.N)

@@ -27,6 +27,7 @@ func createDefaultConfig() component.Config {
 	return &Config{
 		MetricsBuilderConfig: metadata.NewDefaultMetricsBuilderConfig(),
 		Profile:              ProfileOpenPAI,
+		DCGMVersion:          DCGM48,
 	}
 }
 

@@ -38,8 +38,8 @@ type nameProfile struct {
 	mb      *metadata.MetricsBuilder
 
 	mu sync.Mutex
-	// xids and nvlink are what DCGM_FI_DEV_XID_ERRORS and DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL
-	// need across batches, by GPU UUID.
+	// xids and nvlink are what DCGM's XID and NVLink total fields need across batches, by GPU
+	// UUID.
 	xids   map[string]*lastXID
 	nvlink map[string]lastNVLink
 }
@@ -59,7 +59,7 @@ type lastXID struct {
 
 func newNameProfile(cfg *Config, set processor.Settings) *nameProfile {
 	return &nameProfile{
-		profile: profileFor(cfg.Profile),
+		profile: profileFor(cfg.Profile, cfg.DCGMVersion),
 		mb:      metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, set),
 		xids:    map[string]*lastXID{},
 		nvlink:  map[string]lastNVLink{},
@@ -188,15 +188,15 @@ func heldGPUs(rm pmetric.ResourceMetrics) map[string]bool {
 // recordAcrossBatches appends to a GPU's metrics the profile's metrics that compare a batch
 // with the ones before it.
 func (p *nameProfile) recordAcrossBatches(ms pmetric.MetricSlice, uuid string) {
-	if !p.profile.xidLastValue && !p.profile.nvlinkBandwidth {
+	if p.profile.recordXID == nil && p.profile.recordNVLink == nil {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.profile.xidLastValue {
+	if p.profile.recordXID != nil {
 		p.recordLastXID(ms, uuid)
 	}
-	if p.profile.nvlinkBandwidth {
+	if p.profile.recordNVLink != nil {
 		p.recordNVLinkBandwidth(ms, uuid)
 	}
 	emitted := p.mb.Emit().ResourceMetrics()
@@ -207,10 +207,11 @@ func (p *nameProfile) recordAcrossBatches(ms pmetric.MetricSlice, uuid string) {
 	}
 }
 
-// recordNVLinkBandwidth records DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL as DCGM computes it: the
-// growth of the NVLink payload counters (rx + tx, in KiB) since the previous batch, per second,
-// divided by 1000; 0 on the first batch and after the counters restart. dcgm-exporter types it
-// a counter though it is this rate. A GPU without NVLink has no counters and gets no series.
+// recordNVLinkBandwidth records DCGM's NVLink total (4.8's DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL,
+// 4.10's DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL) from the growth of the NVLink payload counters (rx
+// + tx) since the previous batch, per second; 0 on the first batch and after the counters
+// restart. dcgm-exporter types it a counter though it is this rate. A GPU without NVLink has no
+// counters and gets no series.
 func (p *nameProfile) recordNVLinkBandwidth(ms pmetric.MetricSlice, uuid string) {
 	m, ok := findIn(ms, metricNVLinkBytes)
 	if !ok {
@@ -224,16 +225,17 @@ func (p *nameProfile) recordNVLinkBandwidth(ms pmetric.MetricSlice, uuid string)
 	for i := 0; i < pts.Len(); i++ {
 		now.bytes += pts.At(i).IntValue()
 	}
-	var mbps int64
+	var grew int64
+	var seconds float64
 	if prev, ok := p.nvlink[uuid]; ok && prev.start == now.start && now.at > prev.at && now.bytes >= prev.bytes {
-		seconds := float64(now.at-prev.at) / 1e9
-		mbps = int64(float64(now.bytes-prev.bytes) / 1024 / seconds / 1000)
+		grew, seconds = now.bytes-prev.bytes, float64(now.at-prev.at)/1e9
 	}
 	p.nvlink[uuid] = now
-	p.mb.RecordDCGMFIDEVNVLINKBANDWIDTHTOTALDataPoint(now.at, mbps)
+	p.profile.recordNVLink(p.mb, now.at, grew, seconds)
 }
 
-// recordLastXID records DCGM_FI_DEV_XID_ERRORS: the code whose counter grew last, 0 until one
+// recordLastXID records DCGM's XID field (4.8's DCGM_FI_DEV_XID_ERRORS, 4.10's
+// DCGM_FI_DEV_XID_ERROR): the code whose counter grew last, 0 until one
 // does. Codes first seen in the same batch as several others cannot be ordered: the highest
 // wins.
 func (p *nameProfile) recordLastXID(ms pmetric.MetricSlice, uuid string) {
@@ -269,7 +271,7 @@ func (p *nameProfile) recordLastXID(ms pmetric.MetricSlice, uuid string) {
 	if now == 0 && ms.Len() > 0 {
 		now = firstTimestamp(ms.At(0))
 	}
-	p.mb.RecordDCGMFIDEVXIDERRORSDataPoint(now, st.code)
+	p.profile.recordXID(p.mb, now, st.code)
 }
 
 // renameMetrics replaces each metric the profile maps by its new name(s).

@@ -3,6 +3,12 @@
 
 package nameprofileprocessor // import "github.com/otelcol-gpu/otelcol-gpu/processor/nameprofileprocessor"
 
+import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/otelcol-gpu/otelcol-gpu/processor/nameprofileprocessor/internal/metadata"
+)
+
 // kind is the type a renamed metric leaves with.
 type kind int
 
@@ -42,11 +48,12 @@ type profile struct {
 	// pointIdentity adds the GPU's identity to each renamed data point (the semantic
 	// conventions put hw.id and hw.type on the measurement).
 	pointIdentity func(id gpuIdentity) []attribute
-	// xidLastValue adds DCGM_FI_DEV_XID_ERRORS, the last XID code seen, to each GPU.
-	xidLastValue bool
-	// nvlinkBandwidth adds DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, the NVLink traffic since the
-	// previous batch, to each GPU with NVLink.
-	nvlinkBandwidth bool
+	// recordXID, when set, records the last XID code seen on a GPU (DCGM's XID field).
+	recordXID func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, code int64)
+	// recordNVLink, when set, records a GPU's NVLink traffic, rx + tx, since the previous batch
+	// (DCGM's NVLink total): bytes in seconds, seconds 0 on the first batch and after the
+	// counters restarted.
+	recordNVLink func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, bytes int64, seconds float64)
 	// nvidiaOnly leaves AMD GPUs' device resources out of the batch: a vocabulary that has
 	// names for NVIDIA GPUs only.
 	nvidiaOnly bool
@@ -57,82 +64,278 @@ const mib = 1.0 / (1 << 20)
 // dcgmMIGKeys is how dcgm-exporter labels a MIG instance's profiling series.
 var dcgmMIGKeys = map[string]string{"gpu_instance_id": "GPU_I_ID"}
 
-// dcgmRatio is a DCGM profiling field from a GPM percent: DCGM's ratio from 0 to 1, per GPU and
-// per MIG instance.
-func dcgmRatio(from string, where attribute, to, desc string) rename {
-	r := rename{from: from, where: where, to: to, unit: "1", desc: desc, scale: 0.01, keys: dcgmMIGKeys}
-	if where.key != "" {
-		r.drop = []string{where.key}
-	}
-	return r
+// dcgmName is a DCGM field's name in one dcgm-exporter generation: its unit, help text and the
+// scale from the collected value (0: as collected).
+type dcgmName struct {
+	to, unit, desc string
+	scale          float64
 }
 
-// dcgm is dcgm-exporter's default counter set (etc/default-counters.csv) where NVML gives the
-// same quantity, with its units, types and help texts. The others are listed in the README.
-var dcgm = profile{
-	metrics: []rename{
-		{from: "gpu_clock_mhz", where: attribute{"clock", "sm"}, to: "DCGM_FI_DEV_SM_CLOCK", unit: "MHz", desc: "SM clock frequency (in MHz).", drop: []string{"clock"}},
-		{from: "gpu_clock_mhz", where: attribute{"clock", "memory"}, to: "DCGM_FI_DEV_MEM_CLOCK", unit: "MHz", desc: "Memory clock frequency (in MHz).", drop: []string{"clock"}},
-		{from: "nvidiasmi_temperature", to: "DCGM_FI_DEV_GPU_TEMP", unit: "Cel", desc: "GPU temperature (in C)."},
-		{from: "gpu_power_watts", to: "DCGM_FI_DEV_POWER_USAGE", unit: "W", desc: "Power draw (in W)."},
-		{from: "gpu_energy_joules_total", to: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", unit: "mJ", desc: "Total energy consumption since boot (in mJ).", kind: counter, scale: 1000},
-		{from: "gpu_pcie_replays_total", to: "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", unit: "1", desc: "Total number of PCIe retries.", kind: counter},
-		{from: "gpu_utilization", to: "DCGM_FI_DEV_GPU_UTIL", unit: "%", desc: "GPU utilization (in %).", drop: []string{"vender"}},
-		{from: "gpu_memory_used_bytes", to: "DCGM_FI_DEV_FB_USED", unit: "MiBy", desc: "Framebuffer memory used (in MiB).", scale: mib},
-		{from: "gpu_remapped_rows", where: attribute{"error_type", "uncorrected"}, to: "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", unit: "1", desc: "Number of remapped rows for uncorrectable errors", kind: counter, drop: []string{"error_type"}},
-		{from: "gpu_remapped_rows", where: attribute{"error_type", "corrected"}, to: "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", unit: "1", desc: "Number of remapped rows for correctable errors", kind: counter, drop: []string{"error_type"}},
-		{from: "gpu_remapped_rows_failed", to: "DCGM_FI_DEV_ROW_REMAP_FAILURE", unit: "1", desc: "Whether remapping of rows has failed"},
-		{from: "gpu_memory_temperature_celsius", to: "DCGM_FI_DEV_MEMORY_TEMP", unit: "Cel", desc: "Memory temperature (in C)."},
-		{from: "gpu_memory_controller_utilization", to: "DCGM_FI_DEV_MEM_COPY_UTIL", unit: "%", desc: "Memory utilization (in %)."},
-		{from: "gpu_codec_utilization", where: attribute{"codec", "encoder"}, to: "DCGM_FI_DEV_ENC_UTIL", unit: "%", desc: "Encoder utilization (in %).", drop: []string{"codec"}},
-		{from: "gpu_codec_utilization", where: attribute{"codec", "decoder"}, to: "DCGM_FI_DEV_DEC_UTIL", unit: "%", desc: "Decoder utilization (in %).", drop: []string{"codec"}},
-		{from: "gpu_memory_free_bytes", to: "DCGM_FI_DEV_FB_FREE", unit: "MiBy", desc: "Framebuffer memory free (in MiB).", scale: mib},
-		{from: "gpu_memory_reserved_bytes", to: "DCGM_FI_DEV_FB_RESERVED", unit: "MiBy", desc: "Framebuffer memory reserved (in MiB).", scale: mib},
-		{from: "gpu_vgpu_licensed", to: "DCGM_FI_DEV_VGPU_LICENSE_STATUS", unit: "1", desc: "vGPU License status"},
-		// What the OpenShift console plugin reads its limits from.
-		{from: "gpu_power_limit_max_watts", to: "DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX", unit: "W", desc: "Maximum power management limit (in W)."},
-		{from: "gpu_power_limit_min_watts", to: "DCGM_FI_DEV_POWER_MGMT_LIMIT_MIN", unit: "W", desc: "Minimum power management limit (in W)."},
-		{from: "gpu_clock_max_mhz", where: attribute{"clock", "sm"}, to: "DCGM_FI_DEV_MAX_SM_CLOCK", unit: "MHz", desc: "Maximum SM clock frequency (in MHz).", drop: []string{"clock"}},
-		{from: "gpu_clock_max_mhz", where: attribute{"clock", "memory"}, to: "DCGM_FI_DEV_MAX_MEM_CLOCK", unit: "MHz", desc: "Maximum memory clock frequency (in MHz).", drop: []string{"clock"}},
-		// DCGM's profiling fields (etc/dcp-metrics-included.csv) from GPM, Hopper and newer.
-		dcgmRatio("gpu_graphics_engine_active_percent", attribute{}, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active."),
-		dcgmRatio("gpu_sm_active_percent", attribute{}, "DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned."),
-		dcgmRatio("gpu_sm_occupancy_percent", attribute{}, "DCGM_FI_PROF_SM_OCCUPANCY", "The ratio of number of warps resident on an SM."),
-		dcgmRatio("gpu_pipe_active_percent", attribute{"pipe", "tensor"}, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "Ratio of cycles the tensor (HMMA) pipe is active."),
-		dcgmRatio("gpu_pipe_active_percent", attribute{"pipe", "tensor_hmma"}, "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE", "Ratio of cycles the HMMA tensor pipe is active."),
-		dcgmRatio("gpu_pipe_active_percent", attribute{"pipe", "tensor_imma"}, "DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE", "Ratio of cycles the IMMA tensor pipe is active."),
-		dcgmRatio("gpu_pipe_active_percent", attribute{"pipe", "tensor_dfma"}, "DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE", "Ratio of cycles the DFMA tensor pipe is active."),
-		dcgmRatio("gpu_pipe_active_percent", attribute{"pipe", "fp64"}, "DCGM_FI_PROF_PIPE_FP64_ACTIVE", "Ratio of cycles the fp64 pipes are active."),
-		dcgmRatio("gpu_pipe_active_percent", attribute{"pipe", "fp32"}, "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "Ratio of cycles the fp32 pipes are active."),
-		dcgmRatio("gpu_pipe_active_percent", attribute{"pipe", "fp16"}, "DCGM_FI_PROF_PIPE_FP16_ACTIVE", "Ratio of cycles the fp16 pipes are active."),
-		dcgmRatio("gpu_dram_active_percent", attribute{}, "DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of cycles the device memory interface is active sending or receiving data."),
-		{from: "gpu_pcie_average_bytes_per_second", where: attribute{"direction", "tx"}, to: "DCGM_FI_PROF_PCIE_TX_BYTES", unit: "By/s", desc: "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", drop: []string{"direction"}},
-		{from: "gpu_pcie_average_bytes_per_second", where: attribute{"direction", "rx"}, to: "DCGM_FI_PROF_PCIE_RX_BYTES", unit: "By/s", desc: "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", drop: []string{"direction"}},
-		{from: "gpu_nvlink_average_bytes_per_second", where: attribute{"direction", "tx"}, to: "DCGM_FI_PROF_NVLINK_TX_BYTES", unit: "By/s", desc: "The rate of data transmitted over NVLink, including both protocol headers and data payloads, in bytes per second.", drop: []string{"direction"}},
-		{from: "gpu_nvlink_average_bytes_per_second", where: attribute{"direction", "rx"}, to: "DCGM_FI_PROF_NVLINK_RX_BYTES", unit: "By/s", desc: "The rate of data received over NVLink, including both protocol headers and data payloads, in bytes per second.", drop: []string{"direction"}},
+// dcgmField is one DCGM field the dcgm profile emits: where it comes from and what each
+// generation calls it. docs/metrics.md's table gives each 4.10 name's source.
+type dcgmField struct {
+	from  string
+	where attribute // optional
+	kind  kind
+	drop  []string // point attributes the name makes redundant, besides where's
+	// migKeys: a profiling field, per GPU and per MIG instance (GPU_I_ID).
+	migKeys bool
+	// v48 and v410 are its names in dcgm-exporter 4.8 and 4.10; nil where that generation has
+	// none or no readable source gives it: the collected metric then keeps its own name.
+	v48, v410 *dcgmName
+}
+
+// rename is the field's rename in generation v, false where it has none in v.
+func (f dcgmField) rename(v DCGMVersion) (rename, bool) {
+	n := f.v48
+	if v == DCGM410 {
+		n = f.v410
+	}
+	if n == nil {
+		return rename{}, false
+	}
+	r := rename{from: f.from, where: f.where, to: n.to, unit: n.unit, desc: n.desc, kind: f.kind, scale: n.scale}
+	r.drop = f.drop
+	if f.where.key != "" {
+		r.drop = append([]string{f.where.key}, f.drop...)
+	}
+	if f.migKeys {
+		r.keys = dcgmMIGKeys
+	}
+	return r, true
+}
+
+const (
+	hertzPerMHz = 1e6
+	percent     = 0.01 // a percent's ratio from 0 to 1
+)
+
+// dcgmProfiling is a DCGM profiling field from a GPM percent, a ratio from 0 to 1 in both
+// generations, per GPU and per MIG instance.
+func dcgmProfiling(from string, where attribute, v48, v410, desc string) dcgmField {
+	return dcgmField{
+		from: from, where: where, migKeys: true,
+		v48:  &dcgmName{v48, "1", desc, percent},
+		v410: &dcgmName{v410, "1", desc, percent},
+	}
+}
+
+// dcgmFields are dcgm-exporter's default counter set (etc/default-counters.csv, 4.8) where NVML
+// gives the same quantity, with its units, types and help texts, and DCGM's profiling fields
+// (etc/dcp-metrics-included.csv) from GPM, Hopper and newer. The others are listed in the README.
+// 4.10's help texts are not readable anywhere: they are ours, in 4.8's style.
+var dcgmFields = []dcgmField{
+	{
+		from: "gpu_clock_mhz", where: attribute{"clock", "sm"},
+		v48:  &dcgmName{"DCGM_FI_DEV_SM_CLOCK", "MHz", "SM clock frequency (in MHz).", 0},
+		v410: &dcgmName{"DCGM_FI_DEV_SM_CLOCK_HERTZ", "Hz", "SM clock frequency (in Hz).", hertzPerMHz},
 	},
-	labelGPU: func(res resourceAttrs, id gpuIdentity) {
+	{
+		from: "gpu_clock_mhz", where: attribute{"clock", "memory"},
+		v48:  &dcgmName{"DCGM_FI_DEV_MEM_CLOCK", "MHz", "Memory clock frequency (in MHz).", 0},
+		v410: &dcgmName{"DCGM_FI_DEV_MEMORY_CLOCK_HERTZ", "Hz", "Memory clock frequency (in Hz).", hertzPerMHz},
+	},
+	{
+		from: "nvidiasmi_temperature",
+		v48:  &dcgmName{"DCGM_FI_DEV_GPU_TEMP", "Cel", "GPU temperature (in C).", 0},
+		v410: &dcgmName{"DCGM_FI_DEV_GPU_TEMP_CELSIUS", "Cel", "GPU temperature (in C).", 0},
+	},
+	{
+		from: "gpu_power_watts",
+		v48:  &dcgmName{"DCGM_FI_DEV_POWER_USAGE", "W", "Power draw (in W).", 0},
+		v410: &dcgmName{"DCGM_FI_DEV_BOARD_POWER_WATTS", "W", "Power draw (in W).", 0},
+	},
+	{
+		from: "gpu_energy_joules_total", kind: counter,
+		v48:  &dcgmName{"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "mJ", "Total energy consumption since boot (in mJ).", 1000},
+		v410: &dcgmName{"DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL", "J", "Total energy consumption since the driver was loaded (in J).", 0},
+	},
+	{
+		from: "gpu_pcie_replays_total", kind: counter,
+		v48:  &dcgmName{"DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "1", "Total number of PCIe retries.", 0},
+		v410: &dcgmName{"DCGM_FI_DEV_PCIE_REPLAY_TOTAL", "1", "Total number of PCIe retries.", 0},
+	},
+	{
+		from: "gpu_utilization", drop: []string{"vender"},
+		v48:  &dcgmName{"DCGM_FI_DEV_GPU_UTIL", "%", "GPU utilization (in %).", 0},
+		v410: &dcgmName{"DCGM_FI_DEV_GPU_UTIL_RATIO", "1", "GPU utilization (ratio from 0 to 1).", percent},
+	},
+	{
+		from: "gpu_memory_used_bytes",
+		v48:  &dcgmName{"DCGM_FI_DEV_FB_USED", "MiBy", "Framebuffer memory used (in MiB).", mib},
+	},
+	{
+		from: "gpu_remapped_rows", where: attribute{"error_type", "uncorrected"}, kind: counter,
+		v48:  &dcgmName{"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "1", "Number of remapped rows for uncorrectable errors", 0},
+		v410: &dcgmName{"DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL", "1", "Number of remapped rows for uncorrectable errors.", 0},
+	},
+	{
+		from: "gpu_remapped_rows", where: attribute{"error_type", "corrected"}, kind: counter,
+		v48:  &dcgmName{"DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "1", "Number of remapped rows for correctable errors", 0},
+		v410: &dcgmName{"DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL", "1", "Number of remapped rows for correctable errors.", 0},
+	},
+	{
+		from: "gpu_remapped_rows_failed",
+		v48:  &dcgmName{"DCGM_FI_DEV_ROW_REMAP_FAILURE", "1", "Whether remapping of rows has failed", 0},
+		v410: &dcgmName{"DCGM_FI_DEV_ROW_REMAP_FAILED", "1", "Whether remapping of rows has failed.", 0},
+	},
+	{
+		from: "gpu_memory_temperature_celsius",
+		v48:  &dcgmName{"DCGM_FI_DEV_MEMORY_TEMP", "Cel", "Memory temperature (in C).", 0},
+		v410: &dcgmName{"DCGM_FI_DEV_MEMORY_TEMP_CELSIUS", "Cel", "Memory temperature (in C).", 0},
+	},
+	{
+		from: "gpu_memory_controller_utilization",
+		v48:  &dcgmName{"DCGM_FI_DEV_MEM_COPY_UTIL", "%", "Memory utilization (in %).", 0},
+	},
+	{
+		from: "gpu_codec_utilization", where: attribute{"codec", "encoder"},
+		v48: &dcgmName{"DCGM_FI_DEV_ENC_UTIL", "%", "Encoder utilization (in %).", 0},
+	},
+	{
+		from: "gpu_codec_utilization", where: attribute{"codec", "decoder"},
+		v48: &dcgmName{"DCGM_FI_DEV_DEC_UTIL", "%", "Decoder utilization (in %).", 0},
+	},
+	{
+		from: "gpu_memory_free_bytes",
+		v48:  &dcgmName{"DCGM_FI_DEV_FB_FREE", "MiBy", "Framebuffer memory free (in MiB).", mib},
+	},
+	{
+		from: "gpu_memory_reserved_bytes",
+		v48:  &dcgmName{"DCGM_FI_DEV_FB_RESERVED", "MiBy", "Framebuffer memory reserved (in MiB).", mib},
+	},
+	{
+		// 4.9 collects the framebuffer's size by default; 4.8 has no field for it.
+		from: "gpu_memory_total_bytes",
+		v410: &dcgmName{"DCGM_FI_DEV_FB_CAPACITY_BYTES", "By", "Framebuffer memory total (in B).", 0},
+	},
+	{
+		from: "gpu_vgpu_licensed",
+		v48:  &dcgmName{"DCGM_FI_DEV_VGPU_LICENSE_STATUS", "1", "vGPU License status", 0},
+		v410: &dcgmName{"DCGM_FI_DEV_VGPU_LICENSE_STATUS", "1", "vGPU License status", 0},
+	},
+	// What the OpenShift console plugin reads its limits from.
+	{
+		from: "gpu_power_limit_max_watts",
+		v48:  &dcgmName{"DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX", "W", "Maximum power management limit (in W).", 0},
+		v410: &dcgmName{"DCGM_FI_DEV_BOARD_POWER_LIMIT_MAX_WATTS", "W", "Maximum power management limit (in W).", 0},
+	},
+	{
+		from: "gpu_power_limit_min_watts",
+		v48:  &dcgmName{"DCGM_FI_DEV_POWER_MGMT_LIMIT_MIN", "W", "Minimum power management limit (in W).", 0},
+		v410: &dcgmName{"DCGM_FI_DEV_BOARD_POWER_LIMIT_MIN_WATTS", "W", "Minimum power management limit (in W).", 0},
+	},
+	{
+		from: "gpu_clock_max_mhz", where: attribute{"clock", "sm"},
+		v48:  &dcgmName{"DCGM_FI_DEV_MAX_SM_CLOCK", "MHz", "Maximum SM clock frequency (in MHz).", 0},
+		v410: &dcgmName{"DCGM_FI_DEV_SM_MAX_CLOCK_HERTZ", "Hz", "Maximum SM clock frequency (in Hz).", hertzPerMHz},
+	},
+	{
+		from: "gpu_clock_max_mhz", where: attribute{"clock", "memory"},
+		v48:  &dcgmName{"DCGM_FI_DEV_MAX_MEM_CLOCK", "MHz", "Maximum memory clock frequency (in MHz).", 0},
+		v410: &dcgmName{"DCGM_FI_DEV_MEMORY_MAX_CLOCK_HERTZ", "Hz", "Maximum memory clock frequency (in Hz).", hertzPerMHz},
+	},
+	dcgmProfiling("gpu_graphics_engine_active_percent", attribute{}, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", "Ratio of time the graphics engine is active."),
+	dcgmProfiling("gpu_sm_active_percent", attribute{}, "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_UTIL_RATIO", "The ratio of cycles an SM has at least 1 warp assigned."),
+	dcgmProfiling("gpu_sm_occupancy_percent", attribute{}, "DCGM_FI_PROF_SM_OCCUPANCY", "DCGM_FI_PROF_SM_OCCUPANCY_RATIO", "The ratio of number of warps resident on an SM."),
+	dcgmProfiling("gpu_pipe_active_percent", attribute{"pipe", "tensor"}, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_TENSOR_UTIL_RATIO", "Ratio of cycles the tensor (HMMA) pipe is active."),
+	dcgmProfiling("gpu_pipe_active_percent", attribute{"pipe", "tensor_hmma"}, "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE", "DCGM_FI_PROF_HMMA_UTIL_RATIO", "Ratio of cycles the HMMA tensor pipe is active."),
+	dcgmProfiling("gpu_pipe_active_percent", attribute{"pipe", "tensor_imma"}, "DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE", "DCGM_FI_PROF_IMMA_UTIL_RATIO", "Ratio of cycles the IMMA tensor pipe is active."),
+	dcgmProfiling("gpu_pipe_active_percent", attribute{"pipe", "tensor_dfma"}, "DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE", "DCGM_FI_PROF_DFMA_UTIL_RATIO", "Ratio of cycles the DFMA tensor pipe is active."),
+	dcgmProfiling("gpu_pipe_active_percent", attribute{"pipe", "fp64"}, "DCGM_FI_PROF_PIPE_FP64_ACTIVE", "DCGM_FI_PROF_FP64_UTIL_RATIO", "Ratio of cycles the fp64 pipes are active."),
+	dcgmProfiling("gpu_pipe_active_percent", attribute{"pipe", "fp32"}, "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "DCGM_FI_PROF_FP32_UTIL_RATIO", "Ratio of cycles the fp32 pipes are active."),
+	dcgmProfiling("gpu_pipe_active_percent", attribute{"pipe", "fp16"}, "DCGM_FI_PROF_PIPE_FP16_ACTIVE", "DCGM_FI_PROF_FP16_UTIL_RATIO", "Ratio of cycles the fp16 pipes are active."),
+	dcgmProfiling("gpu_dram_active_percent", attribute{}, "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_DRAM_UTIL_RATIO", "Ratio of cycles the device memory interface is active sending or receiving data."),
+	{
+		from: "gpu_pcie_average_bytes_per_second", where: attribute{"direction", "tx"},
+		v48:  &dcgmName{"DCGM_FI_PROF_PCIE_TX_BYTES", "By/s", "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", 0},
+		v410: &dcgmName{"DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND", "By/s", "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", 0},
+	},
+	{
+		from: "gpu_pcie_average_bytes_per_second", where: attribute{"direction", "rx"},
+		v48:  &dcgmName{"DCGM_FI_PROF_PCIE_RX_BYTES", "By/s", "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", 0},
+		v410: &dcgmName{"DCGM_FI_PROF_PCIE_RX_BYTES_PER_SECOND", "By/s", "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", 0},
+	},
+	{
+		from: "gpu_nvlink_average_bytes_per_second", where: attribute{"direction", "tx"},
+		v48:  &dcgmName{"DCGM_FI_PROF_NVLINK_TX_BYTES", "By/s", "The rate of data transmitted over NVLink, including both protocol headers and data payloads, in bytes per second.", 0},
+		v410: &dcgmName{"DCGM_FI_PROF_NVLINK_TX_BYTES_PER_SECOND", "By/s", "The rate of data transmitted over NVLink, including both protocol headers and data payloads, in bytes per second.", 0},
+	},
+	{
+		from: "gpu_nvlink_average_bytes_per_second", where: attribute{"direction", "rx"},
+		v48:  &dcgmName{"DCGM_FI_PROF_NVLINK_RX_BYTES", "By/s", "The rate of data received over NVLink, including both protocol headers and data payloads, in bytes per second.", 0},
+		v410: &dcgmName{"DCGM_FI_PROF_NVLINK_RX_BYTES_PER_SECOND", "By/s", "The rate of data received over NVLink, including both protocol headers and data payloads, in bytes per second.", 0},
+	},
+}
+
+// dcgmLabels are the names a generation gives the driver-version label and the node name.
+type dcgmLabels struct {
+	driverVersion string
+	hostnames     []string
+}
+
+// newDCGM is the dcgm profile in dcgm-exporter generation v.
+func newDCGM(v DCGMVersion) *profile {
+	p := &profile{
+		gpuKeys: map[string]string{"minor_number": "gpu", "uuid": "UUID"},
+		// dcgm-exporter's names are DCGM's fields, which exist for NVIDIA GPUs only.
+		nvidiaOnly: true,
+	}
+	for _, f := range dcgmFields {
+		if r, ok := f.rename(v); ok {
+			p.metrics = append(p.metrics, r)
+		}
+	}
+	// Releases up to 4.5.3-4.8.2 say Hostname, 4.8.3 and later hostname (#655): 4.8 has both,
+	// so either dashboard works. 4.9 renamed the driver label.
+	labels := dcgmLabels{"DCGM_FI_DRIVER_VERSION", []string{"Hostname", "hostname"}}
+	p.recordXID = func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, code int64) {
+		mb.RecordDCGMFIDEVXIDERRORSDataPoint(ts, code)
+	}
+	// In KiB per second / 1000 (MB/s), as DCGM computes it (DcgmCacheManager).
+	p.recordNVLink = func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, bytes int64, seconds float64) {
+		var mbps int64
+		if seconds > 0 {
+			mbps = int64(float64(bytes) / 1024 / seconds / 1000)
+		}
+		mb.RecordDCGMFIDEVNVLINKBANDWIDTHTOTALDataPoint(ts, mbps)
+	}
+	if v == DCGM410 {
+		labels = dcgmLabels{"DCGM_FI_SYSTEM_DRIVER_VERSION", []string{"hostname"}}
+		p.recordXID = func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, code int64) {
+			mb.RecordDCGMFIDEVXIDERRORDataPoint(ts, code)
+		}
+		p.recordNVLink = func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, bytes int64, seconds float64) {
+			var bps int64
+			if seconds > 0 {
+				bps = int64(float64(bytes) / seconds)
+			}
+			mb.RecordDCGMFIDEVNVLINKTHROUGHPUTTOTALDataPoint(ts, bps)
+		}
+	}
+	p.labelGPU = func(res resourceAttrs, id gpuIdentity) {
 		res.rename("minor_number", "gpu")
 		res.rename("uuid", "UUID")
 		res.put("device", "nvidia"+id.minor)
 		res.put("pci_bus_id", id.pciBusID)
 		res.put("modelName", id.model)
-		res.put("DCGM_FI_DRIVER_VERSION", id.driverVersion)
-		// dcgm-exporter's releases up to 4.5.3-4.8.2 say Hostname, later ones hostname (#655).
-		res.put("Hostname", id.nodeName)
-		res.put("hostname", id.nodeName)
+		res.put(labels.driverVersion, id.driverVersion)
+		for _, k := range labels.hostnames {
+			res.put(k, id.nodeName)
+		}
 		if h, ok := id.soleHolder(); ok {
 			res.put("namespace", h.namespace)
 			res.put("pod", h.pod)
 			res.put("container", h.container)
 		}
-	},
-	gpuKeys:         map[string]string{"minor_number": "gpu", "uuid": "UUID"},
-	xidLastValue:    true,
-	nvlinkBandwidth: true,
-	// dcgm-exporter's names are DCGM's fields, which exist for NVIDIA GPUs only.
-	nvidiaOnly: true,
+	}
+	return p
 }
+
+var (
+	dcgm48  = newDCGM(DCGM48)
+	dcgm410 = newDCGM(DCGM410)
+)
 
 // semconv is OpenTelemetry's hardware semantic conventions (v1.43.0, the version of
 // go.opentelemetry.io/otel v1.47.0 that collector v0.165.0 builds with), for OTLP backends.
@@ -171,10 +374,13 @@ var semconv = profile{
 	},
 }
 
-func profileFor(name Profile) *profile {
+func profileFor(name Profile, dcgmVersion DCGMVersion) *profile {
 	switch name {
 	case ProfileDCGM:
-		return &dcgm
+		if dcgmVersion == DCGM410 {
+			return dcgm410
+		}
+		return dcgm48
 	case ProfileSemconv:
 		return &semconv
 	}

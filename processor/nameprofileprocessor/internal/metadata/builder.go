@@ -15,12 +15,14 @@ import (
 // only, although it generates the builder and its tests for a processor that declares metrics.
 func NewMetricsBuilder(mbc MetricsBuilderConfig, settings processor.Settings, options ...MetricBuilderOption) *MetricsBuilder {
 	mb := &MetricsBuilder{
-		config:                              mbc,
-		startTime:                           pcommon.NewTimestampFromTime(time.Now()),
-		metricsBuffer:                       pmetric.NewMetrics(),
-		buildInfo:                           settings.BuildInfo,
-		metricDCGMFIDEVNVLINKBANDWIDTHTOTAL: newMetricDCGMFIDEVNVLINKBANDWIDTHTOTAL(mbc.Metrics.DCGMFIDEVNVLINKBANDWIDTHTOTAL),
-		metricDCGMFIDEVXIDERRORS:            newMetricDCGMFIDEVXIDERRORS(mbc.Metrics.DCGMFIDEVXIDERRORS),
+		config:                               mbc,
+		startTime:                            pcommon.NewTimestampFromTime(time.Now()),
+		metricsBuffer:                        pmetric.NewMetrics(),
+		buildInfo:                            settings.BuildInfo,
+		metricDCGMFIDEVNVLINKBANDWIDTHTOTAL:  newMetricDCGMFIDEVNVLINKBANDWIDTHTOTAL(mbc.Metrics.DCGMFIDEVNVLINKBANDWIDTHTOTAL),
+		metricDCGMFIDEVNVLINKTHROUGHPUTTOTAL: newMetricDCGMFIDEVNVLINKTHROUGHPUTTOTAL(mbc.Metrics.DCGMFIDEVNVLINKTHROUGHPUTTOTAL),
+		metricDCGMFIDEVXIDERROR:              newMetricDCGMFIDEVXIDERROR(mbc.Metrics.DCGMFIDEVXIDERROR),
+		metricDCGMFIDEVXIDERRORS:             newMetricDCGMFIDEVXIDERRORS(mbc.Metrics.DCGMFIDEVXIDERRORS),
 	}
 	for _, op := range options {
 		op.apply(mb)

@@ -26,6 +26,46 @@ func (ms *DCGMFIDEVNVLINKBANDWIDTHTOTALMetricConfig) Unmarshal(parser *confmap.C
 	return nil
 }
 
+// DCGMFIDEVNVLINKTHROUGHPUTTOTALMetricConfig provides config for the DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL metric.
+type DCGMFIDEVNVLINKTHROUGHPUTTOTALMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *DCGMFIDEVNVLINKTHROUGHPUTTOTALMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// DCGMFIDEVXIDERRORMetricConfig provides config for the DCGM_FI_DEV_XID_ERROR metric.
+type DCGMFIDEVXIDERRORMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *DCGMFIDEVXIDERRORMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
 // DCGMFIDEVXIDERRORSMetricConfig provides config for the DCGM_FI_DEV_XID_ERRORS metric.
 type DCGMFIDEVXIDERRORSMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
@@ -48,13 +88,21 @@ func (ms *DCGMFIDEVXIDERRORSMetricConfig) Unmarshal(parser *confmap.Conf) error 
 
 // MetricsConfig provides config for name_profile metrics.
 type MetricsConfig struct {
-	DCGMFIDEVNVLINKBANDWIDTHTOTAL DCGMFIDEVNVLINKBANDWIDTHTOTALMetricConfig `mapstructure:"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"`
-	DCGMFIDEVXIDERRORS            DCGMFIDEVXIDERRORSMetricConfig            `mapstructure:"DCGM_FI_DEV_XID_ERRORS"`
+	DCGMFIDEVNVLINKBANDWIDTHTOTAL  DCGMFIDEVNVLINKBANDWIDTHTOTALMetricConfig  `mapstructure:"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"`
+	DCGMFIDEVNVLINKTHROUGHPUTTOTAL DCGMFIDEVNVLINKTHROUGHPUTTOTALMetricConfig `mapstructure:"DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL"`
+	DCGMFIDEVXIDERROR              DCGMFIDEVXIDERRORMetricConfig              `mapstructure:"DCGM_FI_DEV_XID_ERROR"`
+	DCGMFIDEVXIDERRORS             DCGMFIDEVXIDERRORSMetricConfig             `mapstructure:"DCGM_FI_DEV_XID_ERRORS"`
 }
 
 func DefaultMetricsConfig() MetricsConfig {
 	return MetricsConfig{
 		DCGMFIDEVNVLINKBANDWIDTHTOTAL: DCGMFIDEVNVLINKBANDWIDTHTOTALMetricConfig{
+			Enabled: true,
+		},
+		DCGMFIDEVNVLINKTHROUGHPUTTOTAL: DCGMFIDEVNVLINKTHROUGHPUTTOTALMetricConfig{
+			Enabled: true,
+		},
+		DCGMFIDEVXIDERROR: DCGMFIDEVXIDERRORMetricConfig{
 			Enabled: true,
 		},
 		DCGMFIDEVXIDERRORS: DCGMFIDEVXIDERRORSMetricConfig{

@@ -29,6 +29,12 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					DCGMFIDEVNVLINKBANDWIDTHTOTAL: DCGMFIDEVNVLINKBANDWIDTHTOTALMetricConfig{
 						Enabled: true,
 					},
+					DCGMFIDEVNVLINKTHROUGHPUTTOTAL: DCGMFIDEVNVLINKTHROUGHPUTTOTALMetricConfig{
+						Enabled: true,
+					},
+					DCGMFIDEVXIDERROR: DCGMFIDEVXIDERRORMetricConfig{
+						Enabled: true,
+					},
 					DCGMFIDEVXIDERRORS: DCGMFIDEVXIDERRORSMetricConfig{
 						Enabled: true,
 					},
@@ -42,6 +48,12 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					DCGMFIDEVNVLINKBANDWIDTHTOTAL: DCGMFIDEVNVLINKBANDWIDTHTOTALMetricConfig{
 						Enabled: false,
 					},
+					DCGMFIDEVNVLINKTHROUGHPUTTOTAL: DCGMFIDEVNVLINKTHROUGHPUTTOTALMetricConfig{
+						Enabled: false,
+					},
+					DCGMFIDEVXIDERROR: DCGMFIDEVXIDERRORMetricConfig{
+						Enabled: false,
+					},
 					DCGMFIDEVXIDERRORS: DCGMFIDEVXIDERRORSMetricConfig{
 						Enabled: false,
 					},
@@ -52,7 +64,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(DCGMFIDEVNVLINKBANDWIDTHTOTALMetricConfig{}, DCGMFIDEVXIDERRORSMetricConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(DCGMFIDEVNVLINKBANDWIDTHTOTALMetricConfig{}, DCGMFIDEVNVLINKTHROUGHPUTTOTALMetricConfig{}, DCGMFIDEVXIDERRORMetricConfig{}, DCGMFIDEVXIDERRORSMetricConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}

@@ -20,14 +20,22 @@ var MetricsInfo = metricsInfo{
 	DCGMFIDEVNVLINKBANDWIDTHTOTAL: metricInfo{
 		Name: "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
 	},
+	DCGMFIDEVNVLINKTHROUGHPUTTOTAL: metricInfo{
+		Name: "DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL",
+	},
+	DCGMFIDEVXIDERROR: metricInfo{
+		Name: "DCGM_FI_DEV_XID_ERROR",
+	},
 	DCGMFIDEVXIDERRORS: metricInfo{
 		Name: "DCGM_FI_DEV_XID_ERRORS",
 	},
 }
 
 type metricsInfo struct {
-	DCGMFIDEVNVLINKBANDWIDTHTOTAL metricInfo
-	DCGMFIDEVXIDERRORS            metricInfo
+	DCGMFIDEVNVLINKBANDWIDTHTOTAL  metricInfo
+	DCGMFIDEVNVLINKTHROUGHPUTTOTAL metricInfo
+	DCGMFIDEVXIDERROR              metricInfo
+	DCGMFIDEVXIDERRORS             metricInfo
 }
 
 type metricInfo struct {
@@ -79,6 +87,108 @@ func (m *metricDCGMFIDEVNVLINKBANDWIDTHTOTAL) emit(metrics pmetric.MetricSlice) 
 
 func newMetricDCGMFIDEVNVLINKBANDWIDTHTOTAL(cfg DCGMFIDEVNVLINKBANDWIDTHTOTALMetricConfig) metricDCGMFIDEVNVLINKBANDWIDTHTOTAL {
 	m := metricDCGMFIDEVNVLINKBANDWIDTHTOTAL{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricDCGMFIDEVNVLINKTHROUGHPUTTOTAL struct {
+	data     pmetric.Metric                             // data buffer for generated metric.
+	config   DCGMFIDEVNVLINKTHROUGHPUTTOTALMetricConfig // metric config provided by user.
+	capacity int                                        // max observed number of data points added to the metric.
+}
+
+// init fills DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL metric with initial data.
+func (m *metricDCGMFIDEVNVLINKTHROUGHPUTTOTAL) init() {
+	m.data.SetName("DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL")
+	m.data.SetDescription("NVLink throughput of all links, received and transmitted (in B/s).")
+	m.data.SetUnit("By/s")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+}
+
+func (m *metricDCGMFIDEVNVLINKTHROUGHPUTTOTAL) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricDCGMFIDEVNVLINKTHROUGHPUTTOTAL) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricDCGMFIDEVNVLINKTHROUGHPUTTOTAL) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricDCGMFIDEVNVLINKTHROUGHPUTTOTAL(cfg DCGMFIDEVNVLINKTHROUGHPUTTOTALMetricConfig) metricDCGMFIDEVNVLINKTHROUGHPUTTOTAL {
+	m := metricDCGMFIDEVNVLINKTHROUGHPUTTOTAL{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricDCGMFIDEVXIDERROR struct {
+	data     pmetric.Metric                // data buffer for generated metric.
+	config   DCGMFIDEVXIDERRORMetricConfig // metric config provided by user.
+	capacity int                           // max observed number of data points added to the metric.
+}
+
+// init fills DCGM_FI_DEV_XID_ERROR metric with initial data.
+func (m *metricDCGMFIDEVXIDERROR) init() {
+	m.data.SetName("DCGM_FI_DEV_XID_ERROR")
+	m.data.SetDescription("Value of the last XID error encountered.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricDCGMFIDEVXIDERROR) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricDCGMFIDEVXIDERROR) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricDCGMFIDEVXIDERROR) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricDCGMFIDEVXIDERROR(cfg DCGMFIDEVXIDERRORMetricConfig) metricDCGMFIDEVXIDERROR {
+	m := metricDCGMFIDEVXIDERROR{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -140,13 +250,15 @@ func newMetricDCGMFIDEVXIDERRORS(cfg DCGMFIDEVXIDERRORSMetricConfig) metricDCGMF
 // MetricsBuilder provides an interface for scrapers to report metrics while taking care of all the transformations
 // required to produce metric representation defined in metadata and user config.
 type MetricsBuilder struct {
-	config                              MetricsBuilderConfig // config of the metrics builder.
-	startTime                           pcommon.Timestamp    // start time that will be applied to all recorded data points.
-	metricsCapacity                     int                  // maximum observed number of metrics per resource.
-	metricsBuffer                       pmetric.Metrics      // accumulates metrics data before emitting.
-	buildInfo                           component.BuildInfo  // contains version information.
-	metricDCGMFIDEVNVLINKBANDWIDTHTOTAL metricDCGMFIDEVNVLINKBANDWIDTHTOTAL
-	metricDCGMFIDEVXIDERRORS            metricDCGMFIDEVXIDERRORS
+	config                               MetricsBuilderConfig // config of the metrics builder.
+	startTime                            pcommon.Timestamp    // start time that will be applied to all recorded data points.
+	metricsCapacity                      int                  // maximum observed number of metrics per resource.
+	metricsBuffer                        pmetric.Metrics      // accumulates metrics data before emitting.
+	buildInfo                            component.BuildInfo  // contains version information.
+	metricDCGMFIDEVNVLINKBANDWIDTHTOTAL  metricDCGMFIDEVNVLINKBANDWIDTHTOTAL
+	metricDCGMFIDEVNVLINKTHROUGHPUTTOTAL metricDCGMFIDEVNVLINKTHROUGHPUTTOTAL
+	metricDCGMFIDEVXIDERROR              metricDCGMFIDEVXIDERROR
+	metricDCGMFIDEVXIDERRORS             metricDCGMFIDEVXIDERRORS
 }
 
 // MetricBuilderOption applies changes to default metrics builder.
@@ -225,6 +337,8 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	ils.Scope().SetVersion(mb.buildInfo.Version)
 	ils.Metrics().EnsureCapacity(mb.metricsCapacity)
 	mb.metricDCGMFIDEVNVLINKBANDWIDTHTOTAL.emit(ils.Metrics())
+	mb.metricDCGMFIDEVNVLINKTHROUGHPUTTOTAL.emit(ils.Metrics())
+	mb.metricDCGMFIDEVXIDERROR.emit(ils.Metrics())
 	mb.metricDCGMFIDEVXIDERRORS.emit(ils.Metrics())
 
 	for _, op := range options {
@@ -250,6 +364,16 @@ func (mb *MetricsBuilder) Emit(options ...ResourceMetricsOption) pmetric.Metrics
 // RecordDCGMFIDEVNVLINKBANDWIDTHTOTALDataPoint adds a data point to DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL metric.
 func (mb *MetricsBuilder) RecordDCGMFIDEVNVLINKBANDWIDTHTOTALDataPoint(ts pcommon.Timestamp, val int64) {
 	mb.metricDCGMFIDEVNVLINKBANDWIDTHTOTAL.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordDCGMFIDEVNVLINKTHROUGHPUTTOTALDataPoint adds a data point to DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL metric.
+func (mb *MetricsBuilder) RecordDCGMFIDEVNVLINKTHROUGHPUTTOTALDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricDCGMFIDEVNVLINKTHROUGHPUTTOTAL.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordDCGMFIDEVXIDERRORDataPoint adds a data point to DCGM_FI_DEV_XID_ERROR metric.
+func (mb *MetricsBuilder) RecordDCGMFIDEVXIDERRORDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricDCGMFIDEVXIDERROR.recordDataPoint(mb.startTime, ts, val)
 }
 
 // RecordDCGMFIDEVXIDERRORSDataPoint adds a data point to DCGM_FI_DEV_XID_ERRORS metric.

@@ -60,6 +60,12 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordDCGMFIDEVNVLINKBANDWIDTHTOTALDataPoint(ts, 1)
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordDCGMFIDEVNVLINKTHROUGHPUTTOTALDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordDCGMFIDEVXIDERRORDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordDCGMFIDEVXIDERRORSDataPoint(ts, 1)
 
 			res := pcommon.NewResource()
@@ -100,6 +106,32 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.True(t, mi.Sum().IsMonotonic())
 					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
 					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+				case "DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL":
+					assert.False(t, validatedMetrics["DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL"], "Found a duplicate in the metrics slice: DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL")
+					validatedMetrics["DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "NVLink throughput of all links, received and transmitted (in B/s).", mi.Description())
+					assert.Equal(t, "By/s", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+				case "DCGM_FI_DEV_XID_ERROR":
+					assert.False(t, validatedMetrics["DCGM_FI_DEV_XID_ERROR"], "Found a duplicate in the metrics slice: DCGM_FI_DEV_XID_ERROR")
+					validatedMetrics["DCGM_FI_DEV_XID_ERROR"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Value of the last XID error encountered.", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
 					assert.Equal(t, start, dp.StartTimestamp())
 					assert.Equal(t, ts, dp.Timestamp())
 					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
