@@ -200,6 +200,13 @@ func FuzzParsers(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
+	captured, err := filepath.Glob(filepath.Join(captures, "v*", "*"))
+	require.NoError(f, err)
+	for _, file := range captured {
+		b, err := os.ReadFile(file)
+		require.NoError(f, err)
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if v, err := cgroupfs.SingleValue(b); err == nil && v != 0 {
 			assert.Contains(t, string(b), strconv.FormatUint(v, 10))
