@@ -10,7 +10,6 @@ package test
 import (
 	"archive/zip"
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -83,6 +82,11 @@ func newScripts(t *testing.T) *scripts {
 			return err
 		})
 	})
+	// The go command keeps telemetry counters under $HOME/.config/go unless its mode there is
+	// off: off, so that nothing else writes in the home the test removes.
+	telemetry := filepath.Join(home, ".config", "go", "telemetry")
+	require.NoError(t, os.MkdirAll(telemetry, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(telemetry, "mode"), []byte("off"), 0o600))
 	s.env = []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + home,
@@ -329,6 +333,5 @@ func TestPlanIgnoresCache(t *testing.T) {
 	var exitErr *exec.ExitError
 	_, _, err = s.run(t, nil, "prometheus/build.sh", "prometheus2")
 	require.ErrorAs(t, err, &exitErr)
-	assert.Equal(t, 2, exitErr.ExitCode())
-	assert.False(t, errors.Is(err, context.DeadlineExceeded))
+	assert.Equal(t, 2, exitErr.ExitCode(), "an unknown command is a usage error")
 }
