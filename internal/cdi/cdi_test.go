@@ -150,6 +150,15 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(s), false)
 		f.Add([]byte(s), true)
 	}
+	captures, err := filepath.Glob(filepath.Join("testdata", "captures", "*", "*.*"))
+	require.NoError(f, err)
+	bad, err := filepath.Glob(filepath.Join("testdata", "captures", "*", "*", "*.json"))
+	require.NoError(f, err)
+	for _, file := range append(captures, bad...) {
+		data, err := os.ReadFile(file)
+		require.NoError(f, err)
+		f.Add(data, filepath.Ext(file) == ".json")
+	}
 	f.Fuzz(func(t *testing.T, data []byte, isJSON bool) {
 		s, err := Parse(data, isJSON)
 		if err != nil {

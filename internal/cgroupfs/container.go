@@ -43,6 +43,9 @@ var scopePrefixes = []struct{ prefix, runtime string }{
 func ParseContainer(cgroupPath string) (Container, bool) {
 	cgroupPath = strings.TrimSuffix(cgroupPath, "/")
 	dir, leaf := path.Split(cgroupPath)
+	if c, ok := parseSystemdNotation(leaf); ok {
+		return c, true
+	}
 	c, ok := parseLeaf(leaf)
 	if !ok {
 		return Container{}, false
@@ -60,6 +63,43 @@ func ParseContainer(cgroupPath string) (Container, bool) {
 	if parent == "docker" {
 		c.Runtime = "docker"
 		return c, true
+	}
+	return Container{}, false
+}
+
+// ContainerOf returns the container that owns a cgroup: the one at cgroupPath, else its nearest
+// ancestor that is a container. A process may sit in a cgroup of its own below its container's
+// (kube-proxy makes one; so does systemd or a nested runtime inside a container); it still belongs
+// to that container.
+func ContainerOf(cgroupPath string) (Container, bool) {
+	for p := strings.TrimSuffix(cgroupPath, "/"); p != "" && p != "/" && p != "."; p = path.Dir(p) {
+		if c, ok := ParseContainer(p); ok {
+			return c, true
+		}
+	}
+	return Container{}, false
+}
+
+// parseSystemdNotation reads a directory named after the systemd notation of a cgroup,
+// "<pod slice>:<runtime prefix>:<id>": runc names it so when the kubelet uses the systemd
+// driver and the runtime cgroupfs (a mismatch seen on real nodes).
+func parseSystemdNotation(leaf string) (Container, bool) {
+	slice, rest, ok := strings.Cut(leaf, ":")
+	if !ok {
+		return Container{}, false
+	}
+	prefix, id, ok := strings.Cut(rest, ":")
+	if !ok || !isContainerID(id) {
+		return Container{}, false
+	}
+	uid, ok := parsePodElement(slice)
+	if !ok {
+		return Container{}, false
+	}
+	for _, p := range scopePrefixes {
+		if prefix+"-" == p.prefix {
+			return Container{ID: id, Runtime: p.runtime, PodUID: uid}, true
+		}
 	}
 	return Container{}, false
 }

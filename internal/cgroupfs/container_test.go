@@ -42,6 +42,12 @@ func TestParseContainer(t *testing.T) {
 		{"/user.slice/" + id, Container{}, false},
 		{"/docker/" + id + "/nested", Container{}, false},
 		{"/docker/" + strings.ToUpper(id), Container{}, false},
+		// the systemd notation as a directory name (kubelet on systemd, the runtime on cgroupfs)
+		{"/system.slice/containerd.service/kubepods-besteffort-pod" + uidU + ".slice:cri-containerd:" + id, Container{ID: id, Runtime: "containerd", PodUID: uid}, true},
+		{"/kubepods-pod" + uidU + ".slice:crio:" + id, Container{ID: id, Runtime: "cri-o", PodUID: uid}, true},
+		{"/kubepods-pod" + uidU + ".slice:conmon:" + id, Container{}, false},
+		{"/system.slice:cri-containerd:" + id, Container{}, false},
+		{"/kubepods-pod" + uidU + ".slice:cri-containerd:" + id + ":x", Container{}, false},
 		{"", Container{}, false},
 		{"/", Container{}, false},
 	}
@@ -54,12 +60,38 @@ func TestParseContainer(t *testing.T) {
 	}
 }
 
+func TestContainerOf(t *testing.T) {
+	for _, tt := range []struct {
+		path string
+		want Container
+		ok   bool
+	}{
+		{"/kubepods/burstable/pod" + uid + "/" + id, Container{ID: id, PodUID: uid}, true},
+		{"/kubepods/burstable/pod" + uid + "/" + id + "/kube-proxy", Container{ID: id, PodUID: uid}, true},
+		{"/kubepods.slice/kubepods-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice/cri-containerd-" + id + ".scope/init.scope/", Container{ID: id, Runtime: "containerd", PodUID: uid}, true},
+		{"/docker/" + strings.Repeat("ab", 32) + "/docker/" + id + "/a/b", Container{ID: id, Runtime: "docker"}, true},
+		{"/kubepods/burstable/pod" + uid, Container{}, false},
+		{"/../..", Container{}, false},
+		{"/", Container{}, false},
+		{"", Container{}, false},
+	} {
+		got, ok := ContainerOf(tt.path)
+		assert.Equal(t, tt.ok, ok, tt.path)
+		assert.Equal(t, tt.want, got, tt.path)
+	}
+}
+
 func FuzzParseContainer(f *testing.F) {
 	f.Add("/kubepods/burstable/pod" + uid + "/" + id)
 	f.Add("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice/crio-" + id + ".scope")
 	f.Add("/docker/" + id)
 	f.Add("0::/")
+	f.Add("/system.slice/containerd.service/kubepods-besteffort-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice:cri-containerd:" + id)
+	f.Add("/kubepods/burstable/pod" + uid + "/" + id + "/kube-proxy")
 	f.Fuzz(func(t *testing.T, p string) {
+		if c, ok := ContainerOf(p); ok && !strings.Contains(p, c.ID) {
+			t.Fatalf("ContainerOf: id %q is not in path %q", c.ID, p)
+		}
 		c, ok := ParseContainer(p)
 		if !ok {
 			if c != (Container{}) {

@@ -45,6 +45,10 @@ type Hierarchy struct {
 	// noSchedulerBlkio is set once a v1 container's blkio directory is seen without
 	// blkio.io_service_bytes_recursive: the kernel has no CFQ, and no container will have it.
 	noSchedulerBlkio bool
+	// nested holds the cgroups below a container's still to read in Processes, and listing the
+	// one whose subdirectories are being listed.
+	nested  []string
+	listing string
 }
 
 // v1 controller directories under the mount. cpuacct, usually co-mounted as "cpu,cpuacct", has a
@@ -77,13 +81,38 @@ func (h *Hierarchy) FindContainers() ([]Found, error) {
 	return h.tree.findContainers(dir)
 }
 
-// Processes appends the process ids of the cgroup at path (a Found.Path) to pids[:0].
+// Processes appends the process ids of the cgroup at path (a Found.Path), and of the cgroups
+// below it, to pids[:0]. A container's processes may sit in cgroups of their own below the
+// container's (systemd or a nested runtime in the container; kube-proxy makes one): they are
+// still its, and on v2 the container's own cgroup.procs is then empty.
 func (h *Hierarchy) Processes(path string, pids []int) ([]int, error) {
-	b, err := h.read(v1Memory, path, "cgroup.procs")
-	if err != nil {
-		return pids[:0], err
+	pids = pids[:0]
+	h.nested = append(h.nested[:0], path)
+	for len(h.nested) > 0 {
+		cgroup := h.nested[len(h.nested)-1]
+		h.nested = h.nested[:len(h.nested)-1]
+		b, err := h.read(v1Memory, cgroup, "cgroup.procs")
+		if err == nil {
+			pids, err = ParsePIDs(b, pids)
+		}
+		if err == nil {
+			h.listing = cgroup
+			err = h.subdirs(v1Memory, cgroup, h.addNested)
+		}
+		// A nested cgroup removed since it was listed had no process left.
+		if err != nil && (cgroup == path || !errors.Is(err, fs.ErrNotExist)) {
+			if cgroup == path {
+				pids = pids[:0]
+			}
+			return pids, err
+		}
 	}
-	return ParsePIDs(b, pids[:0])
+	return pids, nil
+}
+
+func (h *Hierarchy) addNested(name []byte) error {
+	h.nested = append(h.nested, h.listing+"/"+string(name))
+	return nil
 }
 
 // Stat reads every controller it can; the error names those it could not (their OK false).
@@ -120,6 +149,14 @@ func (h *Hierarchy) read(v1Controller, path, file string) ([]byte, error) {
 		return h.files.ReadFile(h.mount, v1Controller, path, file)
 	}
 	return h.files.ReadFile(h.mount, path, file)
+}
+
+// subdirs lists the subdirectories of the cgroup at path, as read does its files.
+func (h *Hierarchy) subdirs(v1Controller, path string, fn func(name []byte) error) error {
+	if h.version == V1 {
+		return h.files.Subdirs(fn, h.mount, v1Controller, path)
+	}
+	return h.files.Subdirs(fn, h.mount, path)
 }
 
 func (h *Hierarchy) cpuV2(path string, st *Stats) error {

@@ -65,6 +65,37 @@ func TestHierarchy(t *testing.T) {
 	}
 }
 
+// TestProcessesOfNestedCgroups: processes in cgroups below the container's (systemd in the
+// container, kube-proxy's own) are the container's; a nested cgroup removed meanwhile costs nothing.
+func TestProcessesOfNestedCgroups(t *testing.T) {
+	for _, version := range []int{1, 2} {
+		t.Run("v"+strconv.Itoa(version), func(t *testing.T) {
+			mount := host(t, version)
+			dir := filepath.Join(mount, containerPath)
+			if version == 1 {
+				dir = filepath.Join(mount, "memory", containerPath)
+			}
+			for nested, procs := range map[string]string{"init.scope": "200\n", "system.slice/job.service": "201\n202\n", "system.slice": ""} {
+				require.NoError(t, os.MkdirAll(filepath.Join(dir, nested), 0o755))
+				require.NoError(t, os.WriteFile(filepath.Join(dir, nested, "cgroup.procs"), []byte(procs), 0o600))
+			}
+			require.NoError(t, os.Mkdir(filepath.Join(dir, "gone"), 0o755)) // removed: no cgroup.procs
+			h, err := cgroupfs.NewHierarchy(mount)
+			require.NoError(t, err)
+			pids, err := h.Processes(containerPath, nil)
+			require.NoError(t, err)
+			assert.ElementsMatch(t, []int{99, 100, 101, 200, 201, 202}, pids)
+
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "init.scope", "cgroup.procs"), []byte("x\n"), 0o600))
+			_, err = h.Processes(containerPath, nil)
+			assert.EqualError(t, err, `cgroup.procs: bad pid "x"`)
+
+			_, err = h.Processes(podPath+strings.Repeat("cd", 32), nil)
+			assert.ErrorIs(t, err, os.ErrNotExist, "a container that is gone")
+		})
+	}
+}
+
 // TestStatKeepsReadableControllers: one controller that cannot be read costs only its fields.
 func TestStatKeepsReadableControllers(t *testing.T) {
 	for _, tt := range []struct {
@@ -168,6 +199,13 @@ func FuzzParsers(f *testing.F) {
 		"8:0 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0\n", "8:0 Read 1\n8:0 Write 2\nTotal 3\n", "1\n22\n",
 	} {
 		f.Add([]byte(seed))
+	}
+	captured, err := filepath.Glob(filepath.Join(captures, "v*", "*"))
+	require.NoError(f, err)
+	for _, file := range captured {
+		b, err := os.ReadFile(file)
+		require.NoError(f, err)
+		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if v, err := cgroupfs.SingleValue(b); err == nil && v != 0 {

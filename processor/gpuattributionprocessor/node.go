@@ -344,7 +344,8 @@ func (n *node) identifyProcess(pid int, ctr cgroupfs.Container, cgroupDir string
 // containerOfProcess resolves a GPU process to its container through /proc/<pid>/cgroup, for
 // every layout cgroupfs knows: the refreshed inventory's entry, or (a container newer than the
 // last refresh) one identified from the process itself. ok is false when the process cannot be
-// read; c is nil for a process outside any container.
+// read; c is nil for a process outside any container. A process in a cgroup below its
+// container's (kube-proxy, systemd or a nested runtime in the container) belongs to that container.
 func (n *node) containerOfProcess(pid int, inv *inventory) (c *container, ok bool) {
 	p, err := n.proc.Proc(pid)
 	if err != nil {
@@ -355,7 +356,7 @@ func (n *node) containerOfProcess(pid int, inv *inventory) (c *container, ok boo
 		return nil, false
 	}
 	for _, cg := range cgroups {
-		ctr, isContainer := cgroupfs.ParseContainer(cg.Path)
+		ctr, isContainer := cgroupfs.ContainerOf(cg.Path)
 		if !isContainer {
 			continue
 		}

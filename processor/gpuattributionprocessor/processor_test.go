@@ -317,3 +317,21 @@ func TestAttributionGPM(t *testing.T) {
 		assert.Empty(t, a100[name], "%s without GPM", name)
 	}
 }
+
+// TestProcessInNestedCgroup: a GPU process in a cgroup below its container's (kube-proxy makes
+// one; so do systemd and nested runtimes inside a container, as real /proc/<pid>/cgroup captures
+// show) belongs to that container, not to the node.
+func TestProcessInNestedCgroup(t *testing.T) {
+	batch := gpuBatch(t, scenario)
+	host := testHost()
+	e := newTestEnv(t, host, startKubelet(t, idsOf(batch)))
+	nested := "0::" + host.Pods[trainer-1].Containers[0].CgroupPath + "/init.scope\n"
+	for _, pid := range []string{"1001", "1002"} {
+		require.NoError(t, os.WriteFile(filepath.Join(e.root, "proc", pid, "cgroup"), []byte(nested), 0o600))
+	}
+	assert.Contains(t, points(e.process(batch), "job_name")["task_gpu_percent"], "alice~resnet")
+	external := points(e.process(batch), "node_name", "pid")["gpu_used_by_external_process_count"]
+	assert.Contains(t, external, "gpu-node-07|4001", "the node's own GPU process")
+	assert.NotContains(t, external, "gpu-node-07|1001")
+	assert.NotContains(t, external, "gpu-node-07|1002")
+}

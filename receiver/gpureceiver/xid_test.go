@@ -82,6 +82,11 @@ func FuzzParseXIDLine(f *testing.F) {
 		f.Add(tt.line)
 	}
 	f.Add("NVRM: Xid (PCI:0000:3b:00): 79,, , x")
+	for _, capture := range []string{"dmesg-with-xid-119.log", "kmsg.1.log"} {
+		for _, line := range captureLines(f, capture) {
+			f.Add(line)
+		}
+	}
 	f.Fuzz(func(t *testing.T, line string) {
 		x, ok := parseXIDLine(line)
 		if !ok {

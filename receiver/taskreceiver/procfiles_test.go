@@ -4,11 +4,14 @@
 package taskreceiver
 
 import (
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 const netDevHeader = "Inter-|   Receive                                                |  Transmit\n" +
@@ -51,6 +54,11 @@ func FuzzProcFiles(f *testing.F) {
 	f.Add([]byte(netDevHeader + "  eth0: 1000     100    0    0    0     0          0         0 2000     200    0    0    0     0       0          0\n"))
 	f.Add([]byte("net:[4026531992]"))
 	f.Add([]byte("2001 (torch) D 1 2001 2001 0 -1 4194560 1000 0 0 0 150 40 0 0 20 0 1 0 100 16384000 1000 18446744073709551615\n"))
+	for _, capture := range []string{"proc/26231/stat", "proc/584/stat", "proc/26232/stat", "proc/27079/stat", "proc/26231/net/dev"} {
+		b, err := os.ReadFile(filepath.Join(captures, capture))
+		require.NoError(f, err)
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if c, err := netTotals(b); err == nil && c.rx != 0 {
 			assert.Contains(t, string(b), ":", "a device was read")

@@ -16,19 +16,16 @@ set -euo pipefail
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 PROMETHEUS_OPERATOR_VERSION="${PROMETHEUS_OPERATOR_VERSION:-v0.85.0}"
 command="${1:-helm}"
+# shellcheck source=test/modules.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../modules.sh"
 # Outside any module, so that the versions asked for are what go resolves, not this repository's.
 cd /
 export GOWORK=off GOFLAGS=-mod=mod
 
-# The "Dir", "GoMod" or other field of `go mod download -json module@version`.
-download_field() {
-	go mod download -json "$1" | sed -n "s/^\s*\"$2\": \"\(.*\)\",\{0,1\}$/\1/p"
-}
-
 case "$command" in
 helm) ;;
 crds)
-	dir="$(download_field "github.com/prometheus-operator/prometheus-operator@${PROMETHEUS_OPERATOR_VERSION}" Dir)"
+	dir="$(module_file Dir "github.com/prometheus-operator/prometheus-operator@${PROMETHEUS_OPERATOR_VERSION}")"
 	if [[ ! -f "${dir}/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml" ]]; then
 		echo "build-helm.sh: no CRDs in prometheus-operator@${PROMETHEUS_OPERATOR_VERSION} (module directory: ${dir:-none})" >&2
 		exit 1
@@ -44,7 +41,7 @@ esac
 
 cache_dir="${KUBE_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/otelcol-gpu}/helm-${HELM_VERSION}"
 bin="${cache_dir}/helm"
-if [[ -x "$bin" ]]; then
+if [[ -x "$bin" ]] && ! plan_only; then
 	echo "$bin"
 	exit 0
 fi
@@ -53,12 +50,13 @@ module="helm.sh/helm/v3@${HELM_VERSION}"
 # Only what every module proxy must serve is required (the version's go.mod and zip). The commit
 # comes from the optional Origin block of the proxy's .info, which a proxy may leave out: without
 # it the binary reports no commit, and the build goes on.
-gomod="$(download_field "$module" GoMod)"
-commit="$(download_field "$module" Hash)"
+gomod="$(module_file GoMod "$module")"
+commit="$(module_commit "$module")"
+client_go="$(module_requirement "$gomod" k8s.io/client-go)"
 # client-go v0.<minor>.<patch> is Kubernetes v1.<minor>, as Helm's Makefile computes it.
-kube_minor="$(sed -n 's#^\s*k8s\.io/client-go v0\.\([0-9]*\)\..*#\1#p' "$gomod")"
+kube_minor="$(sed -n 's/^v0\.\([0-9][0-9]*\)\..*/\1/p' <<<"$client_go")"
 if [[ -z "$kube_minor" ]]; then
-	echo "build-helm.sh: could not read client-go's version in the go.mod of $module (${gomod:-not downloaded})" >&2
+	echo "build-helm.sh: could not read client-go's version in the go.mod of $module (${gomod}: ${client_go:-no requirement of k8s.io/client-go})" >&2
 	exit 1
 fi
 ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}"
@@ -70,6 +68,11 @@ fi
 for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
 	ldflags+=" -X ${pkg}.k8sVersionMajor=1 -X ${pkg}.k8sVersionMinor=${kube_minor}"
 done
+plan gomod "$gomod"
+plan ldflags "$ldflags"
+if plan_only; then
+	exit 0
+fi
 
 # Installed beside the cache's binary and moved into place: an interrupted build leaves none.
 work="${cache_dir}/.build"

@@ -13,6 +13,8 @@
 # paths by the published module of the matching version (v1.34.4 -> v0.34.4). The list is read
 # from kubernetes' own go.mod so that it cannot drift from the version being built.
 set -euo pipefail
+# shellcheck source=test/modules.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../modules.sh"
 
 KUBE_VERSION="${KUBE_VERSION:-v1.34.4}"
 command="${1:-kube-apiserver}"
@@ -31,12 +33,12 @@ esac
 cache_dir="${KUBE_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/otelcol-gpu}/${command}-${KUBE_VERSION}"
 bin="${cache_dir}/${command}"
 
-if [[ -x "$bin" ]]; then
+if [[ -x "$bin" ]] && ! plan_only; then
 	echo "$bin"
 	exit 0
 fi
 
-echo "building ${command} ${KUBE_VERSION} from the module proxy (once, ~${minutes} min)" >&2
+plan_only || echo "building ${command} ${KUBE_VERSION} from the module proxy (once, ~${minutes} min)" >&2
 
 # Staging modules are tagged v0.<minor>.<patch> for kubernetes v1.<minor>.<patch>.
 staging_version="v0.${KUBE_VERSION#v1.}"
@@ -47,21 +49,18 @@ cd "$work"
 export GOWORK=off GOFLAGS=-mod=mod
 
 go mod init kube-apiserver-build >&2
-kube_gomod="$(go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}" | sed -n 's/^\s*"GoMod": "\(.*\)",$/\1/p')"
-if [[ -z "$kube_gomod" ]]; then
-	echo "build-apiserver.sh: could not download k8s.io/kubernetes@${KUBE_VERSION} from the module proxy" >&2
-	exit 1
-fi
+kube_gomod="$(module_file GoMod "k8s.io/kubernetes@${KUBE_VERSION}")"
 replaces=()
-while read -r path; do
-	replaces+=("-replace=${path}=${path}@${staging_version}")
-done < <(sed -n 's#^\s*\(k8s\.io/[^ ]*\) => \./staging/src/.*#\1#p' "$kube_gomod")
+while IFS='=' read -r path target; do
+	if [[ "$target" == ./staging/src/* ]]; then
+		replaces+=("-replace=${path}=${path}@${staging_version}")
+	fi
+done < <(module_replacements "$kube_gomod")
 if [[ ${#replaces[@]} -eq 0 ]]; then
-	echo "build-apiserver.sh: found no staging replace lines in $kube_gomod" >&2
+	echo "build-apiserver.sh: found no replace directive to ./staging/src in $kube_gomod" >&2
 	exit 1
 fi
 go mod edit "-require=k8s.io/kubernetes@${KUBE_VERSION}" "${replaces[@]}"
-go get "k8s.io/kubernetes/cmd/${command}@${KUBE_VERSION}" >&2
 
 # The version variables are what kubernetes' own build (hack/lib/version.sh) sets; without them
 # the binary reports v0.0.0 and clients that check the server version get confused.
@@ -69,6 +68,13 @@ ldflags="-s -w"
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 	ldflags+=" -X ${pkg}.gitVersion=${KUBE_VERSION} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=$(cut -d. -f2 <<<"$KUBE_VERSION")"
 done
+plan gomod "$kube_gomod"
+plan_replacements go.mod
+plan ldflags "$ldflags"
+if plan_only; then
+	exit 0
+fi
+go get "k8s.io/kubernetes/cmd/${command}@${KUBE_VERSION}" >&2
 mkdir -p "$cache_dir"
 CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "${bin}.tmp" "k8s.io/kubernetes/cmd/${command}" >&2
 mv "${bin}.tmp" "$bin"

@@ -12,6 +12,8 @@
 # replace directives, so `go install module@version` builds it as released. The web UI's assets
 # are not in the module (they are built with npm): the server serves its API and no UI.
 set -euo pipefail
+# shellcheck source=test/modules.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../modules.sh"
 
 PROMETHEUS_VERSION="${PROMETHEUS_VERSION:-v0.316.0}"
 command="${1:-prometheus}"
@@ -31,17 +33,22 @@ tags="remove_all_sd,enable_kubernetes_sd"
 cache_dir="${PROMETHEUS_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/otelcol-gpu}/${command}-${release}-kubernetes-sd"
 bin="${cache_dir}/${command}"
 
-if [[ -x "$bin" ]]; then
+if [[ -x "$bin" ]] && ! plan_only; then
 	echo "$bin"
 	exit 0
 fi
 
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
 ldflags="-s -w"
 for v in "Version=${release}" "Branch=HEAD" "Revision=${PROMETHEUS_VERSION}" "BuildUser=otelcol-gpu"; do
 	ldflags+=" -X github.com/prometheus/common/version.${v}"
 done
+plan tags "$tags"
+plan ldflags "$ldflags"
+if plan_only; then
+	exit 0
+fi
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
 echo "building ${command} ${release} from the module proxy (once, ~5 min)" >&2
 GOWORK=off GOBIN="$work" CGO_ENABLED=0 go install -trimpath -tags "$tags" -ldflags "$ldflags" \
 	"github.com/prometheus/prometheus/cmd/${command}@${PROMETHEUS_VERSION}" >&2

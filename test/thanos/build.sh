@@ -15,18 +15,20 @@
 # v0.42.0 is the newest release that builds with this repository's Go (1.26.8); v0.42.5 asks for
 # Go 1.26.10, which the go command would fetch from the module proxy as a toolchain.
 set -euo pipefail
+# shellcheck source=test/modules.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../modules.sh"
 
 THANOS_VERSION="${THANOS_VERSION:-v0.42.0}"
 cache_dir="${THANOS_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/otelcol-gpu}/thanos-${THANOS_VERSION}"
 bin="${cache_dir}/thanos"
 
-if [[ -x "$bin" ]]; then
+if [[ -x "$bin" ]] && ! plan_only; then
 	echo "$bin"
 	exit 0
 fi
 
 # minutes: a first build, cold, on 2 cores (measured: issue 20's note).
-echo "building thanos ${THANOS_VERSION} from the module proxy (once, ~8 min)" >&2
+plan_only || echo "building thanos ${THANOS_VERSION} from the module proxy (once, ~8 min)" >&2
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -35,30 +37,36 @@ export GOWORK=off GOFLAGS=-mod=mod
 
 module="github.com/thanos-io/thanos"
 go mod init thanos-build >&2
-thanos_gomod="$(go mod download -json "${module}@${THANOS_VERSION}" | sed -n 's/^\s*"GoMod": "\(.*\)",$/\1/p')"
-if [[ -z "$thanos_gomod" ]]; then
-	echo "build.sh: could not download ${module}@${THANOS_VERSION} from the module proxy" >&2
-	exit 1
-fi
-# The replace directives (in a block or alone, comments left out), each "old [version] => new
-# version" line a -replace flag of go mod edit. A directive of another form (a local path) would
-# not build from the module zip either: it stops the build, naming the count.
-directives="$(sed -e 's#//.*##' "$thanos_gomod" | sed -n -e '/^replace (/,/^)/{/=>/p}' -e 's/^replace \(.*=>.*\)/\1/p')"
+thanos_gomod="$(module_file GoMod "${module}@${THANOS_VERSION}")"
+# Each replace directive, copied. One to a directory would not build from the module zip: it stops
+# the build, naming it.
 replaces=()
-while read -r flag; do
-	replaces+=("-replace=${flag}")
-done < <(sed -E -n -e 's/^\s*(\S+) (v\S+) => (\S+) (v\S+)\s*$/\1@\2=\3@\4/p' -e 's/^\s*(\S+) => (\S+) (v\S+)\s*$/\1=\2@\3/p' <<<"$directives")
-if [[ ${#replaces[@]} -eq 0 || ${#replaces[@]} -ne $(grep -c '=>' <<<"$directives") ]]; then
-	echo "build.sh: read ${#replaces[@]} replace directives of $(grep -c '=>' <<<"$directives") in $thanos_gomod" >&2
+while read -r replacement; do
+	case "${replacement#*=}" in
+	./* | ../* | /*)
+		echo "build.sh: ${module}@${THANOS_VERSION} replaces a module by a directory (${replacement}), which its module zip cannot build" >&2
+		exit 1
+		;;
+	esac
+	replaces+=("-replace=${replacement}")
+done < <(module_replacements "$thanos_gomod")
+if [[ ${#replaces[@]} -eq 0 ]]; then
+	echo "build.sh: found no replace directive in $thanos_gomod (Thanos' go.mod has had some for years: was it read?)" >&2
 	exit 1
 fi
 go mod edit "-require=${module}@${THANOS_VERSION}" "${replaces[@]}"
-go get "${module}/cmd/thanos@${THANOS_VERSION}" >&2
 
 ldflags="-s -w"
 for v in "Version=${THANOS_VERSION#v}" "Branch=HEAD" "Revision=${THANOS_VERSION}" "BuildUser=otelcol-gpu"; do
 	ldflags+=" -X github.com/prometheus/common/version.${v}"
 done
+plan gomod "$thanos_gomod"
+plan_replacements go.mod
+plan ldflags "$ldflags"
+if plan_only; then
+	exit 0
+fi
+go get "${module}/cmd/thanos@${THANOS_VERSION}" >&2
 mkdir -p "$cache_dir"
 CGO_ENABLED=0 go build -trimpath -tags netgo,slicelabels -ldflags "$ldflags" -o "${bin}.tmp" "${module}/cmd/thanos" >&2
 mv "${bin}.tmp" "$bin"
