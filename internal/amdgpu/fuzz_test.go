@@ -4,6 +4,7 @@
 package amdgpu
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -68,12 +69,25 @@ func FuzzParseLinkSpeed(f *testing.F) {
 
 func FuzzParseKFDProperties(f *testing.F) {
 	f.Add("simd_count 912\nlocation_id 512\ndomain 0\ndrm_render_minor 128\nunique_id 7843934696581995200\n")
+	f.Add("location_id 268438016\ndomain 1\ndrm_render_minor 129\n")
 	f.Add("location_id 99999999999999999999\n")
 	f.Add("domain  \n")
+	f.Add("0000:0a:00.0")
+	f.Add("10000:ff:1f.7")
 	f.Fuzz(func(t *testing.T, s string) {
-		p, err := ParseKFDProperties(s)
-		if err == nil && len(p.PCIAddress()) != len("0000:00:00.0") {
-			t.Fatalf("PCI address %q", p.PCIAddress())
+		if p, err := ParseKFDProperties(s); err == nil {
+			// Whatever the node says, joining it never panics and names a GPU that exists.
+			gpus := []physicalGPU{{domain: p.Domain, devID: p.LocationID &^ partitionLowBits & 0xFFFF}}
+			if i, _, ok := join(gpus, p); ok && i != 0 {
+				t.Fatalf("joined to GPU %d of 1", i)
+			}
+		}
+		if domain, devID, err := ParsePCIAddress(s); err == nil {
+			again := fmt.Sprintf("%04x:%02x:%02x.%x", domain, devID>>8, devID>>3&0x1f, devID&7)
+			d2, id2, err := ParsePCIAddress(again)
+			if err != nil || d2 != domain || id2 != devID || devID > 0xFFFF {
+				t.Fatalf("%q read as %q: %v", s, again, err)
+			}
 		}
 		_, _ = ParseUevent(s)
 		_, _ = ParseUniqueID(s)
