@@ -32,7 +32,8 @@ func checkPartitions(t *testing.T, root string, n amdgpufixture.Node, devices []
 	}
 	want := 0
 	xcp := 0
-	for _, g := range n.GPUs {
+	for i := range n.GPUs {
+		g := &n.GPUs[i]
 		parts := max(1, g.Partitions)
 		want += parts
 		for p := range parts {

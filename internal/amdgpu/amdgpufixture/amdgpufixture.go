@@ -101,7 +101,7 @@ type Process struct {
 
 // HwmonDir is GPU gpu's hwmon directory relative to its device directory: hwmon/hwmon<N>, N
 // the GPU's index (hwmon devices are numbered as the driver registers them, GPU by GPU).
-func (n Node) HwmonDir(gpu int) string { return hwmonDir(gpu) }
+func (Node) HwmonDir(gpu int) string { return hwmonDir(gpu) }
 
 func hwmonDir(gpu int) string { return "hwmon/hwmon" + strconv.Itoa(gpu) }
 
