@@ -18,6 +18,11 @@ func FuzzParseGPUMetrics(f *testing.F) {
 		b, _ := EncodeGPUMetrics(rev, map[string]uint64{"average_gfx_activity": 50})
 		f.Add(b)
 	}
+	for _, capture := range []string{"rx7800xt", "rx6900xt", "phoenix"} {
+		if b, err := os.ReadFile(filepath.Join("testdata", "sysfs", capture, "gpu_metrics")); err == nil {
+			f.Add(b)
+		}
+	}
 	f.Add([]byte{4, 0, 1, 9})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -32,6 +37,7 @@ func FuzzParseRAS(f *testing.F) {
 	f.Add("ue: 0\nce: 0\n")
 	f.Add("ue: 1\nce: 23\nde: 4\n")
 	f.Add("ue:\n")
+	f.Add("Query currently inaccessible\n")
 	f.Fuzz(func(_ *testing.T, s string) { _, _ = ParseRAS(s) })
 }
 
@@ -70,6 +76,9 @@ func FuzzParseLinkSpeed(f *testing.F) {
 func FuzzParseKFDProperties(f *testing.F) {
 	f.Add("simd_count 912\nlocation_id 512\ndomain 0\ndrm_render_minor 128\nunique_id 7843934696581995200\n")
 	f.Add("location_id 268438016\ndomain 1\ndrm_render_minor 129\n")
+	if b, err := os.ReadFile(filepath.Join("testdata", "kfd", "mi308x-cpx", "nodes", "33", "properties")); err == nil {
+		f.Add(string(b)) // a real partition's node (testdata/kfd/SOURCE.md)
+	}
 	f.Add("location_id 99999999999999999999\n")
 	f.Add("domain  \n")
 	f.Add("0000:0a:00.0")

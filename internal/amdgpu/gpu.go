@@ -63,7 +63,14 @@ func ReadGPU(dir string) Snapshot {
 	s.MemBusyPercent = g.float(SourceSysfs, "mem_busy_percent", 1)
 	s.VRAMTotal = g.uint(SourceSysfs, "mem_info_vram_total")
 	s.VRAMUsed = g.uint(SourceSysfs, "mem_info_vram_used")
-	s.UniqueID = parsed(&g, SourceSysfs, "unique_id", ParseUniqueID)
+	if text, ok := g.text(SourceSysfs, "unique_id"); ok && strings.TrimSpace(text) != "" {
+		// The driver writes nothing when the GPU has no serial (consumer GPUs, APUs).
+		if id, err := ParseUniqueID(text); err != nil {
+			g.fail(SourceSysfs, "unique_id", err)
+		} else {
+			s.UniqueID = &id
+		}
+	}
 	if text, ok := g.text(SourceSysfs, "product_name"); ok {
 		s.ProductName = strings.TrimSpace(text)
 	}
