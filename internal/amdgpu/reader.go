@@ -111,7 +111,8 @@ type Device struct {
 	DeviceDir string
 	// Physical is the GPU's index in PCI address order.
 	Physical int
-	// Partition is the partition's index on its GPU in render-node order (0 on a whole GPU);
+	// Partition is the partition's index on its GPU in the KFD's order (the node_id in
+	// location_id; render-node order among nodes with the same one), 0 on a whole GPU;
 	// Partitions how many the GPU has (1 when it is not partitioned).
 	Partition, Partitions int
 	// PartitionDevice is the kernel device ROCm's device plugin allocates a partition by: the
