@@ -203,7 +203,8 @@ func ParsePCIAddress(s string) (domain, devID uint32, err error) {
 }
 
 // ParseKFDProperties reads /sys/class/kfd/kfd/topology/nodes/<n>/properties: "<name> <value>"
-// lines of decimal numbers. location_id, domain and drm_render_minor must be there.
+// lines of decimal numbers. location_id and drm_render_minor must be there; domain is 0 where
+// the kernel prints none (kernels before the KFD gave the PCI domain, which drove domain 0).
 func ParseKFDProperties(s string) (KFDProperties, error) {
 	var p KFDProperties
 	seen := map[string]bool{}
@@ -238,7 +239,7 @@ func ParseKFDProperties(s string) (KFDProperties, error) {
 		return nil
 	})
 	if err == nil {
-		for _, name := range []string{"location_id", "domain", "drm_render_minor"} {
+		for _, name := range []string{"location_id", "drm_render_minor"} {
 			if !seen[name] {
 				return p, fmt.Errorf("%s missing", name)
 			}

@@ -91,6 +91,13 @@ func TestParseKFDProperties(t *testing.T) {
 	assert.Equal(t, uint32(1<<28|0x0a00), p.LocationID)
 	assert.Equal(t, uint32(0x10000), p.Domain)
 
+	// A kernel that prints no domain (testdata/kfd/vega10-no-domain, a real capture): domain 0.
+	b, err := os.ReadFile(filepath.Join("testdata", "kfd", "vega10-no-domain", "nodes", "1", "properties"))
+	require.NoError(t, err)
+	p, err = ParseKFDProperties(string(b))
+	require.NoError(t, err)
+	assert.Equal(t, KFDProperties{LocationID: 0x1900, DRMRenderMinor: 128, UniqueID: 14073402507705256556, SIMDCount: 256}, p)
+
 	for _, bad := range []string{"", "location_id 1\ndomain 0\n", "location_id x\ndomain 0\ndrm_render_minor 128\n", "location_id 4294967296\ndomain 0\ndrm_render_minor 128\n", "location_id\n"} {
 		_, err := ParseKFDProperties(bad)
 		assert.Error(t, err, "%q", bad)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -237,4 +238,31 @@ func TestPartitionInHighBits(t *testing.T) {
 	devices, errs := amdgpu.Reader{Root: root}.Devices()
 	require.Empty(t, errs)
 	checkPartitions(t, root, n, devices)
+}
+
+// TestCapturedMI210 reads the KFD topology of a real node of 8 whole MI210s: each node joins
+// its GPU at its location_id as it is.
+func TestCapturedMI210(t *testing.T) {
+	// The GPUs in the capture's node order (nodes 2 to 9), by location_id and unique_id.
+	locations := []int{25344, 17152, 768, 9728, 58112, 49920, 33536, 41728}
+	uniqueIDs := []uint64{1801979520617338022, 5847760019078012339, 10645161697164847644, 4847253685048710349, 12585367064092601175, 11779194899033552202, 17888023871577450191, 14073402507705256557}
+	var n amdgpufixture.Node
+	for i, loc := range locations {
+		g := amdgpufixture.MI250XGCD(i, 0)
+		g.PCIAddress = fmt.Sprintf("0000:%02x:%02x.%x", loc>>8, loc>>3&0x1f, loc&7)
+		g.UniqueID = uniqueIDs[i]
+		n.GPUs = append(n.GPUs, g)
+	}
+	root := withCapturedTopology(t, n, "mi210-xgmi")
+	devices, errs := amdgpu.Reader{Root: root}.Devices()
+	require.Empty(t, errs)
+	require.Len(t, devices, 8)
+	for _, d := range devices {
+		i := slices.IndexFunc(n.GPUs, func(g amdgpufixture.GPU) bool { return g.PCIAddress == d.PCIAddress })
+		require.GreaterOrEqual(t, i, 0, d.PCIAddress)
+		assert.Equal(t, 1, d.Partitions)
+		assert.Equal(t, uint32(1000+2+i), d.GPUID, "%s is node %d", d.PCIAddress, 2+i)
+		assert.Equal(t, uniqueIDs[i], d.KFDUniqueID)
+	}
+	assert.Equal(t, "0000:03:00.0", devices[0].PCIAddress, "PCI address order")
 }
