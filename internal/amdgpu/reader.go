@@ -155,6 +155,9 @@ func (r Reader) physicalGPUs() ([]physicalGPU, []error) {
 			continue
 		}
 		dir := r.path(drmClass, e.Name(), "device")
+		if target, err := os.Readlink(dir); err == nil && isXCPDevice(filepath.Base(target)) {
+			continue // a partition's card (7 per MI300 GPU in any mode): no uevent to read
+		}
 		path := filepath.Join(dir, "uevent")
 		b, ok, err := readFile(path)
 		if err == nil && ok {
@@ -337,11 +340,15 @@ func (r Reader) partitionDevice(renderMinor int) (string, error) {
 		return "", ReadError{SourceKFD, link, err}
 	}
 	name := filepath.Base(target)
-	if !strings.HasPrefix(name, "amdgpu_xcp") {
+	if !isXCPDevice(name) {
 		return "", ReadError{SourceKFD, link, fmt.Errorf("links to %s, not an amdgpu_xcp partition device", target)}
 	}
 	return strings.Replace(name, "amdgpu_xcp.", "amdgpu_xcp_", 1), nil
 }
+
+// isXCPDevice is whether a device name is an amdgpu_xcp platform device (amdgpu_xcp.N or
+// amdgpu_xcp_N).
+func isXCPDevice(name string) bool { return strings.HasPrefix(name, "amdgpu_xcp") }
 
 // DriverVersion is the amdgpu module's version (/sys/module/amdgpu/version, set by AMD's
 // out-of-tree driver), else the kernel release of the in-tree driver; "" when neither is read.
