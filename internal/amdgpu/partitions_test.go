@@ -178,15 +178,15 @@ func TestCapturedMI300XCPX(t *testing.T) {
 	}
 }
 
-// rewriteProperty sets name in KFD node node's properties to value.
-func rewriteProperty(t *testing.T, root string, node int, name string, value uint64) {
+// rewriteLocation sets location_id in KFD node node's properties to value.
+func rewriteLocation(t *testing.T, root string, node int, value uint64) {
 	t.Helper()
 	path := filepath.Join(root, topology, strconv.Itoa(node), "properties")
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
-	re := regexp.MustCompile(`(?m)^` + name + ` \d+$`)
-	require.True(t, re.Match(b), "%s has %s", path, name)
-	require.NoError(t, os.WriteFile(path, re.ReplaceAll(b, []byte(name+" "+strconv.FormatUint(value, 10))), 0o600))
+	re := regexp.MustCompile(`(?m)^location_id \d+$`)
+	require.True(t, re.Match(b), "%s has a location_id", path)
+	require.NoError(t, os.WriteFile(path, re.ReplaceAll(b, []byte("location_id "+strconv.FormatUint(value, 10))), 0o600))
 }
 
 // TestUnjoinedKFDNode: a KFD node whose location_id names no amdgpu card is an error naming it,
@@ -194,7 +194,7 @@ func rewriteProperty(t *testing.T, root string, node int, name string, value uin
 func TestUnjoinedKFDNode(t *testing.T) {
 	root := t.TempDir()
 	require.NoError(t, amdgpufixture.Write(root, amdgpufixture.MI300X()))
-	rewriteProperty(t, root, 3, "location_id", 0x3300) // node 3 is GPU 1 (2 CPU nodes first)
+	rewriteLocation(t, root, 3, 0x3300) // node 3 is GPU 1 (2 CPU nodes first)
 	devices, errs := amdgpu.Reader{Root: root}.Devices()
 	require.Len(t, errs, 1)
 	var re amdgpu.ReadError
@@ -233,8 +233,8 @@ func TestPartitionInHighBits(t *testing.T) {
 	n := amdgpufixture.MI300XPartitioned(2, 2)
 	root := t.TempDir()
 	require.NoError(t, amdgpufixture.Write(root, n))
-	rewriteProperty(t, root, 3, "location_id", 1<<28|0x0500)
-	rewriteProperty(t, root, 5, "location_id", 1<<28|0x1500)
+	rewriteLocation(t, root, 3, 1<<28|0x0500)
+	rewriteLocation(t, root, 5, 1<<28|0x1500)
 	devices, errs := amdgpu.Reader{Root: root}.Devices()
 	require.Empty(t, errs)
 	checkPartitions(t, root, n, devices)
@@ -265,4 +265,18 @@ func TestCapturedMI210(t *testing.T) {
 		assert.Equal(t, uniqueIDs[i], d.KFDUniqueID)
 	}
 	assert.Equal(t, "0000:03:00.0", devices[0].PCIAddress, "PCI address order")
+}
+
+// TestPartitionsSharingALocation: where the kernel gives a GPU's partitions one location_id
+// (nothing ORed in), they are still joined, in render-node order.
+func TestPartitionsSharingALocation(t *testing.T) {
+	n := amdgpufixture.MI300XPartitioned(2, 4)
+	root := t.TempDir()
+	require.NoError(t, amdgpufixture.Write(root, n))
+	for node := 3; node <= 5; node++ { // GPU 0's partitions 1 to 3 (2 CPU nodes first)
+		rewriteLocation(t, root, node, 0x0500)
+	}
+	devices, errs := amdgpu.Reader{Root: root}.Devices()
+	require.Empty(t, errs)
+	checkPartitions(t, root, n, devices)
 }
