@@ -112,7 +112,7 @@ func TestRun(t *testing.T) {
 // finds them under OTELCOL_GPU_DEMO_ROOT), and the exit status is the command's.
 func TestRunAMD(t *testing.T) {
 	demo := demos["mi300x"]
-	code, err := run(demo[0], demo[1], time.Second, []string{"sh", "-c", `test -e "$OTELCOL_GPU_DEMO_ROOT/dev/kfd" && test -e "$OTELCOL_GPU_DEMO_ROOT/sys/class/drm/card7/device/gpu_metrics" && ! test -e "$OTELCOL_GPU_DEMO_ROOT/proc/driver/nvidia" && exit 3`})
+	code, err := run(demo[0], demo[1], time.Second, []string{"sh", "-c", `test -e "$OTELCOL_GPU_DEMO_ROOT/dev/kfd" && test -e "$OTELCOL_GPU_DEMO_ROOT/sys/class/drm/card0/device/gpu_metrics" && ! test -e "$OTELCOL_GPU_DEMO_ROOT/proc/driver/nvidia" && exit 3`})
 	require.NoError(t, err)
 	assert.Equal(t, 3, code)
 }

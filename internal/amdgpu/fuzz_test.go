@@ -4,6 +4,7 @@
 package amdgpu
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,6 +17,11 @@ func FuzzParseGPUMetrics(f *testing.F) {
 	for _, rev := range KnownRevisions() {
 		b, _ := EncodeGPUMetrics(rev, map[string]uint64{"average_gfx_activity": 50})
 		f.Add(b)
+	}
+	for _, capture := range []string{"rx7800xt", "rx6900xt", "phoenix"} {
+		if b, err := os.ReadFile(filepath.Join("testdata", "sysfs", capture, "gpu_metrics")); err == nil {
+			f.Add(b)
+		}
 	}
 	f.Add([]byte{4, 0, 1, 9})
 	f.Add([]byte{})
@@ -31,6 +37,7 @@ func FuzzParseRAS(f *testing.F) {
 	f.Add("ue: 0\nce: 0\n")
 	f.Add("ue: 1\nce: 23\nde: 4\n")
 	f.Add("ue:\n")
+	f.Add("Query currently inaccessible\n")
 	f.Fuzz(func(_ *testing.T, s string) { _, _ = ParseRAS(s) })
 }
 
@@ -68,12 +75,28 @@ func FuzzParseLinkSpeed(f *testing.F) {
 
 func FuzzParseKFDProperties(f *testing.F) {
 	f.Add("simd_count 912\nlocation_id 512\ndomain 0\ndrm_render_minor 128\nunique_id 7843934696581995200\n")
+	f.Add("location_id 268438016\ndomain 1\ndrm_render_minor 129\n")
+	if b, err := os.ReadFile(filepath.Join("testdata", "kfd", "mi308x-cpx", "nodes", "33", "properties")); err == nil {
+		f.Add(string(b)) // a real partition's node (testdata/kfd/SOURCE.md)
+	}
 	f.Add("location_id 99999999999999999999\n")
 	f.Add("domain  \n")
+	f.Add("0000:0a:00.0")
+	f.Add("10000:ff:1f.7")
 	f.Fuzz(func(t *testing.T, s string) {
-		p, err := ParseKFDProperties(s)
-		if err == nil && len(p.PCIAddress()) != len("0000:00:00.0") {
-			t.Fatalf("PCI address %q", p.PCIAddress())
+		if p, err := ParseKFDProperties(s); err == nil {
+			// Whatever the node says, joining it never panics and names a GPU that exists.
+			gpus := []physicalGPU{{domain: p.Domain, devID: p.LocationID &^ partitionLowBits & 0xFFFF}}
+			if i, _, ok := join(gpus, p); ok && i != 0 {
+				t.Fatalf("joined to GPU %d of 1", i)
+			}
+		}
+		if domain, devID, err := ParsePCIAddress(s); err == nil {
+			again := fmt.Sprintf("%04x:%02x:%02x.%x", domain, devID>>8, devID>>3&0x1f, devID&7)
+			d2, id2, err := ParsePCIAddress(again)
+			if err != nil || d2 != domain || id2 != devID || devID > 0xFFFF {
+				t.Fatalf("%q read as %q: %v", s, again, err)
+			}
 		}
 		_, _ = ParseUevent(s)
 		_, _ = ParseUniqueID(s)

@@ -4,6 +4,7 @@
 package amdgpu // import "github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu"
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,8 +31,11 @@ type Snapshot struct {
 	// Sclk and Mclk: pp_dpm_sclk and pp_dpm_mclk.
 	Sclk, Mclk *DPM
 	// RAS has each block's error counts (ras/<block>_err_count), by block; nil without RAS.
-	RAS   map[string]ErrcountRAS
-	Hwmon Hwmon
+	// A block whose counts the driver cannot query now (a GPU in reset) is left out and
+	// listed in RASInaccessible.
+	RAS             map[string]ErrcountRAS
+	RASInaccessible []string
+	Hwmon           Hwmon
 	// Metrics is gpu_metrics, nil when missing, unreadable or of an unknown revision.
 	Metrics *GPUMetrics
 	Errors  []error
@@ -59,7 +63,14 @@ func ReadGPU(dir string) Snapshot {
 	s.MemBusyPercent = g.float(SourceSysfs, "mem_busy_percent", 1)
 	s.VRAMTotal = g.uint(SourceSysfs, "mem_info_vram_total")
 	s.VRAMUsed = g.uint(SourceSysfs, "mem_info_vram_used")
-	s.UniqueID = parsed(&g, SourceSysfs, "unique_id", ParseUniqueID)
+	if text, ok := g.text(SourceSysfs, "unique_id"); ok && strings.TrimSpace(text) != "" {
+		// The driver writes nothing when the GPU has no serial (consumer GPUs, APUs).
+		if id, err := ParseUniqueID(text); err != nil {
+			g.fail(SourceSysfs, "unique_id", err)
+		} else {
+			s.UniqueID = &id
+		}
+	}
 	if text, ok := g.text(SourceSysfs, "product_name"); ok {
 		s.ProductName = strings.TrimSpace(text)
 	}
@@ -171,11 +182,22 @@ func (g *gpuRead) ras() {
 		if len(g.snap.RAS) == maxRASBlocks {
 			break
 		}
-		if c := parsed(g, SourceRAS, filepath.Join("ras", e.Name()), ParseRAS); c != nil {
+		rel := filepath.Join("ras", e.Name())
+		text, ok := g.text(SourceRAS, rel)
+		if !ok {
+			continue
+		}
+		c, err := ParseRAS(text)
+		switch {
+		case errors.Is(err, ErrRASQueryInaccessible):
+			g.snap.RASInaccessible = append(g.snap.RASInaccessible, block)
+		case err != nil:
+			g.fail(SourceRAS, rel, err)
+		default:
 			if g.snap.RAS == nil {
 				g.snap.RAS = map[string]ErrcountRAS{}
 			}
-			g.snap.RAS[block] = *c
+			g.snap.RAS[block] = c
 		}
 	}
 }

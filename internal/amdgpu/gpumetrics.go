@@ -99,14 +99,22 @@ func v1MI300(content uint8) []field {
 }
 
 // xcpStatsWords is the size of the per-partition xcp_stats[NUM_XCP] array of v1_6 to v1_8 in
-// 8-byte words (its elements are 8-byte aligned): struct amdgpu_xcp_metrics (168 bytes),
-// amdgpu_xcp_metrics_v1_1 (232) and amdgpu_xcp_metrics_v1_2 (376), 8 of each.
-var xcpStatsWords = map[uint8]int{6: 168, 7: 232, 8: 376}
+// 8-byte words (its elements are 8-byte aligned): 8 of struct amdgpu_xcp_metrics (168 bytes:
+// u32 gfx_busy_inst[8], u16 jpeg_busy[32], u16 vcn_busy[4], u64 gfx_busy_acc[8]) in v1_6,
+// amdgpu_xcp_metrics_v1_1 (232: one more u64[8], gfx_below_host_limit_acc) in v1_7, and
+// amdgpu_xcp_metrics_v1_2 (440: u16 jpeg_busy[40] and five u64[8], gfx_busy_acc,
+// gfx_below_host_limit_ppt_acc, _thm_acc, gfx_low_utilization_acc and
+// gfx_below_host_limit_total_acc) in v1_8.
+var xcpStatsWords = map[uint8]int{6: 8 * 168 / 8, 7: 8 * 232 / 8, 8: 8 * 440 / 8}
 
 // v1Residency is gpu_metrics_v1_6 to v1_8 (MI300 series on later kernels, and its successors), which
 // replace throttle_status with the throttler residency counters; v1_7 adds mem_max_bandwidth
-// and the xGMI link status, v1_8 bigger partition stats. (A first v1_6 with vcn_activity and
-// throttle_status was reverted before any release; this is the v1_6 the kernel ships.)
+// and the xGMI link status, v1_8 bigger partition stats. A first v1_6, with vcn_activity,
+// jpeg_activity and throttle_status beside the residency counters, was merged and reverted
+// before any release (mainline 64af3d3d66c7, "Revert drm/amd/pm: Add gpu_metrics_v1_6"); this
+// is the v1_6 the kernel ships. v1_8 is checked against the patch that added it
+// ("drm/amd/pm: Add gpu_metrics_v1_8", amd-gfx, Message-ID
+// <20250326081400.1305136-3-asad.kamal@amd.com>), whose context also shows v1_7's last field.
 func v1Residency(content uint8) []field {
 	f := []field{
 		u16("temperature_hotspot"), u16("temperature_mem"), u16("temperature_vrsoc"),
@@ -142,7 +150,11 @@ func v1Residency(content uint8) []field {
 
 // layouts are the revisions read: format 1 (discrete GPUs), content 1 to 8. v1_0 is not
 // naturally aligned and was only written by Vega 20 and Arcturus drivers of 2020; format 2
-// and 3 are APUs.
+// and 3 are APUs. Where each layout was checked, field by field (TestGPUMetricsLayouts holds
+// the sizes and offsets): v1_1 to v1_3 against kgd_pp_interface.h at torvalds/linux
+// 123db17ddff007080d464e785689fb14f94cbc7a; v1_4 and v1_5 at torvalds/linux
+// 00dedab07b52ca16107e82ce5ca7caaaedf6a417 (whose v1_6 is the reverted one); v1_6 to v1_8 as
+// v1Residency says.
 var layouts = map[Revision][]field{
 	{1, 1}: v1Discrete,
 	{1, 2}: append(append([]field{}, v1Discrete...), u64("firmware_timestamp")),

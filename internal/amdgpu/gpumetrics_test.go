@@ -11,12 +11,62 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestGPUMetricsSizes holds the layouts to the C structs' sizes, worked out by hand from
-// kgd_pp_interface.h with natural alignment.
-func TestGPUMetricsSizes(t *testing.T) {
-	for rev, size := range map[Revision]int{{1, 1}: 96, {1, 2}: 104, {1, 3}: 120, {1, 4}: 288, {1, 5}: 360, {1, 6}: 1664, {1, 7}: 2208, {1, 8}: 3360} {
-		assert.Equal(t, size, StructureSize(rev), rev.String())
+// TestGPUMetricsLayouts holds each layout to the C struct's size and to the offsets of its
+// fields, worked out by hand from kgd_pp_interface.h (natural alignment) at the commits
+// gpumetrics.go names: the reader's offsets for the fields it reads, and the landmarks where a
+// transcription slip would shift everything after it (the arrays, the padding, the last field).
+func TestGPUMetricsLayouts(t *testing.T) {
+	for _, want := range []struct {
+		rev     Revision
+		size    int
+		offsets map[string]int
+	}{
+		{Revision{1, 1}, 96, map[string]int{
+			"temperature_edge": 4, "average_gfx_activity": 16, "average_socket_power": 22, "energy_accumulator": 24,
+			"current_gfxclk": 54, "current_uclk": 58, "throttle_status": 68, "gfx_activity_acc": 80, "temperature_hbm": 88,
+		}},
+		{Revision{1, 2}, 104, map[string]int{"temperature_hbm": 88, "firmware_timestamp": 96}},
+		{Revision{1, 3}, 120, map[string]int{"firmware_timestamp": 96, "voltage_soc": 104, "padding1": 110, "indep_throttle_status": 112}},
+		{Revision{1, 4}, 288, map[string]int{
+			"temperature_hotspot": 4, "temperature_mem": 6, "curr_socket_power": 10, "average_gfx_activity": 12,
+			"average_umc_activity": 14, "vcn_activity": 16, "energy_accumulator": 24, "throttle_status": 40,
+			"pcie_bandwidth_acc": 64, "xgmi_read_data_acc": 104, "firmware_timestamp": 232, "current_gfxclk": 240,
+			"current_uclk": 280, "padding": 282,
+		}},
+		{Revision{1, 5}, 360, map[string]int{
+			"jpeg_activity": 24, "energy_accumulator": 88, "throttle_status": 104, "pcie_nak_sent_count_acc": 168,
+			"xgmi_read_data_acc": 176, "firmware_timestamp": 304, "current_uclk": 352,
+		}},
+		{Revision{1, 6}, 1664, map[string]int{
+			"energy_accumulator": 16, "accumulation_counter": 32, "ppt_residency_acc": 40, "hbm_thm_residency_acc": 52,
+			"gfxclk_lock_status": 56, "pcie_bandwidth_acc": 80, "xgmi_read_data_acc": 128, "firmware_timestamp": 256,
+			"current_gfxclk": 264, "current_uclk": 304, "num_partition": 306, "xcp_stats": 312,
+			"pcie_lc_perf_other_end_recovery": 1656,
+		}},
+		{Revision{1, 7}, 2208, map[string]int{
+			"mem_max_bandwidth": 16, "energy_accumulator": 24, "accumulation_counter": 40, "xgmi_link_status": 264,
+			"padding": 280, "firmware_timestamp": 288, "current_uclk": 336, "num_partition": 338, "xcp_stats": 344,
+			"pcie_lc_perf_other_end_recovery": 2200,
+		}},
+		// The v1_8 the fixtures wrote before had 376-byte partition stats (four u64[8], not five):
+		// 3,360 bytes, a size no kernel produces, and pcie_lc_perf_other_end_recovery at 3352.
+		{Revision{1, 8}, 3872, map[string]int{
+			"mem_max_bandwidth": 16, "energy_accumulator": 24, "accumulation_counter": 40, "xgmi_link_status": 264,
+			"firmware_timestamp": 288, "current_uclk": 336, "num_partition": 338, "xcp_stats": 344,
+			"pcie_lc_perf_other_end_recovery": 3864,
+		}},
+	} {
+		l := builtLayouts[want.rev]
+		assert.Equal(t, want.size, l.size, "%s size", want.rev)
+		assert.Equal(t, want.size, StructureSize(want.rev), want.rev.String())
+		for name, off := range want.offsets {
+			got, ok := l.offsets[name]
+			if assert.True(t, ok, "%s has %s", want.rev, name) {
+				assert.Equal(t, off, got, "%s %s offset", want.rev, name)
+			}
+		}
 	}
+	assert.Len(t, KnownRevisions(), 8)
 	assert.Zero(t, StructureSize(Revision{2, 1}))
 }
 

@@ -40,9 +40,21 @@ type ErrcountRAS struct {
 	Uncorrected, Corrected uint64
 }
 
+// ErrRASQueryInaccessible is a RAS count file's answer while the GPU cannot be queried: during a
+// reset, or before RAS is ready (amdgpu_ras.c, amdgpu_ras_sysfs_read). A state of the GPU, not
+// a read error.
+var ErrRASQueryInaccessible = errors.New("RAS counts inaccessible (GPU in reset)")
+
+// rasQueryInaccessible is what amdgpu_ras_sysfs_read writes instead of the counts then.
+const rasQueryInaccessible = "Query currently inaccessible"
+
 // ParseRAS reads a ras/<block>_err_count file: "ue: <n>" and "ce: <n>" lines (newer kernels add
 // "de: <n>", deferred errors, which are neither and are skipped). Both counts must be present.
+// The driver's "Query currently inaccessible" is ErrRASQueryInaccessible.
 func ParseRAS(s string) (ErrcountRAS, error) {
+	if strings.TrimSpace(s) == rasQueryInaccessible {
+		return ErrcountRAS{}, ErrRASQueryInaccessible
+	}
 	var c ErrcountRAS
 	var haveUE, haveCE bool
 	err := eachLine(s, func(line string) error {
@@ -157,7 +169,8 @@ func ParseLinkWidth(s string) (int, error) {
 
 // KFDProperties is what the receiver uses of a KFD topology node's properties file.
 type KFDProperties struct {
-	// LocationID is bus<<8 | devfn of the GPU's PCI address; Domain its PCI domain.
+	// LocationID is the GPU's pci_dev_id (bus<<8 | devfn) with a partition's index in its
+	// partition bits (see join); Domain the PCI domain.
 	LocationID, Domain uint32
 	// DRMRenderMinor is N of /dev/dri/renderD<N>, the node's render device.
 	DRMRenderMinor int
@@ -167,14 +180,31 @@ type KFDProperties struct {
 	SIMDCount uint64
 }
 
-// PCIAddress is the PCI address in the kernel's form, 0000:c1:00.0.
-func (p KFDProperties) PCIAddress() string {
-	bus, devfn := p.LocationID>>8, p.LocationID&0xff
-	return fmt.Sprintf("%04x:%02x:%02x.%x", p.Domain, bus, devfn>>3, devfn&7)
+// ParsePCIAddress reads a PCI address in the kernel's form (0000:c1:00.0) into its domain and
+// pci_dev_id (bus<<8 | device<<3 | function).
+func ParsePCIAddress(s string) (domain, devID uint32, err error) {
+	var dom, bus, dev, fn uint64
+	d, rest, ok1 := strings.Cut(s, ":")
+	b, rest, ok2 := strings.Cut(rest, ":")
+	v, f, ok3 := strings.Cut(rest, ".")
+	if ok1 && ok2 && ok3 && len(b) == 2 && len(v) == 2 && len(f) == 1 {
+		if dom, err = strconv.ParseUint(d, 16, 32); err == nil {
+			if bus, err = strconv.ParseUint(b, 16, 8); err == nil {
+				if dev, err = strconv.ParseUint(v, 16, 5); err == nil {
+					fn, err = strconv.ParseUint(f, 16, 3)
+				}
+			}
+		}
+		if err == nil {
+			return uint32(dom), uint32(bus<<8 | dev<<3 | fn), nil
+		}
+	}
+	return 0, 0, fmt.Errorf("PCI address %q: not <domain>:<bus>:<device>.<function>", s)
 }
 
 // ParseKFDProperties reads /sys/class/kfd/kfd/topology/nodes/<n>/properties: "<name> <value>"
-// lines of decimal numbers. location_id, domain and drm_render_minor must be there.
+// lines of decimal numbers. location_id and drm_render_minor must be there; domain is 0 where
+// the kernel prints none (kernels before the KFD gave the PCI domain, which drove domain 0).
 func ParseKFDProperties(s string) (KFDProperties, error) {
 	var p KFDProperties
 	seen := map[string]bool{}
@@ -186,9 +216,9 @@ func ParseKFDProperties(s string) (KFDProperties, error) {
 		var dst func(uint64) error
 		switch name {
 		case "location_id":
-			dst = func(v uint64) error { p.LocationID = uint32(v); return fitsIn(v, 1<<16) }
+			dst = func(v uint64) error { p.LocationID = uint32(v); return fitsIn(v, 1<<32) }
 		case "domain":
-			dst = func(v uint64) error { p.Domain = uint32(v); return fitsIn(v, 1<<16) }
+			dst = func(v uint64) error { p.Domain = uint32(v); return fitsIn(v, 1<<32) }
 		case "drm_render_minor":
 			dst = func(v uint64) error { p.DRMRenderMinor = int(v); return fitsIn(v, 1<<20) }
 		case "unique_id":
@@ -209,7 +239,7 @@ func ParseKFDProperties(s string) (KFDProperties, error) {
 		return nil
 	})
 	if err == nil {
-		for _, name := range []string{"location_id", "domain", "drm_render_minor"} {
+		for _, name := range []string{"location_id", "drm_render_minor"} {
 			if !seen[name] {
 				return p, fmt.Errorf("%s missing", name)
 			}

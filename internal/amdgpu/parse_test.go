@@ -22,6 +22,13 @@ func TestParseRAS(t *testing.T) {
 	require.NoError(t, err, "the deferred count of newer kernels is skipped")
 	assert.Equal(t, ErrcountRAS{Corrected: 4}, c)
 
+	// What amdgpu_ras_sysfs_read writes while the GPU is in reset: a state, told apart.
+	_, err = ParseRAS("Query currently inaccessible\n")
+	require.ErrorIs(t, err, ErrRASQueryInaccessible)
+	_, err = ParseRAS("ue: 1\nQuery currently inaccessible\n")
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, ErrRASQueryInaccessible)
+
 	for _, bad := range []string{"", "ue: 1\n", "ue: x\nce: 0\n", "ue 1\nce 0\n", "ue: -1\nce: 0\n", strings.Repeat("ce: 1\n", maxLines+1)} {
 		_, err := ParseRAS(bad)
 		assert.Error(t, err, "%q", bad)
@@ -76,13 +83,34 @@ func TestParseKFDProperties(t *testing.T) {
 	// An MI300 node's properties as the KFD prints them (kfd_topology.c node_show).
 	p, err := ParseKFDProperties("cpu_cores_count 0\nsimd_count 912\nvendor_id 4098\ndevice_id 29856\nlocation_id 49408\ndomain 0\ndrm_render_minor 136\nhive_id 9034655720432782706\nunique_id 11940228331418201223\nnum_xcc 6\n")
 	require.NoError(t, err)
-	assert.Equal(t, "0000:c1:00.0", p.PCIAddress())
-	assert.Equal(t, 136, p.DRMRenderMinor)
-	assert.Equal(t, uint64(11940228331418201223), p.UniqueID)
-	assert.Equal(t, "0002:05:1f.7", KFDProperties{Domain: 2, LocationID: 5<<8 | 0x1f<<3 | 7}.PCIAddress())
+	assert.Equal(t, KFDProperties{LocationID: 0xc100, DRMRenderMinor: 136, UniqueID: 11940228331418201223, SIMDCount: 912}, p)
 
-	for _, bad := range []string{"", "location_id 1\ndomain 0\n", "location_id x\ndomain 0\ndrm_render_minor 128\n", "location_id 70000\ndomain 0\ndrm_render_minor 128\n", "location_id\n"} {
+	// The reverted partition numbering put node_id in bits 31:28: read, not rejected.
+	p, err = ParseKFDProperties("location_id 268438016\ndomain 65536\ndrm_render_minor 129\n")
+	require.NoError(t, err)
+	assert.Equal(t, uint32(1<<28|0x0a00), p.LocationID)
+	assert.Equal(t, uint32(0x10000), p.Domain)
+
+	// A kernel that prints no domain (testdata/kfd/vega10-no-domain, a real capture): domain 0.
+	b, err := os.ReadFile(filepath.Join("testdata", "kfd", "vega10-no-domain", "nodes", "1", "properties"))
+	require.NoError(t, err)
+	p, err = ParseKFDProperties(string(b))
+	require.NoError(t, err)
+	assert.Equal(t, KFDProperties{LocationID: 0x1900, DRMRenderMinor: 128, UniqueID: 14073402507705256556, SIMDCount: 256}, p)
+
+	for _, bad := range []string{"", "location_id 1\ndomain 0\n", "location_id x\ndomain 0\ndrm_render_minor 128\n", "location_id 4294967296\ndomain 0\ndrm_render_minor 128\n", "location_id\n"} {
 		_, err := ParseKFDProperties(bad)
+		assert.Error(t, err, "%q", bad)
+	}
+}
+
+func TestParsePCIAddress(t *testing.T) {
+	domain, devID, err := ParsePCIAddress("0002:05:1f.7")
+	require.NoError(t, err)
+	assert.Equal(t, uint32(2), domain)
+	assert.Equal(t, uint32(5<<8|0x1f<<3|7), devID)
+	for _, bad := range []string{"", "0000:0a:00", "0000:0a:20.0", "0000:0a:00.8", "0000:100:00.0", "x:0a:00.0"} {
+		_, _, err := ParsePCIAddress(bad)
 		assert.Error(t, err, "%q", bad)
 	}
 }

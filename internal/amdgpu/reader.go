@@ -111,7 +111,8 @@ type Device struct {
 	DeviceDir string
 	// Physical is the GPU's index in PCI address order.
 	Physical int
-	// Partition is the partition's index on its GPU in render-node order (0 on a whole GPU);
+	// Partition is the partition's index on its GPU in the KFD's order (the node_id in
+	// location_id; render-node order among nodes with the same one), 0 on a whole GPU;
 	// Partitions how many the GPU has (1 when it is not partitioned).
 	Partition, Partitions int
 	// PartitionDevice is the kernel device ROCm's device plugin allocates a partition by: the
@@ -129,6 +130,11 @@ var cardName = regexp.MustCompile(`^card\d+$`)
 
 type physicalGPU struct {
 	pci, dir string
+	// domain and devID (bus<<8 | devfn, the kernel's pci_dev_id) are pci's numbers.
+	domain, devID uint32
+	// uniqueID is the card's unique_id; 0 when it has none or it cannot be read (ReadGPU
+	// reports that).
+	uniqueID uint64
 }
 
 // physicalGPUs lists the PCI devices the amdgpu driver drives that have a DRM card, in PCI
@@ -149,15 +155,21 @@ func (r Reader) physicalGPUs() ([]physicalGPU, []error) {
 			continue
 		}
 		dir := r.path(drmClass, e.Name(), "device")
+		if target, err := os.Readlink(dir); err == nil && isXCPDevice(filepath.Base(target)) {
+			continue // a partition's card (7 per MI300 GPU in any mode): no uevent to read
+		}
 		path := filepath.Join(dir, "uevent")
 		b, ok, err := readFile(path)
 		if err == nil && ok {
 			var ev map[string]string
 			if ev, err = ParseUevent(string(b)); err == nil && ev["DRIVER"] == "amdgpu" && ev["PCI_SLOT_NAME"] != "" {
-				pci := strings.ToLower(ev["PCI_SLOT_NAME"])
-				if !seen[pci] {
-					seen[pci] = true
-					gpus = append(gpus, physicalGPU{pci: pci, dir: dir})
+				g := physicalGPU{pci: strings.ToLower(ev["PCI_SLOT_NAME"]), dir: dir}
+				if g.domain, g.devID, err = ParsePCIAddress(g.pci); err == nil && !seen[g.pci] {
+					seen[g.pci] = true
+					if b, ok, _ := readFile(filepath.Join(dir, "unique_id")); ok {
+						g.uniqueID, _ = ParseUniqueID(string(b))
+					}
+					gpus = append(gpus, g)
 				}
 			}
 		}
@@ -172,11 +184,12 @@ func (r Reader) physicalGPUs() ([]physicalGPU, []error) {
 type kfdNode struct {
 	gpuID uint32
 	props KFDProperties
+	// path is the node's properties file.
+	path string
 }
 
-// kfdNodes lists the KFD's GPU nodes (gpu_id not 0) by PCI address, each GPU's in render
-// minor order.
-func (r Reader) kfdNodes() (map[string][]kfdNode, []error) {
+// kfdNodes lists the KFD's GPU nodes (gpu_id not 0).
+func (r Reader) kfdNodes() ([]kfdNode, []error) {
 	entries, err := os.ReadDir(r.path(kfdTopology))
 	if err != nil {
 		if absent(err) {
@@ -184,7 +197,7 @@ func (r Reader) kfdNodes() (map[string][]kfdNode, []error) {
 		}
 		return nil, []error{ReadError{SourceKFD, r.path(kfdTopology), err}}
 	}
-	nodes := map[string][]kfdNode{}
+	var nodes []kfdNode
 	var errs []error
 	for _, e := range entries {
 		dir := r.path(kfdTopology, e.Name())
@@ -216,24 +229,82 @@ func (r Reader) kfdNodes() (map[string][]kfdNode, []error) {
 			errs = append(errs, ReadError{SourceKFD, path, err})
 			continue
 		}
-		nodes[p.PCIAddress()] = append(nodes[p.PCIAddress()], kfdNode{gpuID: uint32(id), props: p})
-	}
-	for _, list := range nodes {
-		slices.SortFunc(list, func(a, b kfdNode) int { return cmp.Compare(a.props.DRMRenderMinor, b.props.DRMRenderMinor) })
+		nodes = append(nodes, kfdNode{gpuID: uint32(id), props: p, path: path})
 	}
 	return nodes, errs
 }
 
+// How the KFD numbers a GPU's nodes (drivers/gpu/drm/amd/amdkfd/kfd_topology.c,
+// kfd_topology_add_device, at torvalds/linux d7ab8e67aa52e27837aefdc0d67af93ae0931abc and
+// gregkh/linux 213edb4348e7a79022801f8a65b162d4a8a652a5): location_id is pci_dev_id(pdev),
+// bus<<8 | devfn, and on a GPU with more than one partition (num_nodes > 1; GC 9.4.3 only in
+// the kernels that first drove MI300) the partition's node_id is ORed into its low bits. A
+// GPU has at most MAX_XCP (8) partitions, so node_id fits in devfn's function bits. A variant
+// merged and reverted in 2023 put node_id in bits 31:28 instead.
+const (
+	partitionLowBits  = 8 - 1
+	partitionHighBits = 28
+)
+
+// UnjoinedKFDNodeError is a KFD GPU node that belongs to no amdgpu card: its location_id,
+// with or without the partition bits, names no GPU of its domain whose unique_id agrees.
+type UnjoinedKFDNodeError struct {
+	Domain, LocationID uint32
+	UniqueID           uint64
+}
+
+func (e UnjoinedKFDNodeError) Error() string {
+	return fmt.Sprintf("location_id %d (domain %d, unique_id %016x) belongs to no amdgpu card: the node is left out", e.LocationID, e.Domain, e.UniqueID)
+}
+
+// join finds the GPU a KFD node belongs to and the node's partition index on it (node_id).
+// The GPU is the one of the node's domain at location_id as it is (a whole GPU, or a GPU's
+// first partition), else with the partition bits cleared; a candidate whose unique_id differs
+// from the node's is not it (the partition bits can name another PCI function).
+func join(gpus []physicalGPU, p KFDProperties) (gpu int, nodeID uint32, ok bool) {
+	devID := p.LocationID & 0xFFFF
+	high := p.LocationID >> partitionHighBits
+	for _, base := range []uint32{devID, devID &^ partitionLowBits} {
+		for i, g := range gpus {
+			if g.domain != p.Domain || g.devID != base {
+				continue
+			}
+			if p.UniqueID != 0 && g.uniqueID != 0 && p.UniqueID != g.uniqueID {
+				continue
+			}
+			return i, high | (devID - base), true
+		}
+	}
+	return 0, 0, false
+}
+
 // Devices lists the node's devices: each physical GPU in PCI address order, a partitioned one
-// (more than one KFD node with its PCI address) as its partitions in render-node order. A
-// KFD node whose GPU has no amdgpu card is left out.
+// (more than one KFD node joined to it) as its partitions in node_id order (render-node order
+// where the kernel gives the partitions one location_id). A KFD node that joins no GPU is
+// left out with an UnjoinedKFDNodeError.
 func (r Reader) Devices() ([]Device, []error) {
 	gpus, errs := r.physicalGPUs()
 	nodes, kerrs := r.kfdNodes()
 	errs = append(errs, kerrs...)
+	type joined struct {
+		kfdNode
+		nodeID uint32
+	}
+	byGPU := make([][]joined, len(gpus))
+	for _, n := range nodes {
+		i, nodeID, ok := join(gpus, n.props)
+		if !ok {
+			errs = append(errs, ReadError{SourceKFD, n.path, UnjoinedKFDNodeError{n.props.Domain, n.props.LocationID, n.props.UniqueID}})
+			continue
+		}
+		byGPU[i] = append(byGPU[i], joined{n, nodeID})
+	}
 	var devices []Device
 	for i, g := range gpus {
-		list := nodes[g.pci]
+		list := byGPU[i]
+		slices.SortFunc(list, func(a, b joined) int {
+			return cmp.Or(cmp.Compare(a.nodeID, b.nodeID), cmp.Compare(a.props.DRMRenderMinor, b.props.DRMRenderMinor))
+		})
 		if len(list) <= 1 {
 			d := Device{PCIAddress: g.pci, DeviceDir: g.dir, Physical: i, Partitions: 1}
 			if len(list) == 1 {
@@ -269,11 +340,15 @@ func (r Reader) partitionDevice(renderMinor int) (string, error) {
 		return "", ReadError{SourceKFD, link, err}
 	}
 	name := filepath.Base(target)
-	if !strings.HasPrefix(name, "amdgpu_xcp") {
+	if !isXCPDevice(name) {
 		return "", ReadError{SourceKFD, link, fmt.Errorf("links to %s, not an amdgpu_xcp partition device", target)}
 	}
 	return strings.Replace(name, "amdgpu_xcp.", "amdgpu_xcp_", 1), nil
 }
+
+// isXCPDevice is whether a device name is an amdgpu_xcp platform device (amdgpu_xcp.N or
+// amdgpu_xcp_N).
+func isXCPDevice(name string) bool { return strings.HasPrefix(name, "amdgpu_xcp") }
 
 // DriverVersion is the amdgpu module's version (/sys/module/amdgpu/version, set by AMD's
 // out-of-tree driver), else the kernel release of the in-tree driver; "" when neither is read.

@@ -66,6 +66,9 @@ type amdScraper struct {
 	iterations int64
 	// errors counts the files that could not be read, by source.
 	errors map[metadata.AttributeReadSource]int64
+	// unjoined are the KFD nodes already logged as joining no GPU, by properties file: counted
+	// at each collection, logged once.
+	unjoined map[string]bool
 	// devices are every device seen, in minor number order; a device that vanished keeps its
 	// place and labels and reports gpu_up 0.
 	devices []*amdDevice
@@ -112,6 +115,7 @@ func newAMDScraper(ss scraperSettings) *amdScraper {
 		guard:    deadline.Guard{Timeout: cfg.CallTimeout, Observe: hist.Observe, Clock: ss.clock},
 		hist:     hist,
 		errors:   map[metadata.AttributeReadSource]int64{},
+		unjoined: map[string]bool{},
 		gpus:     map[string]*amdGPU{},
 		stale:    staleness.NewTracker(),
 	}
@@ -130,16 +134,26 @@ func (s *amdScraper) resource(d *amdDevice) pcommon.Resource {
 	return rb.Emit()
 }
 
-// countErrors counts errs by source, and logs them.
+// countErrors counts errs by source, and logs them: a KFD node that joins no GPU (whose
+// partition and its processes' VRAM are then missing) once as a warning, the others at debug
+// level.
 func (s *amdScraper) countErrors(errs []error) {
 	for _, err := range errs {
 		source := metadata.AttributeReadSourceSysfs
-		if re, ok := errors.AsType[amdgpu.ReadError](err); ok {
+		re, isRead := errors.AsType[amdgpu.ReadError](err)
+		if isRead {
 			if src, ok := metadata.MapAttributeReadSource[re.Source]; ok {
 				source = src
 			}
 		}
 		s.errors[source]++
+		if _, unjoined := errors.AsType[amdgpu.UnjoinedKFDNodeError](err); unjoined {
+			if !s.unjoined[re.Path] {
+				s.unjoined[re.Path] = true
+				s.logger.Warn("A KFD node belongs to no AMD GPU the driver lists: its device and its processes' VRAM are left out, and it is counted in collector_read_errors_total{source=\"kfd\"} at each collection", zap.Error(err))
+			}
+			continue
+		}
 		s.logger.Debug("An AMD GPU file could not be read; its reading is left out", zap.Error(err))
 	}
 }
@@ -454,6 +468,11 @@ func (a *amdValues) ras() {
 	}
 	if c, ok := a.snap.RAS[memoryBlock]; ok {
 		a.health[metadata.AttributeConditionMemoryEcc] = boolLevel(c.Uncorrected > 0, healthWarning)
+	}
+	if len(a.snap.RASInaccessible) > 0 {
+		// The GPU is in reset: its counts are absent for this collection, not read errors.
+		a.s.logger.Debug("An AMD GPU's RAS counts are inaccessible (GPU in reset): left out of this collection",
+			zap.String("pci_bus_id", a.d.dev.PCIAddress), zap.Strings("blocks", a.snap.RASInaccessible))
 	}
 }
 

@@ -4,9 +4,11 @@
 package gpureceiver
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu/amdgpufixture"
@@ -183,7 +187,7 @@ func TestAMDGPUVanishes(t *testing.T) {
 	s, root, clk := amdNode(t, n)
 	md := s.scrape()
 	uuid, _ := gpuResource(t, md, "2").Resource().Attributes().Get("uuid")
-	require.NoError(t, os.RemoveAll(filepath.Join(root, "sys", "class", "drm", "card2")))
+	require.NoError(t, os.RemoveAll(filepath.Join(root, n.Card(2))))
 	clk.Advance(10 * time.Second)
 	md = s.scrape()
 	gone := gpuResource(t, md, "2")
@@ -200,11 +204,11 @@ func TestAMDGPUVanishes(t *testing.T) {
 // driver's attribute does.
 func TestAMDHungReadTakesOnlyItsGPUDown(t *testing.T) {
 	n := amdgpufixture.MI300X()
-	s, root, clk := amdNode(t, n)
-	hungDir := filepath.Join(root, "sys", "class", "drm", "card4", "device")
+	s, _, clk := amdNode(t, n)
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	s.readGPU = func(dir string) amdgpu.Snapshot {
-		if dir == hungDir {
+		// dir is the card's device link, to the GPU's PCI device directory.
+		if target, _ := os.Readlink(dir); filepath.Base(target) == n.GPUs[4].PCIAddress {
 			entered <- struct{}{}
 			<-release
 		}
@@ -273,6 +277,93 @@ func TestAMDPartitionedGPUFaultsOnce(t *testing.T) {
 	assert.Equal(t, int64(8), value(t, p0, "gpu_pcie_link_width_current"))
 	assert.Equal(t, int64(healthWarning), value(t, p0, "gpu_health", "condition", "pcie_link"))
 	assert.Equal(t, int64(0), value(t, gpuResource(t, md, "8"), "gpu_ras_errors", "block", "umc", "error_type", "uncorrected"), "the other GPU has none")
+}
+
+// TestAMDPartitionedNodes: partitioned nodes laid out as the kernel lays them out (each
+// partition its own KFD node, its index ORed into location_id) report every partition as a
+// device, with its processes' VRAM.
+func TestAMDPartitionedNodes(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		node    amdgpufixture.Node
+		devices int
+	}{
+		{"8 MI308X in CPX", amdgpufixture.MI308XPartitioned(4), 32},
+		{"8 MI300X in CPX", amdgpufixture.MI300XCPX(8), 64},
+		{"8 MI300X in DPX", amdgpufixture.MI300XPartitioned(8, 2), 16},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _, _ := amdNode(t, tt.node)
+			md := s.scrape()
+			assert.Equal(t, int64(tt.devices), value(t, nodeResource(t, md), "gpu_devices_detected"))
+			assert.Zero(t, readErrors(t, md, "kfd"), "no KFD node left unjoined")
+			perGPU := tt.devices / len(tt.node.GPUs)
+			for _, p := range tt.node.Processes {
+				minor := strconv.Itoa(p.GPU*perGPU + p.Partition)
+				gpu := gpuResource(t, md, minor)
+				assert.Equal(t, int64(p.VRAMBytes), value(t, gpu, "gpu_process_memory_used_bytes", "pid", strconv.Itoa(p.PID)), "process %d on device %s", p.PID, minor)
+				uuid, _ := gpu.Resource().Attributes().Get("uuid")
+				assert.Equal(t, fmt.Sprintf("GPU-%016x-%d", tt.node.GPUs[p.GPU].UniqueID, p.Partition), uuid.Str())
+			}
+		})
+	}
+}
+
+// TestAMDUnjoinedKFDNodeIsCounted: a KFD node that belongs to no GPU the driver lists is
+// counted in collector_read_errors_total{source="kfd"} at each collection and logged once.
+func TestAMDUnjoinedKFDNodeIsCounted(t *testing.T) {
+	n := amdgpufixture.MI300XCPX(2)
+	root := t.TempDir()
+	require.NoError(t, amdgpufixture.Write(root, n))
+	// Node 5 is partition 3 of GPU 0 (2 CPU nodes first): give it a location nothing has.
+	path := filepath.Join(root, "sys", "class", "kfd", "kfd", "topology", "nodes", "5", "properties")
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, []byte(strings.Replace(string(b), "location_id 1283\n", "location_id 13059\n", 1)), 0o600))
+	cfg := testConfig()
+	cfg.Backend = BackendAMDGPU
+	cfg.RootPath = root
+	ss := settingsFor(cfg, newFakeClock(), nil)
+	core, logs := observer.New(zap.WarnLevel)
+	ss.set.Logger = zap.New(core)
+	s := newAMDScraper(ss)
+
+	md := s.scrape()
+	assert.Equal(t, int64(1), readErrors(t, md, "kfd"))
+	assert.Equal(t, int64(15), value(t, nodeResource(t, md), "gpu_devices_detected"))
+	md = s.scrape()
+	assert.Equal(t, int64(2), readErrors(t, md, "kfd"), "counted at each collection")
+	unjoined := logs.FilterMessageSnippet("belongs to no AMD GPU").All()
+	require.Len(t, unjoined, 1, "logged once")
+	assert.Contains(t, fmt.Sprint(unjoined[0].ContextMap()["error"]), "location_id 13059")
+}
+
+// TestAMDRASInaccessibleIsNoReadError: while a GPU is in reset its RAS count files answer
+// "Query currently inaccessible": the counts are absent for that collection, without a read
+// error (read-error alerts would page on every reset), and come back after it.
+func TestAMDRASInaccessibleIsNoReadError(t *testing.T) {
+	n := amdgpufixture.MI300X()
+	n.GPUs[0].RAS["umc"] = amdgpu.ErrcountRAS{Corrected: 3}
+	n.GPUs[0].Corrupt = map[string]string{"ras/umc_err_count": "Query currently inaccessible\n", "ras/gfx_err_count": "Query currently inaccessible\n"}
+	s, root, _ := amdNode(t, n)
+	md := s.scrape()
+	assert.Zero(t, readErrors(t, md, "ras"))
+	gpu0 := gpuResource(t, md, "0")
+	for _, dp := range points(gpu0, "gpu_ras_errors") {
+		block, _ := dp.Attributes().Get("block")
+		assert.NotContains(t, []string{"umc", "gfx"}, block.Str(), "an inaccessible count is absent")
+	}
+	assert.Equal(t, int64(0), value(t, gpu0, "gpu_ras_errors", "block", "sdma", "error_type", "uncorrected"), "the other blocks are read")
+	for _, dp := range points(gpu0, "gpu_health") {
+		cond, _ := dp.Attributes().Get("condition")
+		assert.NotEqual(t, "memory_ecc", cond.Str(), "no memory verdict without the umc count")
+	}
+
+	n.GPUs[0].Corrupt = nil
+	require.NoError(t, amdgpufixture.Write(root, n))
+	md = s.scrape()
+	assert.Zero(t, readErrors(t, md, "ras"))
+	assert.Equal(t, int64(3), value(t, gpuResource(t, md, "0"), "gpu_ras_errors", "block", "umc", "error_type", "corrected"))
 }
 
 func TestAMDProcessWithZeroVRAMIsReported(t *testing.T) {

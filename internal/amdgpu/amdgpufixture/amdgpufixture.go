@@ -45,7 +45,12 @@ type GPU struct {
 	UniqueID    uint64
 	// GPUID is the KFD gpu_id; partition p has GPUID+p.
 	GPUID uint32
-	// Partitions is the number of compute partitions (0 or 1: not partitioned; MI300X CPX: 8).
+	// Partitionable is a GPU the driver can partition (MI300 series: it has an XCP manager).
+	// The driver then registers MAX_XCP-1 (7) amdgpu_xcp platform devices for it at probe,
+	// each with a card and a render node, whatever the mode; a partition uses the first ones.
+	Partitionable bool
+	// Partitions is the number of compute partitions (0 or 1: not partitioned; MI300X CPX: 8,
+	// MI308X CPX: 4); more than one needs Partitionable.
 	Partitions int
 
 	BusyPercent, MemBusyPercent int
@@ -95,22 +100,41 @@ type Process struct {
 }
 
 // HwmonDir is GPU gpu's hwmon directory relative to its device directory: hwmon/hwmon<N>, N
-// its card number (the cards are numbered GPU by GPU, each GPU's partitions after it).
-func (n Node) HwmonDir(gpu int) string {
+// the GPU's index (hwmon devices are numbered as the driver registers them, GPU by GPU).
+func (Node) HwmonDir(gpu int) string { return hwmonDir(gpu) }
+
+func hwmonDir(gpu int) string { return "hwmon/hwmon" + strconv.Itoa(gpu) }
+
+// Card is GPU gpu's card directory relative to the root (sys/class/drm/card<N>): the cards are
+// numbered GPU by GPU, each GPU's PCI card then its amdgpu_xcp devices' cards.
+func (n Node) Card(gpu int) string {
 	minor := 0
 	for i := range gpu {
-		minor += max(1, n.GPUs[i].Partitions)
+		minor += n.GPUs[i].drmDevices()
 	}
-	return hwmonDir(minor)
+	return "sys/class/drm/card" + strconv.Itoa(minor)
 }
-
-func hwmonDir(cardMinor int) string { return "hwmon/hwmon" + strconv.Itoa(cardMinor) }
 
 // firstRenderMinor is the render node of the first DRM device (/dev/dri/renderD128).
 const firstRenderMinor = 128
 
+// xcpDevices is the number of amdgpu_xcp platform devices the driver registers for a
+// partitionable GPU: MAX_XCP-1 (amdgpu_xcp.c, amdgpu_xcp_dev_alloc, at torvalds/linux
+// a3f9e4bc1ec9d8f1e352eb7c1cbaea3168246be7), numbered across GPUs in probe order.
+const xcpDevices = 8 - 1
+
+// drmDevices is the number of DRM devices (cards, render nodes) a GPU takes: its PCI card and
+// its amdgpu_xcp devices.
+func (g *GPU) drmDevices() int {
+	if g.Partitionable {
+		return 1 + xcpDevices
+	}
+	return 1
+}
+
 // Write lays out n under root. Card and render numbers follow the kernel's order: each GPU's
-// PCI card, then its partitions' platform devices (amdgpu_xcp_N).
+// PCI card, then its amdgpu_xcp platform devices, whose first Partitions-1 carry partitions
+// 1 and up; the KFD has one node per partition.
 func Write(root string, n Node) error {
 	w := &writer{root: root}
 	w.file("dev/kfd", "")
@@ -129,24 +153,23 @@ func Write(root string, n Node) error {
 	for i := range n.GPUs {
 		g := &n.GPUs[i]
 		parts := max(1, g.Partitions)
+		if parts > 1 && !g.Partitionable {
+			return fmt.Errorf("GPU %s: %d partitions on a GPU that cannot be partitioned", g.PCIAddress, parts)
+		}
 		if g.Gone {
 			w.removeGPU(g, minor, node, xcp)
 		} else {
-			w.gpu(g, minor)
-		}
-		for p := range parts {
-			if p > 0 {
-				if !g.Gone {
-					w.partition(xcp, minor+p)
-				}
-				xcp++
+			w.gpu(g, i, minor)
+			for x := range g.drmDevices() - 1 {
+				w.xcpDevice(xcp+x, minor+1+x)
 			}
-			if !g.Gone {
-				w.kfdGPU(node, g, p, firstRenderMinor+minor+p)
+			for p := range parts {
+				w.kfdGPU(node+p, g, p, firstRenderMinor+minor+p)
 			}
-			node++
 		}
-		minor += parts
+		node += parts
+		minor += g.drmDevices()
+		xcp += g.drmDevices() - 1
 	}
 	for _, p := range n.Processes {
 		if p.GPU >= len(n.GPUs) {
@@ -199,17 +222,18 @@ func (w *writer) removeAll(rel string) {
 }
 
 // removeGPU takes away what the kernel removes when a GPU falls off the bus: its cards and
-// render nodes, its PCI device, its partitions' platform devices and its KFD nodes.
+// render nodes, its PCI device, its amdgpu_xcp platform devices and its KFD nodes.
 func (w *writer) removeGPU(g *GPU, minor, node, xcp int) {
-	parts := max(1, g.Partitions)
 	w.removeAll("sys/bus/pci/devices/" + g.PCIAddress)
-	for p := range parts {
-		w.removeAll(fmt.Sprintf("sys/class/drm/card%d", minor+p))
-		w.removeAll(fmt.Sprintf("sys/class/drm/renderD%d", firstRenderMinor+minor+p))
-		w.removeAll(fmt.Sprintf("sys/class/kfd/kfd/topology/nodes/%d", node+p))
-		if p > 0 {
-			w.removeAll("sys/devices/platform/amdgpu_xcp_" + strconv.Itoa(xcp+p-1))
+	for m := range g.drmDevices() {
+		w.removeAll(fmt.Sprintf("sys/class/drm/card%d", minor+m))
+		w.removeAll(fmt.Sprintf("sys/class/drm/renderD%d", firstRenderMinor+minor+m))
+		if m > 0 {
+			w.removeAll("sys/devices/platform/amdgpu_xcp_" + strconv.Itoa(xcp+m-1))
 		}
+	}
+	for p := range max(1, g.Partitions) {
+		w.removeAll(fmt.Sprintf("sys/class/kfd/kfd/topology/nodes/%d", node+p))
 	}
 }
 
@@ -227,8 +251,9 @@ func (w *writer) symlink(target, rel string) {
 
 func u64(v uint64) string { return strconv.FormatUint(v, 10) + "\n" }
 
-// gpu writes a physical GPU: its PCI device directory, the card and render node linking to it.
-func (w *writer) gpu(g *GPU, minor int) {
+// gpu writes physical GPU number gpu: its PCI device directory, the card and render node
+// linking to it.
+func (w *writer) gpu(g *GPU, gpu, minor int) {
 	dev := "sys/bus/pci/devices/" + g.PCIAddress
 	card := fmt.Sprintf("sys/class/drm/card%d", minor)
 	w.symlink("../../../bus/pci/devices/"+g.PCIAddress, card+"/device")
@@ -266,7 +291,7 @@ func (w *writer) gpu(g *GPU, minor int) {
 	for block, c := range g.RAS {
 		put("ras/"+block+"_err_count", fmt.Sprintf("ue: %d\nce: %d\n", c.Uncorrected, c.Corrected))
 	}
-	hw := hwmonDir(minor) + "/"
+	hw := hwmonDir(gpu) + "/"
 	put(hw+"name", "amdgpu\n")
 	temps := []struct {
 		label string
@@ -327,9 +352,9 @@ func dpm(levels []int, current int) string {
 	return b.String()
 }
 
-// partition writes a compute partition's platform device (amdgpu_xcp_N, the name from kernel
-// 6.5 on) with its card and render node.
-func (w *writer) partition(xcp, minor int) {
+// xcpDevice writes amdgpu_xcp platform device number xcp (the name from kernel 6.5 on) with
+// its card and render node.
+func (w *writer) xcpDevice(xcp, minor int) {
 	name := "amdgpu_xcp_" + strconv.Itoa(xcp)
 	dev := "sys/devices/platform/" + name
 	w.file(dev+"/uevent", "MODALIAS=platform:"+name+"\n")
@@ -345,14 +370,27 @@ func (w *writer) kfdNode(node int, gpuID uint32, properties string) {
 
 // kfdGPU writes partition p's KFD node: the properties the KFD prints for an MI300X
 // (kfd_topology.c, node_show), those the reader uses with real values and a few others as
-// context. Partitions share the GPU's PCI location.
+// context. As kfd_topology_add_device does, a partitioned GPU's nodes carry the partition
+// index ORed into location_id (2560 to 2563 for the four of 0000:0a:00.0) and the GPU's
+// unique_id.
 func (w *writer) kfdGPU(node int, g *GPU, p, renderMinor int) {
-	var domain, bus, dev, fn int
-	if _, err := fmt.Sscanf(g.PCIAddress, "%x:%x:%x.%x", &domain, &bus, &dev, &fn); err != nil && w.err == nil {
-		w.err = fmt.Errorf("PCI address %q: %w", g.PCIAddress, err)
+	domain, devID, err := amdgpu.ParsePCIAddress(g.PCIAddress)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	location := devID
+	if g.Partitions > 1 {
+		location |= uint32(p)
 	}
 	deviceID, _ := strconv.ParseUint(g.PCIDeviceID, 16, 16)
+	// An MI300X has 8 XCDs of 38 CUs (152 SIMDs), an MI308X 4 of 20 (80 SIMDs): the
+	// simd_count and num_xcc of the captures in internal/amdgpu/testdata.
+	xcds, simds := 8, 152
+	if g.PCIDeviceID == "74a2" {
+		xcds, simds = 4, 80
+	}
+	parts := max(1, g.Partitions)
 	props := fmt.Sprintf("cpu_cores_count 0\nsimd_count %d\nmem_banks_count 1\nvendor_id 4098\ndevice_id %d\nlocation_id %d\ndomain %d\ndrm_render_minor %d\nunique_id %d\nnum_xcc %d\n",
-		1216/max(1, g.Partitions), deviceID, bus<<8|dev<<3|fn, domain, renderMinor, g.UniqueID, 8/max(1, g.Partitions))
+		simds*xcds/parts, deviceID, location, domain, renderMinor, g.UniqueID, xcds/parts)
 	w.kfdNode(node, g.GPUID+uint32(p), props)
 }

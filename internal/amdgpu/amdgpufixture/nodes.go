@@ -49,12 +49,13 @@ func MI300XGPU(i, busy int) GPU {
 	const vram = 192 << 30
 	power := uint64(140+busy*5) * 1e6 // µW: 140 W idle to 640 W busy
 	return GPU{
-		PCIAddress:  fmt.Sprintf("0000:%02x:00.0", buses[i%len(buses)]),
-		PCIDeviceID: "74a1",
-		ProductName: "AMD Instinct MI300X OAM",
-		UniqueID:    0x4b7a3c1e9d2f0500 + uint64(i),
-		GPUID:       uint32(10000 + 1000*i),
-		BusyPercent: busy, MemBusyPercent: busy / 2,
+		PCIAddress:    fmt.Sprintf("0000:%02x:00.0", buses[i%len(buses)]),
+		PCIDeviceID:   "74a1",
+		ProductName:   "AMD Instinct MI300X OAM",
+		UniqueID:      0x4b7a3c1e9d2f0500 + uint64(i),
+		GPUID:         uint32(10000 + 1000*i),
+		Partitionable: true,
+		BusyPercent:   busy, MemBusyPercent: busy / 2,
 		VRAMTotal: vram, VRAMUsed: uint64(vram/100) * uint64(busy/2+1),
 		LinkSpeed: "32.0 GT/s PCIe", MaxLinkSpeed: "32.0 GT/s PCIe", LinkWidth: 16, MaxLinkWidth: 16,
 		SclkLevelsMHz: []int{500, 1420, 2100}, SclkLevel: 1,
@@ -94,16 +95,46 @@ func MI300X() Node {
 }
 
 // MI300XCPX is an MI300X node whose GPUs are in CPX mode: 8 partitions each, 64 in all.
-func MI300XCPX(gpus int) Node {
+func MI300XCPX(gpus int) Node { return MI300XPartitioned(gpus, 8) }
+
+// MI300XPartitioned is an MI300X node whose GPUs have partitions partitions each (1 SPX, 2
+// DPX, 4 QPX, 8 CPX), a process on partition 0 and one on partition 3 (the last one in DPX).
+func MI300XPartitioned(gpus, partitions int) Node {
 	n := Node{CPUNodes: 2, DriverVersion: "6.10.5", KernelRelease: "6.8.0-49-generic"}
 	for i := range gpus {
 		g := MI300XGPU(i, 50)
-		g.Partitions = 8
+		g.Partitions = partitions
 		n.GPUs = append(n.GPUs, g)
 	}
 	n.Processes = []Process{
 		{PID: 4242, GPU: 0, Partition: 0, VRAMBytes: 10 << 30},
-		{PID: 4343, GPU: 0, Partition: 3, VRAMBytes: 12 << 30},
+		{PID: 4343, GPU: 0, Partition: min(3, partitions-1), VRAMBytes: 12 << 30},
+	}
+	return n
+}
+
+// MI308XGPU is MI308X number i of a node: an MI300X with 4 XCDs (80 CUs), its PCI addresses
+// and unique_ids those of the MI308X node whose KFD topology ROCm/k8s-device-plugin captured
+// (testdata/topology-parsing-mi308, see internal/amdgpu/testdata), in 2 PCI domains.
+func MI308XGPU(i, busy int) GPU {
+	addresses := []string{"0000:0a:00.0", "0000:80:00.0", "0000:a4:00.0", "0000:c8:00.0", "0001:0b:00.0", "0001:81:00.0", "0001:a5:00.0", "0001:c9:00.0"}
+	uniqueIDs := []uint64{598046273873802902, 11803749423592941193, 10187445671099294242, 9604994527082705072, 17466021589395472075, 1044926823201815193, 13372828617950681944, 6576958293045616595}
+	g := MI300XGPU(i, busy)
+	g.PCIAddress, g.UniqueID = addresses[i%len(addresses)], uniqueIDs[i%len(uniqueIDs)]
+	g.PCIDeviceID, g.ProductName = "74a2", "AMD Instinct MI308X OAM"
+	g.GPUID = uint32(30000 + 1000*i)
+	return g
+}
+
+// MI308XPartitioned is an 8-GPU MI308X node whose GPUs have partitions partitions each (1 SPX,
+// 2 DPX, 4 CPX), with a process on each GPU's last partition.
+func MI308XPartitioned(partitions int) Node {
+	n := Node{CPUNodes: 2, DriverVersion: "6.10.5", KernelRelease: "6.8.0-49-generic"}
+	for i := range 8 {
+		g := MI308XGPU(i, 40)
+		g.Partitions = partitions
+		n.GPUs = append(n.GPUs, g)
+		n.Processes = append(n.Processes, Process{PID: 6000 + i, GPU: i, Partition: partitions - 1, VRAMBytes: uint64(i+1) << 30})
 	}
 	return n
 }
