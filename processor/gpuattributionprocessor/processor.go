@@ -548,7 +548,8 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 			if _, zombie := inv.zombies[c.id]; zombie || decided[t.gpu] || !c.task {
 				return
 			}
-			if source != SourcePodResources && (byKubelet[t.gpu] || allocated[c] != nil && !allocated[c][t.gpu]) {
+			// The kubelet's GPUs are its alone; a container it gave GPUs gets no other.
+			if own, held := allocated[c]; source != SourcePodResources && (byKubelet[t.gpu] || held && !own[t.gpu]) {
 				return
 			}
 			// A task holds a target once, under the first claim that names it.

@@ -147,8 +147,8 @@ func (w *window) assertRight(t *testing.T, what string) {
 }
 
 // kubeletGPUs is the kubelet's allocation as GPU UUIDs by "namespace/pod" (a replica or a MIG
-// slice as its GPU's), with what adds.
-func kubeletGPUs(t *testing.T, add map[string][]string) map[string][]string {
+// slice as its GPU's).
+func kubeletGPUs(t *testing.T) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
 	for key, ids := range allocations(t) {
@@ -164,9 +164,6 @@ func kubeletGPUs(t *testing.T, add map[string][]string) map[string][]string {
 			}
 		}
 	}
-	for pod, uuids := range add {
-		out[pod] = append(out[pod], uuids...)
-	}
 	return out
 }
 
@@ -176,8 +173,10 @@ func apply(t *testing.T, manifest string) {
 	require.NoError(t, err, out)
 }
 
-func deletePod(t *testing.T, namespace, name string) {
+// deletePod deletes a pod of research, the namespace of the workload's jobs, and waits until it is gone.
+func deletePod(t *testing.T, name string) {
 	t.Helper()
+	const namespace = "research"
 	err := node.Admin.CoreV1().Pods(namespace).Delete(t.Context(), name, metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {
 		return
@@ -204,9 +203,9 @@ func testEnvironmentNamesGPU(t *testing.T, w *workload) {
 	erin, err := node.Admin.CoreV1().Pods("research").Get(t.Context(), "sweep-3", metav1.GetOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		deletePod(t, "research", "snoop")
-		deletePod(t, "research", "crasher")
-		deletePod(t, "research", "one-shot")
+		deletePod(t, "snoop")
+		deletePod(t, "crasher")
+		deletePod(t, "one-shot")
 		erin.ObjectMeta = metav1.ObjectMeta{Name: erin.Name, Namespace: erin.Namespace, Labels: erin.Labels}
 		erin.Spec.NodeName, erin.Status = "", corev1.PodStatus{}
 		_, createErr := node.Admin.CoreV1().Pods("research").Create(t.Context(), erin, metav1.CreateOptions{})
@@ -215,13 +214,13 @@ func testEnvironmentNamesGPU(t *testing.T, w *workload) {
 		delete(w.pids, "research/sweep-3/trainer")
 		erinOnGPU4(t, "after the pods that took GPU 4")
 	})
-	deletePod(t, "research", "sweep-3") // GPU 4 free
+	deletePod(t, "sweep-3") // GPU 4 free
 	apply(t, fmt.Sprintf(snoopManifest, gpus[4].UUID))
 	waitRunning(t, "research", "snoop")
 
 	apply(t, fmt.Sprintf(gpuPodManifest, "crasher", "Always", 12, 1))
 	waitRunning(t, "research", "crasher")
-	allowed := kubeletGPUs(t, nil)
+	allowed := kubeletGPUs(t)
 	require.Equal(t, []string{gpus[4].UUID}, allowed["research/crasher"], "the crashing pod holds GPU 4")
 	// Two crashes and their back-off (10 s, then 20 s).
 	win := watch(t, 50*time.Second, allowed, nil)
@@ -232,11 +231,11 @@ func testEnvironmentNamesGPU(t *testing.T, w *workload) {
 	assert.Positive(t, crasher.Status.ContainerStatuses[0].RestartCount, "the holder crashed and backed off in the window")
 	assert.Positive(t, win.held["crasher on "+gpus[4].UUID], "the holder on its GPU while it ran")
 	assert.Zero(t, win.held["snoop on "+gpus[4].UUID])
-	deletePod(t, "research", "crasher")
+	deletePod(t, "crasher")
 
 	apply(t, fmt.Sprintf(gpuPodManifest, "one-shot", "Never", 20, 0))
 	waitRunning(t, "research", "one-shot")
-	allowed = kubeletGPUs(t, nil)
+	allowed = kubeletGPUs(t)
 	require.Equal(t, []string{gpus[4].UUID}, allowed["research/one-shot"], "the one-shot pod holds GPU 4")
 	// It runs 20 s, then ended for 30 s (more than two refreshes of the agent).
 	win = watch(t, 50*time.Second, allowed, nil)
@@ -254,7 +253,7 @@ func testEnvironmentNamesGPU(t *testing.T, w *workload) {
 // and the counter say the kubelet was not ready, and it resumes once the API server continues.
 func testKubeletRestartStalledAPIServer(t *testing.T) {
 	erinOnGPU4(t, "before")
-	allowed := kubeletGPUs(t, nil)
+	allowed := kubeletGPUs(t)
 	registrations := node.Plugin.Registrations()
 	apiserver := node.APIServerPID()
 	continued := false
@@ -296,7 +295,7 @@ func testKubeletStopped(t *testing.T) {
 	})
 	rolledOut(t, "daemonset/otelcol-gpu-agent")
 	erinOnGPU4(t, "with zombie_after 15s")
-	allowed := kubeletGPUs(t, nil)
+	allowed := kubeletGPUs(t)
 	registrations := node.Plugin.Registrations()
 	started := false
 	t.Cleanup(func() {
