@@ -112,7 +112,8 @@ type Client struct {
 	snapshot    *Snapshot
 	allocatable map[string]map[string]struct{} // resource -> ids, every answer's
 	failing     bool
-	// seen: the kubelet answered once, or its socket existed at a failed refresh.
+	// seen: the kubelet answered once, or its socket existed when the client was made or at a
+	// failed refresh.
 	seen bool
 
 	calls, failures atomic.Int64
@@ -128,7 +129,11 @@ func New(set Settings) (*Client, error) {
 		set.Logger = zap.NewNop()
 	}
 	set.Clock = clock.OrReal(set.Clock)
-	return &Client{set: set}, nil
+	c := &Client{set: set}
+	// A socket that is there before the first call is a kubelet's, answering or not.
+	_, err := os.Stat(set.Socket)
+	c.seen = err == nil
+	return c, nil
 }
 
 // Start asks the kubelet now and then on every refresh interval, in the background.
@@ -153,6 +158,13 @@ func (c *Client) Snapshot() *Snapshot {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.snapshot
+}
+
+// Asked tells whether a refresh has run.
+func (c *Client) Asked() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.snapshot != nil || c.failing
 }
 
 // Answering tells whether the latest refresh got an answer.

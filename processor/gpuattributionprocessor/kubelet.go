@@ -47,6 +47,11 @@ func (n *node) judgeKubelet(now time.Time, inv *inventory) *kubeletView {
 	if n.kubelet == nil || !n.kubelet.Seen() {
 		return nil
 	}
+	if !n.kubelet.Asked() {
+		// The node's first refresh runs beside the client's first call: the kubelet's GPUs are
+		// unknown until it answers, and there is nothing to judge yet.
+		return &kubeletView{unknownInventory: true}
+	}
 	st := &n.kubeletState
 	latest := n.kubelet.Snapshot()
 	answering := n.kubelet.Answering()

@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources/podresourcestest"
 )
 
@@ -120,8 +121,10 @@ func TestKubeletRestartListsNoPods(t *testing.T) {
 
 			e.kubelet.SetPods(staticPod)
 			e.kubelet.SetAllocatable()
-			for i := range 12 { // an hour, far past zombie_after
-				e.advance(5 * time.Minute)
+			// 48 minutes, far past zombie_after (and short of the refresh loops' hour, so that
+			// only the test refreshes).
+			for i := range 12 {
+				e.advance(4 * time.Minute)
 				e.askKubelet()
 				v := e.view(batch)
 				assert.Contains(t, v.util, "grace~queued|6", "the last complete answer stands")
@@ -280,4 +283,28 @@ func TestAllocatableRemembered(t *testing.T) {
 	v := e.view(batch)
 	assert.NotContains(t, v.util, "frank~sweep|5", "GPU 5 is the kubelet's to give, though its last answer listed no GPU")
 	assert.Contains(t, v.util, "heidi~odd|7")
+}
+
+// TestKubeletNotAskedYet: the node's first refresh runs beside the kubelet client's first call.
+// Before the kubelet has answered, a GPU it may manage is nobody's: not erin's, whose environment
+// names GPU 5 (the real node showed the environment's guess in the agent's first batch).
+func TestKubeletNotAskedYet(t *testing.T) {
+	batch := gpuBatch(t, scenario)
+	ids := idsOf(batch)
+	e := newTestEnv(t, testHost(), kubeletWithAgent(t, ids))
+	// A client made, its first call not run yet.
+	fresh, err := podresources.New(podresources.Settings{Socket: e.kubelet.Socket, RefreshInterval: time.Hour, Timeout: time.Second})
+	require.NoError(t, err)
+	e.attr.node.kubelet = fresh
+	e.refresh()
+	v := e.view(batch)
+	assert.Empty(t, v.util, "no holder before the kubelet's first answer")
+	assert.Equal(t, 0.0, v.ready["gpu-node-07||"].value)
+	assert.Empty(t, e.logs.FilterMessageSnippet("not ready").All(), "nothing to log yet")
+
+	fresh.Refresh()
+	e.refresh()
+	v = e.view(batch)
+	assert.Contains(t, v.util, "grace~queued|6", "its first answer decides")
+	assert.Equal(t, 1.0, v.ready["gpu-node-07||"].value)
 }

@@ -6,6 +6,7 @@
 package realnode_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,9 +17,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 )
@@ -116,7 +120,7 @@ func (w *window) check(p page, allowed map[string][]string) {
 				ok = ok || uuid == s.labels["uuid"]
 			}
 			if !ok {
-				w.wrong = append(w.wrong, s.String())
+				w.wrong = append(w.wrong, fmt.Sprintf("scrape %d at %s: %s", w.scrapes, time.Now().Format(time.TimeOnly), s))
 			}
 		}
 	}
@@ -147,10 +151,13 @@ func (w *window) assertRight(t *testing.T, what string) {
 }
 
 // kubeletGPUs is the kubelet's allocation as GPU UUIDs by "namespace/pod" (a replica or a MIG
-// slice as its GPU's).
+// slice as its GPU's; a DRA claim as the DRA driver's GPU, the only one it serves).
 func kubeletGPUs(t *testing.T) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
+	for _, pod := range draClaimants(t) {
+		out[pod] = append(out[pod], gpus[draGPU].UUID)
+	}
 	for key, ids := range allocations(t) {
 		parts := strings.Split(key, "/")
 		pod := parts[0] + "/" + parts[1]
@@ -177,13 +184,15 @@ func apply(t *testing.T, manifest string) {
 func deletePod(t *testing.T, name string) {
 	t.Helper()
 	const namespace = "research"
-	err := node.Admin.CoreV1().Pods(namespace).Delete(t.Context(), name, metav1.DeleteOptions{})
+	// Not t.Context(): it is canceled before the cleanups that call this run.
+	ctx := context.WithoutCancel(t.Context())
+	err := node.Admin.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {
 		return
 	}
 	require.NoError(t, err)
 	poll.Until(t, time.Minute, fmt.Sprintf("%s/%s to be deleted", namespace, name), func() bool {
-		_, getErr := node.Admin.CoreV1().Pods(namespace).Get(t.Context(), name, metav1.GetOptions{})
+		_, getErr := node.Admin.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(getErr)
 	})
 }
@@ -208,12 +217,15 @@ func testEnvironmentNamesGPU(t *testing.T, w *workload) {
 		deletePod(t, "one-shot")
 		erin.ObjectMeta = metav1.ObjectMeta{Name: erin.Name, Namespace: erin.Namespace, Labels: erin.Labels}
 		erin.Spec.NodeName, erin.Status = "", corev1.PodStatus{}
-		_, createErr := node.Admin.CoreV1().Pods("research").Create(t.Context(), erin, metav1.CreateOptions{})
+		_, createErr := node.Admin.CoreV1().Pods("research").Create(context.WithoutCancel(t.Context()), erin, metav1.CreateOptions{})
 		require.NoError(t, createErr)
 		waitRunning(t, "research", "sweep-3")
 		delete(w.pids, "research/sweep-3/trainer")
 		erinOnGPU4(t, "after the pods that took GPU 4")
 	})
+	// erin's series of GPU 4 end at the agent's next collection after her pod is gone: the
+	// allocation before the window counts as the kubelet's too.
+	before := kubeletGPUs(t)
 	deletePod(t, "sweep-3") // GPU 4 free
 	apply(t, fmt.Sprintf(snoopManifest, gpus[4].UUID))
 	waitRunning(t, "research", "snoop")
@@ -222,6 +234,7 @@ func testEnvironmentNamesGPU(t *testing.T, w *workload) {
 	waitRunning(t, "research", "crasher")
 	allowed := kubeletGPUs(t)
 	require.Equal(t, []string{gpus[4].UUID}, allowed["research/crasher"], "the crashing pod holds GPU 4")
+	allowed["research/sweep-3"] = before["research/sweep-3"]
 	// Two crashes and their back-off (10 s, then 20 s).
 	win := watch(t, 50*time.Second, allowed, nil)
 	win.assertRight(t, "a holder in crash back-off")
@@ -337,4 +350,25 @@ func kubeletBack(t *testing.T, registrations int) {
 		t.Fatalf("waited %s for the kubelet to be back: %v; its log:\n%s", within, err, node.Log("kubelet", 30))
 	}
 	erinOnGPU4(t, "after the kubelet is back")
+}
+
+// draClaimants are the pods ("namespace/pod") with a DRA claim in the kubelet's List.
+func draClaimants(t *testing.T) []string {
+	t.Helper()
+	conn, err := grpc.NewClient("unix://"+node.HostPath("/var/lib/kubelet/pod-resources/kubelet.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	resp, err := podresourcesv1.NewPodResourcesListerClient(conn).List(ctx, &podresourcesv1.ListPodResourcesRequest{})
+	require.NoError(t, err, "the kubelet's pod-resources List")
+	var out []string
+	for _, p := range resp.GetPodResources() {
+		for _, c := range p.GetContainers() {
+			if len(c.GetDynamicResources()) > 0 {
+				out = append(out, p.GetNamespace()+"/"+p.GetName())
+			}
+		}
+	}
+	return out
 }
