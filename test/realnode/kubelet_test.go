@@ -211,17 +211,22 @@ func testKubeletAsItBehaves(t *testing.T, w *workload) {
 func testEnvironmentNamesGPU(t *testing.T, w *workload) {
 	erin, err := node.Admin.CoreV1().Pods("research").Get(t.Context(), "sweep-3", metav1.GetOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() {
+	erin.ObjectMeta = metav1.ObjectMeta{Name: erin.Name, Namespace: erin.Namespace, Labels: erin.Labels}
+	erin.Spec.NodeName, erin.Status = "", corev1.PodStatus{}
+	restored := false
+	restore := func() {
+		restored = true
 		deletePod(t, "snoop")
 		deletePod(t, "crasher")
 		deletePod(t, "one-shot")
-		erin.ObjectMeta = metav1.ObjectMeta{Name: erin.Name, Namespace: erin.Namespace, Labels: erin.Labels}
-		erin.Spec.NodeName, erin.Status = "", corev1.PodStatus{}
+		// Not t.Context(): a cleanup runs after it is canceled.
 		_, createErr := node.Admin.CoreV1().Pods("research").Create(context.WithoutCancel(t.Context()), erin, metav1.CreateOptions{})
 		require.NoError(t, createErr)
-		waitRunning(t, "research", "sweep-3")
-		delete(w.pids, "research/sweep-3/trainer")
-		erinOnGPU4(t, "after the pods that took GPU 4")
+	}
+	t.Cleanup(func() {
+		if !restored {
+			restore()
+		}
 	})
 	// erin's series of GPU 4 end at the agent's next collection after her pod is gone: the
 	// allocation before the window counts as the kubelet's too.
@@ -258,6 +263,11 @@ func testEnvironmentNamesGPU(t *testing.T, w *workload) {
 	assert.Equal(t, "Succeeded", string(oneShot.Status.Phase), "the one-shot pod ended in the window")
 	assert.Positive(t, win.held["one-shot on "+gpus[4].UUID], "the one-shot pod on its GPU while it ran")
 	assert.Zero(t, win.held["snoop on "+gpus[4].UUID])
+
+	restore()
+	waitRunning(t, "research", "sweep-3")
+	delete(w.pids, "research/sweep-3/trainer")
+	erinOnGPU4(t, "after the pods that took GPU 4")
 }
 
 // testKubeletRestartStalledAPIServer: the API server stopped (SIGSTOP, 35 s: more than three
