@@ -52,7 +52,7 @@ spec:
 `
 
 // gpuPod holds one GPU: running for 12 s (more than the agent's refresh) then failing
-// (restartPolicy Always: crash back-off), or running for 20 s and ending (Never: a one-shot job).
+// (restartPolicy Always: crash back-off), or running for 40 s and ending (Never: a one-shot job).
 const gpuPodManifest = `apiVersion: v1
 kind: Pod
 metadata: {name: %s, namespace: research}
@@ -251,12 +251,15 @@ func testEnvironmentNamesGPU(t *testing.T, w *workload) {
 	assert.Zero(t, win.held["snoop on "+gpus[4].UUID])
 	deletePod(t, "crasher")
 
-	apply(t, fmt.Sprintf(gpuPodManifest, "one-shot", "Never", 20, 0))
+	apply(t, fmt.Sprintf(gpuPodManifest, "one-shot", "Never", 40, 0))
 	waitRunning(t, "research", "one-shot")
+	crasherGPUs := allowed["research/crasher"] // its series end at the agent's next collection
 	allowed = kubeletGPUs(t)
 	require.Equal(t, []string{gpus[4].UUID}, allowed["research/one-shot"], "the one-shot pod holds GPU 4")
-	// It runs 20 s, then ended for 30 s (more than two refreshes of the agent).
-	win = watch(t, 50*time.Second, allowed, nil)
+	allowed["research/crasher"] = crasherGPUs
+	// It runs 40 s (its container is named once the kubelet's log layout is read again), then
+	// has ended for 30 s (three refreshes of the agent).
+	win = watch(t, 70*time.Second, allowed, nil)
 	win.assertRight(t, "a one-shot pod that ended")
 	oneShot, err := node.Admin.CoreV1().Pods("research").Get(t.Context(), "one-shot", metav1.GetOptions{})
 	require.NoError(t, err)
