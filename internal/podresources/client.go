@@ -13,8 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,8 +83,10 @@ type Snapshot struct {
 	// KubeletPodResourcesDynamicResources gate, on by default since 1.34); containers without
 	// any are absent.
 	Claims map[ContainerKey][]Claim
-	// Allocatable are the devices the kubelet can hand out, read at the first answer and after
-	// each recovery (they change only when a device plugin does).
+	// Allocatable are every device the kubelet listed as allocatable in any answer since the
+	// client started, by resource, sorted: right after a restart the kubelet lists none until
+	// each device plugin registers again, and forgetting them would forget which devices are
+	// the kubelet's to hand out.
 	Allocatable []Device
 }
 
@@ -106,8 +110,11 @@ type Client struct {
 
 	mu          sync.RWMutex
 	snapshot    *Snapshot
-	allocatable []Device
+	allocatable map[string]map[string]struct{} // resource -> ids, every answer's
 	failing     bool
+	// seen: the kubelet answered once, or its socket existed when the client was made or at a
+	// failed refresh.
+	seen bool
 
 	calls, failures atomic.Int64
 	closeOnce       sync.Once
@@ -122,7 +129,11 @@ func New(set Settings) (*Client, error) {
 		set.Logger = zap.NewNop()
 	}
 	set.Clock = clock.OrReal(set.Clock)
-	return &Client{set: set}, nil
+	c := &Client{set: set}
+	// A socket that is there before the first call is a kubelet's, answering or not.
+	_, err := os.Stat(set.Socket)
+	c.seen = err == nil
+	return c, nil
 }
 
 // Start asks the kubelet now and then on every refresh interval, in the background.
@@ -140,20 +151,44 @@ func (c *Client) Close() {
 	})
 }
 
-// Snapshot is the kubelet's last answer, or nil when the last refresh failed (or none ran yet):
-// the caller then falls back to its next source rather than trust an old allocation.
+// Snapshot is the kubelet's last answer, however old (Answering tells whether the latest
+// refresh got it), or nil before the first: whether an answer is still to be trusted is the
+// caller's to judge.
 func (c *Client) Snapshot() *Snapshot {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.snapshot
 }
 
+// Asked tells whether a refresh has run.
+func (c *Client) Asked() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.snapshot != nil || c.failing
+}
+
+// Answering tells whether the latest refresh got an answer.
+func (c *Client) Answering() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.snapshot != nil && !c.failing
+}
+
+// Seen tells whether this node has a kubelet: it answered once, or its socket exists (a
+// kubelet that stopped, or that does not answer yet). A node without one (make run on a
+// workstation) has neither.
+func (c *Client) Seen() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.seen
+}
+
 // Calls is how many calls were made to the kubelet; Failures how many refreshes failed.
 func (c *Client) Calls() int64    { return c.calls.Load() }
 func (c *Client) Failures() int64 { return c.failures.Load() }
 
-// Refresh asks the kubelet once: List every time, GetAllocatableResources only while it is not
-// known (first answer, after a failure).
+// Refresh asks the kubelet once: GetAllocatableResources (added to what it listed before) and
+// List. A failure keeps the last answer.
 func (c *Client) Refresh() {
 	ctx, cancel := context.WithTimeout(context.Background(), c.set.Timeout)
 	defer cancel()
@@ -162,15 +197,16 @@ func (c *Client) Refresh() {
 	defer c.mu.Unlock()
 	if err != nil {
 		c.failures.Add(1)
-		c.snapshot, c.allocatable = nil, nil
+		_, statErr := os.Stat(c.set.Socket)
+		missing := errors.Is(statErr, fs.ErrNotExist)
+		c.seen = c.seen || !missing
 		if !c.failing {
 			c.failing = true
-			if _, statErr := os.Stat(c.set.Socket); errors.Is(statErr, fs.ErrNotExist) {
+			if missing && c.snapshot == nil {
 				// Not a Kubernetes node (make run on a workstation), or the socket is not mounted.
-				c.set.Logger.Info("No kubelet pod-resources socket: GPU allocations come from the next source", zap.String("socket", c.set.Socket))
+				c.set.Logger.Info("No kubelet pod-resources socket: GPU allocations come from the other sources", zap.String("socket", c.set.Socket))
 			} else {
-				c.set.Logger.Warn("The kubelet's pod-resources API does not answer: GPU allocations come from the next source until it does",
-					zap.String("socket", c.set.Socket), zap.Error(err))
+				c.set.Logger.Warn("The kubelet's pod-resources API does not answer", zap.String("socket", c.set.Socket), zap.Error(err))
 			}
 		}
 		return
@@ -179,6 +215,7 @@ func (c *Client) Refresh() {
 		c.failing = false
 		c.set.Logger.Info("The kubelet's pod-resources API answers again", zap.String("socket", c.set.Socket))
 	}
+	c.seen = true
 	c.snapshot = snap
 }
 
@@ -218,23 +255,14 @@ func (c *Client) list(ctx context.Context) (*Snapshot, error) {
 	}
 	defer conn.Close()
 	lister := v1.NewPodResourcesListerClient(conn)
-	c.mu.RLock()
-	allocatable := c.allocatable
-	c.mu.RUnlock()
-	if allocatable == nil {
-		c.calls.Add(1)
-		resp, allocErr := lister.GetAllocatableResources(ctx, &v1.AllocatableResourcesRequest{})
-		if allocErr != nil {
-			return nil, fmt.Errorf("GetAllocatableResources: %w", allocErr)
-		}
-		allocatable = devices(resp.GetDevices())
-		if allocatable == nil {
-			allocatable = []Device{}
-		}
-		c.mu.Lock()
-		c.allocatable = allocatable
-		c.mu.Unlock()
+	// Asked every time: a device plugin registers after the kubelet's start (and after the
+	// agent's), and the kubelet answers from memory.
+	c.calls.Add(1)
+	allocResp, err := lister.GetAllocatableResources(ctx, &v1.AllocatableResourcesRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("GetAllocatableResources: %w", err)
 	}
+	allocatable := c.addAllocatable(devices(allocResp.GetDevices()))
 	c.calls.Add(1)
 	resp, err := lister.List(ctx, &v1.ListPodResourcesRequest{})
 	if err != nil {
@@ -261,6 +289,31 @@ func (c *Client) list(ctx context.Context) (*Snapshot, error) {
 		}
 	}
 	return snap, nil
+}
+
+// addAllocatable adds an answer's allocatable devices to those of the earlier answers and
+// returns them all.
+func (c *Client) addAllocatable(answer []Device) []Device {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.allocatable == nil {
+		c.allocatable = map[string]map[string]struct{}{}
+	}
+	for _, d := range answer {
+		ids := c.allocatable[d.Resource]
+		if ids == nil {
+			ids = map[string]struct{}{}
+			c.allocatable[d.Resource] = ids
+		}
+		for _, id := range d.IDs {
+			ids[id] = struct{}{}
+		}
+	}
+	all := make([]Device, 0, len(c.allocatable))
+	for _, resource := range slices.Sorted(maps.Keys(c.allocatable)) {
+		all = append(all, Device{Resource: resource, IDs: slices.Sorted(maps.Keys(c.allocatable[resource]))})
+	}
+	return all
 }
 
 func devices(in []*v1.ContainerDevices) []Device {

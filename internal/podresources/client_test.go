@@ -98,9 +98,29 @@ func TestListAndAllocatable(t *testing.T) {
 	assert.Equal(t, []Device{{Resource: gpu, IDs: []string{"GPU-a", "GPU-b"}}}, snap.Allocatable)
 
 	c.Refresh()
-	assert.Equal(t, 1, srv.Calls("GetAllocatableResources"), "allocatable is read once while the kubelet answers")
+	assert.Equal(t, 2, srv.Calls("GetAllocatableResources"), "allocatable is read at every refresh: a device plugin registers late")
 	assert.Equal(t, 2, srv.Calls("List"))
-	assert.EqualValues(t, 3, c.Calls())
+	assert.EqualValues(t, 4, c.Calls())
+	assert.True(t, c.Answering())
+	assert.True(t, c.Seen())
+}
+
+// TestAllocatableRemembered: a restarted kubelet lists no allocatable device until its device
+// plugins register again; the devices it listed before stay in every snapshot's Allocatable,
+// and those it lists later join them.
+func TestAllocatableRemembered(t *testing.T) {
+	srv := startServer(t)
+	srv.SetAllocatable(&v1.ContainerDevices{ResourceName: gpu, DeviceIds: []string{"GPU-b", "GPU-a"}})
+	c, _ := newClient(t, srv.Socket, 5*time.Second)
+	c.Refresh()
+
+	srv.SetAllocatable()
+	c.Refresh()
+	assert.Equal(t, []Device{{Resource: gpu, IDs: []string{"GPU-a", "GPU-b"}}}, c.Snapshot().Allocatable)
+
+	srv.SetAllocatable(&v1.ContainerDevices{ResourceName: gpu, DeviceIds: []string{"GPU-c"}}, &v1.ContainerDevices{ResourceName: "amd.com/gpu", DeviceIds: []string{"0000:c1:00.0"}})
+	c.Refresh()
+	assert.Equal(t, []Device{{Resource: "amd.com/gpu", IDs: []string{"0000:c1:00.0"}}, {Resource: gpu, IDs: []string{"GPU-a", "GPU-b", "GPU-c"}}}, c.Snapshot().Allocatable)
 }
 
 // TestDynamicResources: DRA claims are read beside the device plugins' devices, a device with
@@ -135,16 +155,19 @@ func TestDynamicResources(t *testing.T) {
 	}}}, snap.Claims, "only devices, and the kubelet's CDI devices as it lists them")
 }
 
-// TestUnavailable: a socket that is missing, refuses, or hangs costs a failed refresh, one log
-// line and no snapshot (the caller falls back); the client recovers when the kubelet is back.
+// TestUnavailable: a socket that is missing, refuses, or hangs costs a failed refresh and one
+// log line; the last answer is kept (its caller judges how long to trust it) and Answering says
+// the latest refresh failed; the client recovers when the kubelet is back.
 func TestUnavailable(t *testing.T) {
 	t.Run("missing", func(t *testing.T) {
 		c, logs := newClient(t, socketPath(t), 5*time.Second)
 		c.Refresh()
 		c.Refresh()
 		assert.Nil(t, c.Snapshot())
+		assert.False(t, c.Answering())
+		assert.False(t, c.Seen(), "no socket, no answer: no kubelet on this node")
 		assert.EqualValues(t, 2, c.Failures())
-		assert.Equal(t, 1, logs.FilterMessageSnippet("GPU allocations come from the next source").Len(), "one log line, not one per refresh")
+		assert.Equal(t, 1, logs.FilterMessageSnippet("GPU allocations come from the other sources").Len(), "one log line, not one per refresh")
 		assert.Equal(t, zapcore.InfoLevel, logs.All()[0].Level, "no socket is not a fault: not every node is a kubelet node")
 		assert.Empty(t, grpcWarnings.String(), "no gRPC channel is left reconnecting (and logging) between refreshes")
 	})
@@ -158,8 +181,9 @@ func TestUnavailable(t *testing.T) {
 		c, logs := newClient(t, socket, 5*time.Second)
 		c.Refresh()
 		assert.Nil(t, c.Snapshot())
+		assert.True(t, c.Seen(), "a socket nobody listens on: a kubelet that is down")
 		assert.EqualValues(t, 1, c.Failures())
-		assert.Equal(t, 1, logs.FilterMessageSnippet("GPU allocations come from the next source").Len())
+		assert.Equal(t, 1, logs.FilterMessageSnippet("does not answer").Len())
 		assert.Equal(t, zapcore.WarnLevel, logs.All()[0].Level)
 		assert.Empty(t, grpcWarnings.String(), "no gRPC channel is left reconnecting (and logging) between refreshes")
 	})
@@ -170,18 +194,20 @@ func TestUnavailable(t *testing.T) {
 		c.Refresh()
 		require.NotNil(t, c.Snapshot())
 
+		last := c.Snapshot()
 		srv.Hang(true)
 		c.Refresh() // returns at the timeout
-		assert.Nil(t, c.Snapshot(), "an old allocation is not trusted once the kubelet stops answering")
+		assert.Same(t, last, c.Snapshot(), "the last answer is kept")
+		assert.False(t, c.Answering())
 		assert.EqualValues(t, 1, c.Failures())
-		assert.Equal(t, 1, logs.FilterMessageSnippet("GPU allocations come from the next source").Len())
+		assert.Equal(t, 1, logs.FilterMessageSnippet("does not answer").Len())
 
 		srv.Hang(false)
 		c.Refresh()
-		require.NotNil(t, c.Snapshot())
+		assert.NotSame(t, last, c.Snapshot())
+		assert.True(t, c.Answering())
 		assert.Len(t, c.Snapshot().Devices, 1)
 		assert.Equal(t, 1, logs.FilterMessageSnippet("answers again").Len())
-		assert.Equal(t, 2, srv.Calls("GetAllocatableResources"), "allocatable is read again after a failure")
 	})
 }
 

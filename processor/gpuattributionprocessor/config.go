@@ -66,6 +66,19 @@ type PodResourcesConfig struct {
 	// CDISpecDirs are where the node's CDI specs are (paths on the host, read under root_path):
 	// what joins a DRA device to its GPU.
 	CDISpecDirs []string `mapstructure:"cdi_spec_dirs"`
+	// AgentPod is the collector's own pod (the downward API's POD_NAMESPACE and POD_NAME): an
+	// answer of the kubelet that does not list it is incomplete (a kubelet that restarted and
+	// has not synced its pods yet). Empty where the collector does not run as a pod.
+	AgentPod PodName `mapstructure:"agent_pod"`
+	// KeepLastAnswer is how long the last complete answer stands for the kubelet's while it
+	// answers incompletely or not at all; after that, GPUs the kubelet manages show no holder.
+	KeepLastAnswer time.Duration `mapstructure:"keep_last_answer"`
+}
+
+// PodName names a pod.
+type PodName struct {
+	Namespace string `mapstructure:"namespace"`
+	Name      string `mapstructure:"name"`
 }
 
 var _ confmap.Validator = (*Config)(nil)
@@ -100,6 +113,12 @@ func (cfg *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("pod_resources::timeout must be positive, got %s", p.Timeout))
 		} else if cfg.RefreshInterval > 0 && p.Timeout > cfg.RefreshInterval {
 			errs = append(errs, fmt.Errorf("pod_resources::timeout (%s) must not exceed refresh_interval (%s): calls would pile up", p.Timeout, cfg.RefreshInterval))
+		}
+		if p.KeepLastAnswer <= 0 {
+			errs = append(errs, fmt.Errorf("pod_resources::keep_last_answer must be positive, got %s", p.KeepLastAnswer))
+		}
+		if (p.AgentPod.Namespace == "") != (p.AgentPod.Name == "") {
+			errs = append(errs, fmt.Errorf("pod_resources::agent_pod needs both namespace and name, or neither (got %q/%q): set them from the downward API's metadata.namespace and metadata.name", p.AgentPod.Namespace, p.AgentPod.Name))
 		}
 		if len(p.ResourceNames) == 0 {
 			errs = append(errs, errors.New("pod_resources::resource_names must name at least one resource, e.g. nvidia.com/gpu"))

@@ -26,6 +26,7 @@ func TestLoadConfig(t *testing.T) {
 	custom.PodResources = PodResourcesConfig{
 		Socket: "/run/kubelet.sock", Timeout: 2 * time.Second, ResourceNames: []string{"nvidia.com/gpu", "example.com/shared-gpu", "amd.com/cpx_*"},
 		Drivers: []string{"gpu.nvidia.com", "gpu.example.com"}, CDISpecDirs: []string{"/run/cdi"},
+		AgentPod: PodName{Namespace: "otelcol-gpu", Name: "otelcol-gpu-agent-x7k2p"}, KeepLastAnswer: 90 * time.Second,
 	}
 
 	for name, want := range map[string]*Config{"": def, "custom": custom} {
@@ -65,6 +66,8 @@ func TestConfigErrors(t *testing.T) {
 		{"socket", func(c *Config) { c.PodResources.Socket = "kubelet.sock" }, `pod_resources::socket must be an absolute path, got "kubelet.sock"`},
 		{"timeout", func(c *Config) { c.PodResources.Timeout = 0 }, "pod_resources::timeout must be positive, got 0s"},
 		{"timeout above refresh", func(c *Config) { c.PodResources.Timeout = time.Minute }, "pod_resources::timeout (1m0s) must not exceed refresh_interval (10s)"},
+		{"keep_last_answer", func(c *Config) { c.PodResources.KeepLastAnswer = 0 }, "pod_resources::keep_last_answer must be positive, got 0s"},
+		{"agent pod without name", func(c *Config) { c.PodResources.AgentPod.Namespace = "otelcol-gpu" }, `pod_resources::agent_pod needs both namespace and name, or neither (got "otelcol-gpu"/"")`},
 		{"resources", func(c *Config) { c.PodResources.ResourceNames = nil }, "pod_resources::resource_names must name at least one resource"},
 		{"resource without domain", func(c *Config) { c.PodResources.ResourceNames = []string{"amd.com/gpu", "gpu"} }, `pod_resources::resource_names::1: "gpu" is not an extended resource name: <domain>/<name>, e.g. amd.com/gpu`},
 		{"resource without name", func(c *Config) { c.PodResources.ResourceNames = []string{"amd.com/"} }, `pod_resources::resource_names::0: "amd.com/" names no resource of amd.com: add its name, or * for all of them`},

@@ -202,10 +202,15 @@ func TestDRAUnjoined(t *testing.T) {
 	})
 	t.Run("a holder not found yet", func(t *testing.T) {
 		// carol's container has no log link yet: her claim is joined, but to nobody the node
-		// knows; the GPU she shares with bob is left to the processes.
+		// knows. The kubelet decides the GPU she shares with bob, and one of its holders is not
+		// found (as one in crash back-off is not): nobody holds it until she is, rather than bob
+		// all of it or the processes' guess.
 		e := draEnv(t, func(h *hostfixture.Host, _ draClaims) { h.Pods[shareB-1].Containers[0].Pod = nil })
 		util := points(e.process(batch), "job_name", "minor_number", "dra_claim_name")["task_gpu_percent"]
-		assert.InDelta(t, device["2"].util*30/40, util["bob~explore|2|"].value, 1e-9)
+		for key := range util {
+			assert.NotRegexp(t, `\|2\|`, key, "nobody on the GPU")
+		}
+		assert.Contains(t, util, "alice~resnet|0|resnet-gpus")
 		assert.Equal(t, 0.0, points(e.process(batch), "node_name", "source")["gpu_attribution_source_errors_total"]["gpu-node-07|dra"].value,
 			"a joined claim is no error")
 	})

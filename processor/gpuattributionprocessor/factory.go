@@ -36,6 +36,9 @@ func createDefaultConfig() component.Config {
 		PodResources: PodResourcesConfig{
 			// dcgm-exporter's default is 10 s inside the scrape; here it only bounds a refresh.
 			Timeout: 5 * time.Second,
+			// A kubelet restarted while the API server is slow lists no pods for tens of seconds;
+			// a kubelet down for longer is a node to look at, not an allocation to trust.
+			KeepLastAnswer: 3 * time.Minute,
 			// NVIDIA's device plugin: whole GPUs and MIG profiles. ROCm's (ROCm/k8s-device-plugin):
 			// amd.com/gpu, or with -resource_naming_strategy=mixed amd.com/<compute>_<memory>
 			// after the GPUs' partition modes (spx|dpx|tpx|qpx|cpx, nps1|nps2|nps4|nps8).

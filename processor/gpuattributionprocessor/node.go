@@ -76,12 +76,17 @@ type inventory struct {
 	// gpuDevices join DRA claims' devices to GPUs; nil when the kubelet's answer had none of a
 	// GPU driver.
 	gpuDevices *gpuDevices
+	// kubelet is what this refresh trusts of the kubelet; nil when pod_resources is not a source.
+	kubelet *kubeletView
 }
 
 type nodeSettings struct {
 	root            string
 	refreshInterval time.Duration
 	zombieAfter     time.Duration
+	// keepLastAnswer and agentPod: see PodResourcesConfig.
+	keepLastAnswer time.Duration
+	agentPod       podresources.PodKey
 	// kubelet is nil when pod_resources is not an allocation source, dra when DRA claims are not
 	// read.
 	kubelet *podresources.Settings
@@ -107,11 +112,12 @@ type node struct {
 	releaseKubelet func()
 
 	// Owned by the refresh loop.
-	known       map[string]*container
-	orphanSince map[string]time.Time
-	cgroupFail  bool
-	cdi         *cdi.Reader // nil when DRA claims are not read
-	draFailing  bool
+	known        map[string]*container
+	orphanSince  map[string]time.Time
+	cgroupFail   bool
+	cdi          *cdi.Reader // nil when DRA claims are not read
+	draFailing   bool
+	kubeletState kubeletState
 
 	inv atomic.Pointer[inventory]
 	// visibleDeviceErrors count each environment source's malformed items (a map made whole at
@@ -119,7 +125,9 @@ type node struct {
 	visibleDeviceErrors map[Source]*atomic.Int64
 	processReadErrors   atomic.Int64
 	draErrors           atomic.Int64
-	loop                *refresh.Loop
+	// incompleteAnswers count the kubelet's answers that could not be complete.
+	incompleteAnswers atomic.Int64
+	loop              *refresh.Loop
 }
 
 var nodes sharedcomponent.Registry[string, *sharedcomponent.Opened[*node]]
@@ -202,14 +210,6 @@ func (n *node) Close() {
 // current is the latest inventory.
 func (n *node) current() *inventory { return n.inv.Load() }
 
-// kubeletSnapshot is the kubelet's latest answer, nil when it is not a source or does not answer.
-func (n *node) kubeletSnapshot() *podresources.Snapshot {
-	if n.kubelet == nil {
-		return nil
-	}
-	return n.kubelet.Snapshot()
-}
-
 func (n *node) refresh() {
 	now := n.set.clock.Now()
 	pods, err := n.pods.Get()
@@ -227,15 +227,11 @@ func (n *node) refresh() {
 		}
 		n.cgroupFail = false
 	}
-	kube := n.kubeletSnapshot()
 	inv := &inventory{
 		containers: make(map[string]*container, len(found)),
 		byName:     make(map[podresources.ContainerKey]*container, len(found)),
 		zombies:    map[string]metadata.AttributeZombieType{},
 		pods:       pods,
-		// After the kubelet's answer: a driver writes a claim's CDI spec before the kubelet
-		// lists the claim, so every claim of the answer has its spec in this reading.
-		gpuDevices: n.readGPUDevices(kube),
 	}
 	known := make(map[string]*container, len(found))
 	for _, f := range found {
@@ -251,17 +247,52 @@ func (n *node) refresh() {
 		if named.name != "" {
 			inv.byName[podresources.ContainerKey{PodKey: podresources.PodKey{Namespace: named.pod.Namespace, Pod: named.pod.Name}, Container: named.name}] = named
 		}
-		if t, orphan := orphanType(named, pods, kube); orphan {
-			since, seen := n.orphanSince[c.id]
+	}
+	// Judged against the containers just walked: an answer that lost pods whose containers run
+	// is not complete.
+	inv.kubelet = n.judgeKubelet(now, inv)
+	var kube *podresources.Snapshot
+	if inv.kubelet != nil {
+		kube = inv.kubelet.answer
+	}
+	// After the kubelet's answer: a driver writes a claim's CDI spec before the kubelet lists
+	// the claim, so every claim of the answer has its spec in this reading.
+	inv.gpuDevices = n.readGPUDevices(kube)
+	n.rememberDRAGPUs(inv.kubelet, inv)
+	n.judgeZombies(now, inv, kube)
+	n.known = known
+	n.countUnjoined(kube, inv)
+	n.inv.Store(inv)
+}
+
+// judgeZombies finds the containers that outlived their pod for zombie_after. While the kubelet
+// is not ready nobody becomes one (its answer then lacks live pods) and zombie_after counts again
+// from when it is; a container already a zombie stays one.
+func (n *node) judgeZombies(now time.Time, inv *inventory, kube *podresources.Snapshot) {
+	if inv.kubelet != nil && !inv.kubelet.ready {
+		before := n.inv.Load().zombies
+		for id := range inv.containers {
+			if t, zombie := before[id]; zombie {
+				inv.zombies[id] = t
+			} else {
+				delete(n.orphanSince, id)
+			}
+		}
+	} else {
+		for id, c := range inv.containers {
+			t, orphan := orphanType(c, inv.pods, kube)
+			if !orphan {
+				delete(n.orphanSince, id)
+				continue
+			}
+			since, seen := n.orphanSince[id]
 			if !seen {
 				since = now
 			}
-			n.orphanSince[c.id] = since
+			n.orphanSince[id] = since
 			if now.Sub(since) >= n.set.zombieAfter {
-				inv.zombies[c.id] = t
+				inv.zombies[id] = t
 			}
-		} else {
-			delete(n.orphanSince, c.id)
 		}
 	}
 	for id := range n.orphanSince {
@@ -269,14 +300,11 @@ func (n *node) refresh() {
 			delete(n.orphanSince, id)
 		}
 	}
-	n.known = known
-	n.countUnjoined(kube, inv)
-	n.inv.Store(inv)
 }
 
 // orphanType tells whether a pod's container outlived its pod, and how: the kubelet no longer
 // lists the pod but keeps its logs (it finished), or it has no trace of it (it is gone). Without
-// the log layout nothing can be said; without the kubelet's answer, only "gone".
+// the log layout nothing can be said; without an answer of the kubelet to trust, only "gone".
 func orphanType(c *container, pods *podlogs.Index, kube *podresources.Snapshot) (metadata.AttributeZombieType, bool) {
 	if c.podUID == "" || !c.task || !pods.Present() {
 		return 0, false

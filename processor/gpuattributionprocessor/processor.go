@@ -189,6 +189,8 @@ func (p *gpuAttribution) start(context.Context, component.Host) error {
 		root:            p.cfg.RootPath,
 		refreshInterval: p.cfg.RefreshInterval,
 		zombieAfter:     p.cfg.ZombieAfter,
+		keepLastAnswer:  p.cfg.PodResources.KeepLastAnswer,
+		agentPod:        podresources.PodKey{Namespace: p.cfg.PodResources.AgentPod.Namespace, Pod: p.cfg.PodResources.AgentPod.Name},
 		logger:          p.set.Logger,
 	}
 	if p.cfg.usesPodResources() {
@@ -450,11 +452,18 @@ func (p *gpuAttribution) attribute(gpus []gpuReading) pmetric.Metrics {
 	for _, t := range []metadata.AttributeZombieType{metadata.AttributeZombieTypePodFinished, metadata.AttributeZombieTypePodGone} {
 		p.mb.RecordZombieContainerCountDataPoint(ts, counts[t], t)
 	}
-	var kubeletFailures int64
+	var kubeletErrors int64
 	if p.node.kubelet != nil {
-		kubeletFailures = p.node.kubelet.Failures()
+		kubeletErrors = p.node.kubelet.Failures() + p.node.incompleteAnswers.Load()
 	}
-	p.mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, kubeletFailures, metadata.AttributeSourcePodResources)
+	if inv.kubelet != nil {
+		var ready int64
+		if inv.kubelet.ready {
+			ready = 1
+		}
+		p.mb.RecordGpuAttributionKubeletReadyDataPoint(ts, ready)
+	}
+	p.mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, kubeletErrors, metadata.AttributeSourcePodResources)
 	p.mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, p.node.draErrors.Load(), metadata.AttributeSourceDra)
 	for _, es := range environmentSources {
 		p.mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, p.node.visibleDeviceErrors[es.source].Load(), metadata.MapAttributeSource[string(es.source)])
@@ -500,8 +509,11 @@ func (p *gpuAttribution) resolveOwners(gpus []gpuReading, inv *inventory) {
 
 // holdings asks the sources in order; on each GPU the first source that knows a holder of it
 // (of the whole GPU or of one of its MIG slices) decides all of its holders, unless it names a
-// holder it cannot find (pod-resources: a container the node has not seen yet), which leaves
-// the GPU to the next source.
+// holder it cannot find, which leaves the GPU to the next source. The kubelet's allocation is
+// the truth where it has one: a GPU it allocated is decided by it alone (a holder that does
+// not run, or that the node cannot find, holds it and nobody else does), and a container it
+// allocated GPUs to holds those and no other; with no answer to trust, the GPUs it manages show
+// no holder (kubeletDecided).
 func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs deviceIndex) []holding {
 	decided := make([]bool, len(gpus))
 	// undecidable GPUs have a holder the source at hand names but cannot find: deciding them on
@@ -527,12 +539,17 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 		}
 		return a
 	}
+	byKubelet, allocated := p.kubeletDecided(gpus, inv, devs)
 	for _, source := range p.sources {
 		var claims []holding
 		clear(undecidable)
 		claim := func(t target, c *container, by claimRef) {
 			// A zombie holds nothing: its pod is gone (it shows as gpu_used_by_zombie_container_count).
 			if _, zombie := inv.zombies[c.id]; zombie || decided[t.gpu] || !c.task {
+				return
+			}
+			// The kubelet's GPUs are its alone; a container it gave GPUs gets no other.
+			if own, held := allocated[c]; source != SourcePodResources && (byKubelet[t.gpu] || held && !own[t.gpu]) {
 				return
 			}
 			// A task holds a target once, under the first claim that names it.
@@ -542,10 +559,10 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 		}
 		switch source {
 		case SourcePodResources:
-			kube := p.node.kubeletSnapshot()
-			if kube == nil {
+			if inv.kubelet == nil || inv.kubelet.answer == nil {
 				continue
 			}
+			kube := inv.kubelet.answer
 			for key, devices := range kube.Devices {
 				// nil: a container not started yet, or whose name the node cannot tell (no log
 				// layout); a container that stopped holds nothing and is no reason to wait.
@@ -608,6 +625,101 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 		return strings.Compare(a.c.id, b.c.id)
 	})
 	return out
+}
+
+// kubeletDecided are the GPUs of the batch the kubelet decides, and the GPUs it allocated to
+// each container it allocated any to (the only ones another source may give that container).
+// With an answer to trust: the GPUs it allocated (device plugins and joined DRA claims). With
+// none (not ready past keep_last_answer): every GPU it manages, as far as it ever said (its
+// allocatable devices, its claims' GPUs), every GPU where it never answered completely.
+func (p *gpuAttribution) kubeletDecided(gpus []gpuReading, inv *inventory, devs deviceIndex) ([]bool, map[*container][]bool) {
+	byKubelet := make([]bool, len(gpus))
+	allocated := map[*container][]bool{}
+	view := inv.kubelet
+	if view == nil {
+		return byKubelet, allocated
+	}
+	allocate := func(c *container, id string, decides bool) {
+		t, ok := devs.resolve(id)
+		if !ok {
+			return
+		}
+		byKubelet[t.gpu] = byKubelet[t.gpu] || decides
+		if c == nil {
+			return
+		}
+		if allocated[c] == nil {
+			allocated[c] = make([]bool, len(gpus))
+		}
+		allocated[c][t.gpu] = true
+	}
+	kube := view.answer
+	switch {
+	case kube != nil:
+		for key, devices := range kube.Devices {
+			for _, d := range devices {
+				if p.isGPURes(d.Resource) {
+					for _, id := range d.IDs {
+						allocate(inv.byName[key], id, true)
+					}
+				}
+			}
+		}
+		// A DRA device the node does not join to a GPU leaves its GPU unknown: any GPU another
+		// claim of the same device was joined to is left to the next sources (as claimDRA
+		// leaves it), and the containers that claimed it are not held to their joined GPUs.
+		type deviceKey struct{ driver, pool, device string }
+		type joinedDevice struct {
+			c   *container
+			ids []string
+		}
+		joined := map[deviceKey][]joinedDevice{}
+		unjoined := map[deviceKey]bool{}
+		unresolved := map[*container]bool{}
+		for key, claims := range kube.Claims {
+			c := inv.byName[key]
+			for _, cl := range claims {
+				for _, d := range cl.Devices {
+					if !p.node.set.dra.gpuDriver(d.Driver) {
+						continue
+					}
+					k := deviceKey{d.Driver, d.Pool, d.Device}
+					if ids, ok := inv.gpuDevices.claimDevice(d); ok {
+						joined[k] = append(joined[k], joinedDevice{c, ids})
+					} else {
+						unjoined[k] = true
+						unresolved[c] = true
+					}
+				}
+			}
+		}
+		for k, devices := range joined {
+			for _, d := range devices {
+				for _, id := range d.ids {
+					allocate(d.c, id, !unjoined[k])
+				}
+			}
+		}
+		for c := range unresolved {
+			delete(allocated, c)
+		}
+	case view.unknownInventory:
+		for i := range byKubelet {
+			byKubelet[i] = true
+		}
+	default:
+		for _, d := range view.allocatable {
+			if p.isGPURes(d.Resource) {
+				for _, id := range d.IDs {
+					allocate(nil, id, true)
+				}
+			}
+		}
+		for _, id := range view.draGPUs {
+			allocate(nil, id, true)
+		}
+	}
+	return byKubelet, allocated
 }
 
 // recordShare records h's use of its target: the device's values on a GPU it holds alone, its

@@ -610,10 +610,17 @@ func (n *Node) KubeletPID() int { return n.daemons["kubelet"].pid }
 // running, as they do when a node's kubelet restarts. It returns once the kubelet has started,
 // not once it is healthy.
 func (n *Node) RestartKubelet() error {
-	d := n.daemons["kubelet"]
-	d.stop()
-	return n.run(d)
+	n.StopKubelet()
+	return n.StartKubelet()
 }
+
+// StopKubelet stops the kubelet by its PID; containers keep running. StartKubelet starts it
+// again as before, and returns once it has started, not once it is healthy.
+func (n *Node) StopKubelet()        { n.daemons["kubelet"].stop() }
+func (n *Node) StartKubelet() error { return n.run(n.daemons["kubelet"]) }
+
+// APIServerPID is kube-apiserver's PID (a test stops and continues it with SIGSTOP/SIGCONT).
+func (n *Node) APIServerPID() int { return n.daemons["kube-apiserver"].pid }
 
 // Log is the end of a daemon's log.
 func (n *Node) Log(daemon string, lines int) string {

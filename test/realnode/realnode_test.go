@@ -56,6 +56,9 @@ func TestRealNode(t *testing.T) {
 			t.Run("host access", testHostAccess)
 			t.Run("a pod ends", func(t *testing.T) { testPodEnds(t, w) })
 			t.Run("restarts", testRestarts)
+			if in.name == installers[0].name {
+				t.Run("kubelet as it behaves", func(t *testing.T) { testKubeletAsItBehaves(t, w) })
+			}
 			t.Run("gpu health", func(t *testing.T) { testGPUHealth(t, in) })
 		})
 	}

@@ -22,6 +22,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings processor.Settings, op
 		buildInfo:                             settings.BuildInfo,
 		resourceAttributeIncludeFilter:        map[string]filter.Filter{},
 		resourceAttributeExcludeFilter:        map[string]filter.Filter{},
+		metricGpuAttributionKubeletReady:      newMetricGpuAttributionKubeletReady(mbc.Metrics.GpuAttributionKubeletReady),
 		metricGpuAttributionSourceErrorsTotal: newMetricGpuAttributionSourceErrorsTotal(mbc.Metrics.GpuAttributionSourceErrorsTotal),
 		metricGpuUsedByExternalProcessCount:   newMetricGpuUsedByExternalProcessCount(mbc.Metrics.GpuUsedByExternalProcessCount),
 		metricGpuUsedByZombieContainerCount:   newMetricGpuUsedByZombieContainerCount(mbc.Metrics.GpuUsedByZombieContainerCount),

@@ -7,6 +7,26 @@ import (
 	"go.opentelemetry.io/collector/filter"
 )
 
+// GpuAttributionKubeletReadyMetricConfig provides config for the gpu_attribution_kubelet_ready metric.
+type GpuAttributionKubeletReadyMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuAttributionKubeletReadyMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
 // GpuAttributionSourceErrorsTotalMetricConfig provides config for the gpu_attribution_source_errors_total metric.
 type GpuAttributionSourceErrorsTotalMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
@@ -189,6 +209,7 @@ func (ms *ZombieContainerCountMetricConfig) Unmarshal(parser *confmap.Conf) erro
 
 // MetricsConfig provides config for gpu_attribution metrics.
 type MetricsConfig struct {
+	GpuAttributionKubeletReady      GpuAttributionKubeletReadyMetricConfig      `mapstructure:"gpu_attribution_kubelet_ready"`
 	GpuAttributionSourceErrorsTotal GpuAttributionSourceErrorsTotalMetricConfig `mapstructure:"gpu_attribution_source_errors_total"`
 	GpuUsedByExternalProcessCount   GpuUsedByExternalProcessCountMetricConfig   `mapstructure:"gpu_used_by_external_process_count"`
 	GpuUsedByZombieContainerCount   GpuUsedByZombieContainerCountMetricConfig   `mapstructure:"gpu_used_by_zombie_container_count"`
@@ -202,6 +223,9 @@ type MetricsConfig struct {
 
 func DefaultMetricsConfig() MetricsConfig {
 	return MetricsConfig{
+		GpuAttributionKubeletReady: GpuAttributionKubeletReadyMetricConfig{
+			Enabled: true,
+		},
 		GpuAttributionSourceErrorsTotal: GpuAttributionSourceErrorsTotalMetricConfig{
 			Enabled: true,
 		},

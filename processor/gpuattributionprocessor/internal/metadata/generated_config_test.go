@@ -26,6 +26,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 			name: "all_set",
 			want: MetricsBuilderConfig{
 				Metrics: MetricsConfig{
+					GpuAttributionKubeletReady: GpuAttributionKubeletReadyMetricConfig{
+						Enabled: true,
+					},
 					GpuAttributionSourceErrorsTotal: GpuAttributionSourceErrorsTotalMetricConfig{
 						Enabled: true,
 					},
@@ -79,6 +82,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 			name: "none_set",
 			want: MetricsBuilderConfig{
 				Metrics: MetricsConfig{
+					GpuAttributionKubeletReady: GpuAttributionKubeletReadyMetricConfig{
+						Enabled: false,
+					},
 					GpuAttributionSourceErrorsTotal: GpuAttributionSourceErrorsTotalMetricConfig{
 						Enabled: false,
 					},
@@ -132,7 +138,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpuAttributionSourceErrorsTotalMetricConfig{}, GpuUsedByExternalProcessCountMetricConfig{}, GpuUsedByZombieContainerCountMetricConfig{}, TaskGpuDramActivePercentMetricConfig{}, TaskGpuMemPercentMetricConfig{}, TaskGpuPercentMetricConfig{}, TaskGpuSmActivePercentMetricConfig{}, TaskGpuTensorActivePercentMetricConfig{}, ZombieContainerCountMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpuAttributionKubeletReadyMetricConfig{}, GpuAttributionSourceErrorsTotalMetricConfig{}, GpuUsedByExternalProcessCountMetricConfig{}, GpuUsedByZombieContainerCountMetricConfig{}, TaskGpuDramActivePercentMetricConfig{}, TaskGpuMemPercentMetricConfig{}, TaskGpuPercentMetricConfig{}, TaskGpuSmActivePercentMetricConfig{}, TaskGpuTensorActivePercentMetricConfig{}, ZombieContainerCountMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}

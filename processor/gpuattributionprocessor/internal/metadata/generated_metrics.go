@@ -82,6 +82,9 @@ var MapAttributeZombieType = map[string]AttributeZombieType{
 }
 
 var MetricsInfo = metricsInfo{
+	GpuAttributionKubeletReady: metricInfo{
+		Name: "gpu_attribution_kubelet_ready",
+	},
 	GpuAttributionSourceErrorsTotal: metricInfo{
 		Name:       "gpu_attribution_source_errors_total",
 		Attributes: []string{"source"},
@@ -121,6 +124,7 @@ var MetricsInfo = metricsInfo{
 }
 
 type metricsInfo struct {
+	GpuAttributionKubeletReady      metricInfo
 	GpuAttributionSourceErrorsTotal metricInfo
 	GpuUsedByExternalProcessCount   metricInfo
 	GpuUsedByZombieContainerCount   metricInfo
@@ -159,6 +163,56 @@ func WithDraClaimNamespaceMetricAttribute(draClaimNamespaceAttributeValue string
 	})
 }
 
+type metricGpuAttributionKubeletReady struct {
+	data     pmetric.Metric                         // data buffer for generated metric.
+	config   GpuAttributionKubeletReadyMetricConfig // metric config provided by user.
+	capacity int                                    // max observed number of data points added to the metric.
+}
+
+// init fills gpu_attribution_kubelet_ready metric with initial data.
+func (m *metricGpuAttributionKubeletReady) init() {
+	m.data.SetName("gpu_attribution_kubelet_ready")
+	m.data.SetDescription("1 while the kubelet's latest pod-resources answer is complete, 0 while it answers incompletely (it lists pods without the collector's own pod, or none of the pods of its last complete answer whose containers still run - a kubelet that restarted and has not synced its pods) or not at all. While 0, attribution keeps the last complete answer for pod_resources::keep_last_answer, then shows no holder on the GPUs the kubelet manages, and no container becomes a zombie. Only where pod_resources is an allocation source and the node has a kubelet (it answered, or its socket exists).")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricGpuAttributionKubeletReady) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuAttributionKubeletReady) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuAttributionKubeletReady) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuAttributionKubeletReady(cfg GpuAttributionKubeletReadyMetricConfig) metricGpuAttributionKubeletReady {
+	m := metricGpuAttributionKubeletReady{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricGpuAttributionSourceErrorsTotal struct {
 	data     pmetric.Metric                              // data buffer for generated metric.
 	config   GpuAttributionSourceErrorsTotalMetricConfig // metric config provided by user.
@@ -168,7 +222,7 @@ type metricGpuAttributionSourceErrorsTotal struct {
 // init fills gpu_attribution_source_errors_total metric with initial data.
 func (m *metricGpuAttributionSourceErrorsTotal) init() {
 	m.data.SetName("gpu_attribution_source_errors_total")
-	m.data.SetDescription("Failed reads of a source - a pod-resources refresh that failed (attribution then falls back to the next source), a device of a DRA claim that the node's CDI specs and NVIDIA driver files did not join to a GPU (counted at each refresh while it lasts; the GPU falls back to the next source), a malformed NVIDIA_VISIBLE_DEVICES item, a malformed PAI_AMD_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES item (amd_visible_devices), a GPU process whose /proc entry could not be read.")
+	m.data.SetDescription("Failed reads of a source - a pod-resources refresh that failed or an answer of the kubelet that could not be complete (see gpu_attribution_kubelet_ready), a device of a DRA claim that the node's CDI specs and NVIDIA driver files did not join to a GPU (counted at each refresh while it lasts; the GPU falls back to the next source), a malformed NVIDIA_VISIBLE_DEVICES item, a malformed PAI_AMD_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES item (amd_visible_devices), a GPU process whose /proc entry could not be read.")
 	m.data.SetUnit("{error}")
 	m.data.SetEmptySum()
 	m.data.Sum().SetIsMonotonic(true)
@@ -668,6 +722,7 @@ type MetricsBuilder struct {
 	buildInfo                             component.BuildInfo  // contains version information.
 	resourceAttributeIncludeFilter        map[string]filter.Filter
 	resourceAttributeExcludeFilter        map[string]filter.Filter
+	metricGpuAttributionKubeletReady      metricGpuAttributionKubeletReady
 	metricGpuAttributionSourceErrorsTotal metricGpuAttributionSourceErrorsTotal
 	metricGpuUsedByExternalProcessCount   metricGpuUsedByExternalProcessCount
 	metricGpuUsedByZombieContainerCount   metricGpuUsedByZombieContainerCount
@@ -759,6 +814,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	ils.Scope().SetName(ScopeName)
 	ils.Scope().SetVersion(mb.buildInfo.Version)
 	ils.Metrics().EnsureCapacity(mb.metricsCapacity)
+	mb.metricGpuAttributionKubeletReady.emit(ils.Metrics())
 	mb.metricGpuAttributionSourceErrorsTotal.emit(ils.Metrics())
 	mb.metricGpuUsedByExternalProcessCount.emit(ils.Metrics())
 	mb.metricGpuUsedByZombieContainerCount.emit(ils.Metrics())
@@ -797,6 +853,11 @@ func (mb *MetricsBuilder) Emit(options ...ResourceMetricsOption) pmetric.Metrics
 	metrics := mb.metricsBuffer
 	mb.metricsBuffer = pmetric.NewMetrics()
 	return metrics
+}
+
+// RecordGpuAttributionKubeletReadyDataPoint adds a data point to gpu_attribution_kubelet_ready metric.
+func (mb *MetricsBuilder) RecordGpuAttributionKubeletReadyDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricGpuAttributionKubeletReady.recordDataPoint(mb.startTime, ts, val)
 }
 
 // RecordGpuAttributionSourceErrorsTotalDataPoint adds a data point to gpu_attribution_source_errors_total metric.

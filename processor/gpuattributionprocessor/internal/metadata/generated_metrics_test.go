@@ -66,6 +66,9 @@ func TestMetricsBuilder(t *testing.T) {
 			allMetricsCount := 0
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGpuAttributionKubeletReadyDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, 1, AttributeSourcePodResources)
 			defaultMetricsCount++
 			allMetricsCount++
@@ -138,12 +141,24 @@ func TestMetricsBuilder(t *testing.T) {
 			validatedMetrics := make(map[string]bool)
 			for _, mi := range allMetricsList {
 				switch mi.Name() {
+				case "gpu_attribution_kubelet_ready":
+					assert.False(t, validatedMetrics["gpu_attribution_kubelet_ready"], "Found a duplicate in the metrics slice: gpu_attribution_kubelet_ready")
+					validatedMetrics["gpu_attribution_kubelet_ready"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "1 while the kubelet's latest pod-resources answer is complete, 0 while it answers incompletely (it lists pods without the collector's own pod, or none of the pods of its last complete answer whose containers still run - a kubelet that restarted and has not synced its pods) or not at all. While 0, attribution keeps the last complete answer for pod_resources::keep_last_answer, then shows no holder on the GPUs the kubelet manages, and no container becomes a zombie. Only where pod_resources is an allocation source and the node has a kubelet (it answered, or its socket exists).", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
 				case "gpu_attribution_source_errors_total":
 					assert.False(t, validatedMetrics["gpu_attribution_source_errors_total"], "Found a duplicate in the metrics slice: gpu_attribution_source_errors_total")
 					validatedMetrics["gpu_attribution_source_errors_total"] = true
 					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-					assert.Equal(t, "Failed reads of a source - a pod-resources refresh that failed (attribution then falls back to the next source), a device of a DRA claim that the node's CDI specs and NVIDIA driver files did not join to a GPU (counted at each refresh while it lasts; the GPU falls back to the next source), a malformed NVIDIA_VISIBLE_DEVICES item, a malformed PAI_AMD_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES item (amd_visible_devices), a GPU process whose /proc entry could not be read.", mi.Description())
+					assert.Equal(t, "Failed reads of a source - a pod-resources refresh that failed or an answer of the kubelet that could not be complete (see gpu_attribution_kubelet_ready), a device of a DRA claim that the node's CDI specs and NVIDIA driver files did not join to a GPU (counted at each refresh while it lasts; the GPU falls back to the next source), a malformed NVIDIA_VISIBLE_DEVICES item, a malformed PAI_AMD_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES item (amd_visible_devices), a GPU process whose /proc entry could not be read.", mi.Description())
 					assert.Equal(t, "{error}", mi.Unit())
 					assert.True(t, mi.Sum().IsMonotonic())
 					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
