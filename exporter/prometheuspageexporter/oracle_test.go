@@ -51,7 +51,7 @@ func shippedConfigs(t *testing.T) map[string]map[string]any {
 	files, err := filepath.Glob("../../distro/*.yaml")
 	require.NoError(t, err)
 	out := map[string]map[string]any{
-		"defaults": {},
+		"defaults":                         {},
 		"defaults-with-suffixes-and-scope": {"translation_strategy": "UnderscoreEscapingWithSuffixes"},
 	}
 	for _, f := range files {
@@ -428,4 +428,3 @@ func TestPageDifferencesSeeOneChangedLabel(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, diffs, 2, "one series missing, one extra: %v", diffs)
 }
-

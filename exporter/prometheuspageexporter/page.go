@@ -118,10 +118,10 @@ type page struct {
 	resourceLabels   *resourceMatcher
 	expiration       time.Duration
 
-	mu         sync.Mutex
-	names      map[nameKey]string
-	families   map[string]*family
-	resources  map[uint64]*resource
+	mu        sync.Mutex
+	names     map[nameKey]string
+	families  map[string]*family
+	resources map[uint64]*resource
 	// series are all series by their identity, as the contrib exporter's: name, type, scope,
 	// labels. Two resources that give a series the same labels share it, the last point wins.
 	series map[uint64]*series

@@ -227,7 +227,6 @@ func (p *page) renderTarget(t *target) {
 	fam.pieces[t.key] = p.makePiece(text)
 }
 
-
 // appendFloat writes f as expfmt's text format does.
 func appendFloat(b []byte, f float64) []byte {
 	switch {
