@@ -46,7 +46,7 @@ import (
 
 // shippedConfigs are the prometheus exporter settings of every shipped configuration, by
 // file, with the contrib exporter's defaults and its defaults without scope info beside them.
-func shippedConfigs(t *testing.T) map[string]map[string]any {
+func shippedConfigs(t testing.TB) map[string]map[string]any {
 	t.Helper()
 	files, err := filepath.Glob("../../distro/*.yaml")
 	require.NoError(t, err)
@@ -220,7 +220,7 @@ type endpoint struct {
 	addr string
 }
 
-func startExporter(t *testing.T, f exporter.Factory, settings map[string]any) endpoint {
+func startExporter(t testing.TB, f exporter.Factory, settings map[string]any) endpoint {
 	t.Helper()
 	port, err := loopback.FreePort()
 	require.NoError(t, err)
@@ -240,7 +240,7 @@ func startExporter(t *testing.T, f exporter.Factory, settings map[string]any) en
 	return endpoint{exp: exp, addr: addr}
 }
 
-func (e endpoint) consume(t *testing.T, md pmetric.Metrics) {
+func (e endpoint) consume(t testing.TB, md pmetric.Metrics) {
 	t.Helper()
 	clone := pmetric.NewMetrics()
 	md.CopyTo(clone)
@@ -248,7 +248,7 @@ func (e endpoint) consume(t *testing.T, md pmetric.Metrics) {
 }
 
 // scrape reads the page; gzip asks for the compressed page (Go's client inflates it).
-func (e endpoint) scrape(t *testing.T, gzip bool) string {
+func (e endpoint) scrape(t testing.TB, gzip bool) string {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, "http://"+e.addr+"/metrics", http.NoBody)
 	require.NoError(t, err)

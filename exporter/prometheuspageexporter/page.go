@@ -54,10 +54,20 @@ type target struct {
 	members       map[*resource]struct{}
 }
 
+// source is the resources of one sender: one agent at the gateway (its service.instance.id),
+// everything at the agent. Its series of a family are one piece of the page: a batch from one
+// agent renders that agent's pieces again, and a piece is big enough to compress well.
+type source struct {
+	key       uint64
+	resources []*resource // in order of arrival
+	families  map[*family]struct{}
+}
+
 // resource holds the series of one OTLP resource (all its attributes alike) and the labels
 // that its attributes give every one of them, worked out once when it first arrives.
 type resource struct {
-	key uint64
+	key    uint64
+	source *source
 	// labels are the resource_constant_labels and job and instance: on every series.
 	labels []*dto.LabelPair
 	// overridden are the OTLP keys of labels: a data point attribute of the same key is
@@ -122,12 +132,14 @@ type page struct {
 	names     map[nameKey]string
 	families  map[string]*family
 	resources map[uint64]*resource
+	sources   map[uint64]*source
 	// series are all series by their identity, as the contrib exporter's: name, type, scope,
 	// labels. Two resources that give a series the same labels share it, the last point wins.
 	series map[uint64]*series
 	// refused are series whose labels cannot be made; refused once, said once.
 	refused    map[uint64]struct{}
-	dirty      map[*resource]struct{}
+	// dirty are the sources to render again once the batch is in.
+	dirty map[*source]struct{}
 	targets    map[uint64]*target
 	nextExpiry time.Time
 	current    *view // nil once anything changed
@@ -154,7 +166,8 @@ func newPage(cfg *Config, logger *zap.Logger) (*page, error) {
 		resources:        map[uint64]*resource{},
 		series:           map[uint64]*series{},
 		refused:          map[uint64]struct{}{},
-		dirty:            map[*resource]struct{}{},
+		sources:          map[uint64]*source{},
+		dirty:            map[*source]struct{}{},
 		targets:          map[uint64]*target{},
 	}
 	p.deflater, err = flate.NewWriter(&p.scratch, flate.BestSpeed)
@@ -173,10 +186,7 @@ func (p *page) consume(md pmetric.Metrics, now time.Time) {
 	for i := 0; i < rms.Len(); i++ {
 		p.consumeResource(rms.At(i), now)
 	}
-	for res := range p.dirty {
-		p.render(res)
-	}
-	clear(p.dirty)
+	p.renderDirty()
 	p.expireDue(now)
 }
 
@@ -197,7 +207,7 @@ func (p *page) consumeResource(rm pmetric.ResourceMetrics, now time.Time) {
 		}
 	}
 	if !ok {
-		p.dirty[res] = struct{}{} // a resource that brings no series leaves at once
+		p.dirty[res.source] = struct{}{} // a resource that brings no series leaves at once
 	}
 }
 
@@ -232,6 +242,14 @@ func (p *page) newResource(key uint64, attrs pcommon.Map) *resource {
 	if job != "" && instance != "" {
 		p.joinTarget(res, attrs, job, instance)
 	}
+	srcKey := xxhash.Sum64String(instance)
+	src, ok := p.sources[srcKey]
+	if !ok {
+		src = &source{key: srcKey, families: map[*family]struct{}{}}
+		p.sources[srcKey] = src
+	}
+	src.resources = append(src.resources, res)
+	res.source = src
 	return res
 }
 
@@ -403,18 +421,18 @@ func (p *page) lookup(res *resource, fam *family, sm pmetric.ScopeMetrics, metri
 	p.series[key] = s
 	res.byFamily[fam] = append(res.byFamily[fam], s)
 	res.size++
-	p.dirty[res] = struct{}{}
+	p.dirty[res.source] = struct{}{}
 	return s, true
 }
 
 // claim gives s to res, whose point it now shows, and marks res to be rendered.
 func (p *page) claim(s *series, res *resource) {
-	p.dirty[res] = struct{}{}
+	p.dirty[res.source] = struct{}{}
 	if s.res == res {
 		return
 	}
 	s.res.drop(s)
-	p.dirty[s.res] = struct{}{}
+	p.dirty[s.res.source] = struct{}{}
 	s.res = res
 	res.byFamily[s.fam] = append(res.byFamily[s.fam], s)
 	res.size++
@@ -424,7 +442,7 @@ func (p *page) claim(s *series, res *resource) {
 func (p *page) remove(s *series) {
 	delete(p.series, s.key)
 	s.res.drop(s)
-	p.dirty[s.res] = struct{}{}
+	p.dirty[s.res.source] = struct{}{}
 }
 
 // seriesLabels are a new series' labels, checked as client_golang checks them.
@@ -619,33 +637,58 @@ func (res *resource) drop(s *series) {
 	res.size--
 }
 
-// render makes res's pieces again, one per family it has series in, and drops the resource
-// once it has none.
-func (p *page) render(res *resource) {
+// renderDirty renders the sources a batch or a sweep changed.
+func (p *page) renderDirty() {
+	for src := range p.dirty {
+		p.render(src)
+	}
+	clear(p.dirty)
+}
+
+// render makes src's pieces again, one per family it has series in, and drops the resources
+// that have none left.
+func (p *page) render(src *source) {
 	p.current = nil
-	res.oldest = time.Time{}
-	for fam, list := range res.byFamily {
-		var text []byte
-		for _, s := range list {
-			text = p.appendSeries(text, s)
-			if res.oldest.IsZero() || s.arrived.Before(res.oldest) {
-				res.oldest = s.arrived
+	texts := map[*family][]byte{}
+	kept := src.resources[:0]
+	for _, res := range src.resources {
+		if res.size == 0 {
+			delete(p.resources, res.key)
+			p.leaveTarget(res)
+			continue
+		}
+		kept = append(kept, res)
+		res.oldest = time.Time{}
+		for fam, list := range res.byFamily {
+			text := texts[fam]
+			for _, s := range list {
+				text = p.appendSeries(text, s)
+				if res.oldest.IsZero() || s.arrived.Before(res.oldest) {
+					res.oldest = s.arrived
+				}
 			}
+			texts[fam] = text
 		}
-		fam.pieces[res.key] = p.makePiece(text)
-	}
-	for _, fam := range p.families {
-		if _, ok := res.byFamily[fam]; !ok {
-			p.dropPiece(fam, res.key)
+		if next := res.oldest.Add(p.expiration); p.nextExpiry.IsZero() || next.Before(p.nextExpiry) {
+			p.nextExpiry = next
 		}
 	}
-	if res.size == 0 {
-		delete(p.resources, res.key)
-		p.leaveTarget(res)
-		return
+	clear(src.resources[len(kept):])
+	src.resources = kept
+	for fam, text := range texts {
+		fam.pieces[src.key] = p.makePiece(text)
 	}
-	if next := res.oldest.Add(p.expiration); p.nextExpiry.IsZero() || next.Before(p.nextExpiry) {
-		p.nextExpiry = next
+	for fam := range src.families {
+		if _, ok := texts[fam]; !ok {
+			p.dropPiece(fam, src.key)
+		}
+	}
+	clear(src.families)
+	for fam := range texts {
+		src.families[fam] = struct{}{}
+	}
+	if len(src.resources) == 0 {
+		delete(p.sources, src.key)
 	}
 }
 

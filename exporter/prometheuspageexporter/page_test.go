@@ -8,6 +8,7 @@ import (
 	"compress/gzip"
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -117,22 +118,26 @@ func TestExpiryByArrivalWithoutScrapes(t *testing.T) {
 	assert.Contains(t, page, `gpu_temperature{uuid="GPU-b"} 71`)
 }
 
-// A batch from one resource renders that resource's pieces and leaves the others' as they were.
-func TestBatchRendersOnlyItsResources(t *testing.T) {
+// A batch from one agent renders that agent's pieces and leaves the others' as they were.
+func TestBatchRendersOnlyItsAgent(t *testing.T) {
 	p := testPage(t, zap.NewNop())
-	p.consume(gaugeBatch(t0, 70, "GPU-a", "GPU-b"), t0)
-	fam := p.families["gpu_temperature"]
-	require.Len(t, fam.pieces, 2)
-	before := map[uint64]*piece{}
-	for k, pc := range fam.pieces {
-		before[k] = pc
+	fromAgent := func(md pmetric.Metrics, instance string) pmetric.Metrics {
+		for i := 0; i < md.ResourceMetrics().Len(); i++ {
+			md.ResourceMetrics().At(i).Resource().Attributes().PutStr("service.instance.id", instance)
+		}
+		return md
 	}
-	p.consume(gaugeBatch(t0.Add(time.Second), 71, "GPU-b"), t0.Add(time.Second))
+	p.consume(fromAgent(gaugeBatch(t0, 70, "GPU-a", "GPU-b"), "10.0.0.1:9102"), t0)
+	p.consume(fromAgent(gaugeBatch(t0, 70, "GPU-c"), "10.0.0.2:9102"), t0)
+	fam := p.families["gpu_temperature"]
+	require.Len(t, fam.pieces, 2, "one piece per agent")
+	before := maps.Clone(fam.pieces)
+	p.consume(fromAgent(gaugeBatch(t0.Add(time.Second), 71, "GPU-c"), "10.0.0.2:9102"), t0.Add(time.Second))
 	changed := 0
 	for k, pc := range fam.pieces {
 		if before[k] != pc {
 			changed++
-			assert.Contains(t, string(pc.text), "GPU-b")
+			assert.Contains(t, string(pc.text), `gpu_temperature{instance="10.0.0.2:9102",service_instance_id="10.0.0.2:9102",uuid="GPU-c"} 71`)
 		}
 	}
 	assert.Equal(t, 1, changed)

@@ -137,10 +137,7 @@ func (p *page) expireDue(now time.Time) {
 			}
 		}
 	}
-	for res := range p.dirty {
-		p.render(res)
-	}
-	clear(p.dirty)
+	p.renderDirty()
 }
 
 // targetInfo is the family of target_info, as the contrib exporter names and describes it.
