@@ -137,9 +137,9 @@ type page struct {
 	// labels. Two resources that give a series the same labels share it, the last point wins.
 	series map[uint64]*series
 	// refused are series whose labels cannot be made; refused once, said once.
-	refused    map[uint64]struct{}
+	refused map[uint64]struct{}
 	// dirty are the sources to render again once the batch is in.
-	dirty map[*source]struct{}
+	dirty      map[*source]struct{}
 	targets    map[uint64]*target
 	nextExpiry time.Time
 	current    *view // nil once anything changed
@@ -660,7 +660,11 @@ func (p *page) render(src *source) {
 		kept = append(kept, res)
 		res.oldest = time.Time{}
 		for fam, list := range res.byFamily {
-			text := texts[fam]
+			text, ok := texts[fam]
+			if !ok && fam.pieces[src.key] != nil {
+				// This render's text is about as long as the last one's.
+				text = make([]byte, 0, len(fam.pieces[src.key].text)+len(fam.pieces[src.key].text)/8)
+			}
 			for _, s := range list {
 				text = p.appendSeries(text, s)
 				if res.oldest.IsZero() || s.arrived.Before(res.oldest) {
