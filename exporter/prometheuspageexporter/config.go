@@ -30,6 +30,10 @@ type Config struct {
 	ResourceConstantLabels resourcetotelemetry.Settings `mapstructure:"resource_constant_labels"`
 	// MetricExpiration drops a series this long after its last data point arrived.
 	MetricExpiration time.Duration `mapstructure:"metric_expiration"`
+	// Namespace prefixes every metric name (and target_info).
+	Namespace string `mapstructure:"namespace"`
+	// ConstLabels are labels of every series but target_info.
+	ConstLabels map[string]string `mapstructure:"const_labels"`
 }
 
 var _ confmap.Validator = (*Config)(nil)

@@ -53,6 +53,13 @@ func shippedConfigs(t testing.TB) map[string]map[string]any {
 	out := map[string]map[string]any{
 		"defaults":                         {},
 		"defaults-with-suffixes-and-scope": {"translation_strategy": "UnderscoreEscapingWithSuffixes"},
+		// The textfile exporter's keys beyond the shipped ones.
+		"namespace-and-const-labels": {
+			"namespace":                "otelcol.gpu",
+			"const_labels":             map[string]any{"cluster": "c1", "site": "eu"},
+			"without_scope_info":       true,
+			"resource_constant_labels": map[string]any{"included": []any{"*"}},
+		},
 	}
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
@@ -282,7 +289,7 @@ func flatten(page string) (facts map[string]string, targets map[string]map[strin
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if name == targetInfo {
+			if strings.HasSuffix(name, targetInfo) {
 				targets[labels["job"]+" "+labels["instance"]] = labels
 				continue
 			}

@@ -127,6 +127,9 @@ type page struct {
 	withoutScopeInfo bool
 	resourceLabels   *resourceMatcher
 	expiration       time.Duration
+	constLabels      []*dto.LabelPair
+	// targetInfo is target_info's name, in the namespace if there is one.
+	targetInfo string
 
 	mu        sync.Mutex
 	names     map[nameKey]string
@@ -156,7 +159,7 @@ func newPage(cfg *Config, logger *zap.Logger) (*page, error) {
 	strategy := cfg.strategy()
 	p := &page{
 		logger:           logger,
-		metricNamer:      otlptranslator.MetricNamer{WithMetricSuffixes: strategy.ShouldAddSuffixes(), UTF8Allowed: !strategy.ShouldEscape()},
+		metricNamer:      otlptranslator.MetricNamer{Namespace: cfg.Namespace, WithMetricSuffixes: strategy.ShouldAddSuffixes(), UTF8Allowed: !strategy.ShouldEscape()},
 		labelNamer:       otlptranslator.LabelNamer{UTF8Allowed: !strategy.ShouldEscape(), PreserveMultipleUnderscores: true},
 		withoutScopeInfo: cfg.WithoutScopeInfo,
 		resourceLabels:   matcher,
@@ -169,6 +172,18 @@ func newPage(cfg *Config, logger *zap.Logger) (*page, error) {
 		sources:          map[uint64]*source{},
 		dirty:            map[*source]struct{}{},
 		targets:          map[uint64]*target{},
+	}
+	p.targetInfo = targetInfo
+	if cfg.Namespace != "" {
+		// As the contrib exporter: a namespace the label namer refuses is no namespace.
+		if ns, err := p.labelNamer.Build(cfg.Namespace); err == nil {
+			p.targetInfo = ns + "_" + targetInfo
+		} else {
+			logger.Error("namespace ignored for target_info", zap.String("namespace", cfg.Namespace), zap.Error(err))
+		}
+	}
+	for name, value := range cfg.ConstLabels {
+		p.constLabels = append(p.constLabels, labelPair(name, value))
 	}
 	p.deflater, err = flate.NewWriter(&p.scratch, flate.BestSpeed)
 	if err != nil {
@@ -330,6 +345,11 @@ func (p *page) familyOf(m pmetric.Metric) (*family, bool) {
 	if !ok {
 		var err error
 		name, err = p.metricNamer.Build(otlptranslator.Metric{Name: m.Name(), Unit: m.Unit(), Type: tm})
+		if !p.metricNamer.UTF8Allowed {
+			// The namer leaves the namespace as it is; promhttp escapes what is left for a
+			// scraper of legacy names, as every scraper of an escaping strategy is.
+			name = model.EscapeName(name, model.UnderscoreEscaping)
+		}
 		if err == nil && !model.UTF8Validation.IsValidMetricName(name) {
 			err = fmt.Errorf("%q is not a valid metric name", name)
 		}
@@ -479,6 +499,7 @@ func (p *page) seriesLabels(res *resource, sm pmetric.ScopeMetrics, attrs pcommo
 			labelPair("otel_scope_schema_url", sm.SchemaUrl()))
 	}
 	labels = append(labels, res.labels...)
+	labels = append(labels, p.constLabels...)
 	sort.Slice(labels, func(i, j int) bool { return labels[i].GetName() < labels[j].GetName() })
 	for i, l := range labels {
 		if !model.UTF8Validation.IsValidLabelName(l.GetName()) || strings.HasPrefix(l.GetName(), model.ReservedLabelPrefix) {

@@ -188,7 +188,7 @@ func (p *page) leaveTarget(res *resource) {
 // exporter shows the attributes of one of them, whichever it meets first at a scrape.)
 func (p *page) renderTarget(t *target) {
 	p.current = nil
-	fam, ok := p.families[targetInfo]
+	fam, ok := p.families[p.targetInfo]
 	if len(t.members) == 0 {
 		if ok {
 			p.dropPiece(fam, t.key)
@@ -196,9 +196,9 @@ func (p *page) renderTarget(t *target) {
 		return
 	}
 	if !ok {
-		fam = &family{name: targetInfo, typ: dto.MetricType_GAUGE, pieces: map[uint64]*piece{}}
-		fam.header = p.makePiece(headerText(targetInfo, "Target metadata", dto.MetricType_GAUGE))
-		p.families[targetInfo] = fam
+		fam = &family{name: p.targetInfo, typ: dto.MetricType_GAUGE, pieces: map[uint64]*piece{}}
+		fam.header = p.makePiece(headerText(p.targetInfo, "Target metadata", dto.MetricType_GAUGE))
+		p.families[p.targetInfo] = fam
 	}
 	var shared map[string]string
 	for res := range t.members {
@@ -220,7 +220,7 @@ func (p *page) renderTarget(t *target) {
 		labels = append(labels, labelPair(k, v))
 	}
 	sort.Slice(labels, func(i, j int) bool { return labels[i].GetName() < labels[j].GetName() })
-	text := append(seriesPrefix(targetInfo, labels), " 1\n"...)
+	text := append(seriesPrefix(p.targetInfo, labels), " 1\n"...)
 	fam.pieces[t.key] = p.makePiece(text)
 }
 
