@@ -4,7 +4,6 @@
 package prometheuspageexporter
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,9 +28,9 @@ import (
 // batches with the shipped agent's (or gateway's) settings. An agent's collection is the
 // dgxh100 fixture's 8 GPUs and 200 tasks made from the attribution and task receiver goldens.
 
-// agentBatch is one agent's collection: 8 GPUs and tasks tasks; instance names the agent
+// agentBatch is one agent's collection: 8 GPUs and 200 tasks; instance names the agent
 // (service.instance.id, as the agent's resource/identity sets it for the gateway) when set.
-func agentBatch(tb testing.TB, tasks int, instance string) pmetric.Metrics {
+func agentBatch(tb testing.TB, instance string) pmetric.Metrics {
 	tb.Helper()
 	md, err := golden.ReadMetrics("../../receiver/gpureceiver/testdata/expected/dgxh100.yaml")
 	require.NoError(tb, err)
@@ -45,7 +44,7 @@ func agentBatch(tb testing.TB, tasks int, instance string) pmetric.Metrics {
 			}
 		}
 	}
-	for i := range tasks {
+	for i := range 200 {
 		rm := md.ResourceMetrics().AppendEmpty()
 		templates[i%len(templates)].CopyTo(rm)
 		attrs := rm.Resource().Attributes()
@@ -100,7 +99,7 @@ var implementations = []struct {
 // BenchmarkAgentBatch is the cost of taking one agent collection (for contrib: accumulating
 // it; for this exporter: rendering and compressing the page).
 func BenchmarkAgentBatch(b *testing.B) {
-	md := agentBatch(b, 200, "")
+	md := agentBatch(b, "")
 	settings := shippedConfigs(b)["agent.yaml"]
 	for _, impl := range implementations {
 		b.Run(impl.name, func(b *testing.B) {
@@ -115,7 +114,7 @@ func BenchmarkAgentBatch(b *testing.B) {
 				runtime.GC() // the copy's garbage is the benchmark's, not the exporter's
 				b.StartTimer()
 				cpu.start()
-				require.NoError(b, e.exp.ConsumeMetrics(context.Background(), next))
+				require.NoError(b, e.exp.ConsumeMetrics(b.Context(), next))
 				cpu.stop()
 			}
 			cpu.report(b, float64(md.DataPointCount()), "points/cpu-s")
@@ -131,7 +130,6 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 func (discard) WriteHeader(int)             {}
 func (d discard) reset()                    { clear(d.h) }
 func newDiscard() discard                   { return discard{h: http.Header{}} }
-func gzipRequest() *http.Request            { return scrapeRequest("gzip") }
 func scrapeRequest(enc string) *http.Request {
 	r, _ := http.NewRequest(http.MethodGet, "/metrics", http.NoBody)
 	r.Header.Set("Accept-Encoding", enc)
@@ -141,7 +139,7 @@ func scrapeRequest(enc string) *http.Request {
 // BenchmarkAgentScrape is one scrape of an agent's page: over loopback HTTP for both
 // exporters (the client's reading included, alike for both), and this exporter's handler alone.
 func BenchmarkAgentScrape(b *testing.B) {
-	md := agentBatch(b, 200, "")
+	md := agentBatch(b, "")
 	settings := shippedConfigs(b)["agent.yaml"]
 	for _, impl := range implementations {
 		for _, gz := range []bool{false, true} {
@@ -164,7 +162,7 @@ func BenchmarkAgentScrape(b *testing.B) {
 			cfg := agentConfig()
 			e, err := newPageExporter(cfg, exportertest.NewNopSettings(metadata.Type), clock.Real{})
 			require.NoError(b, err)
-			require.NoError(b, e.consumeMetrics(context.Background(), stamped(md, time.Now())))
+			require.NoError(b, e.consumeMetrics(b.Context(), stamped(md, time.Now())))
 			w, r := newDiscard(), scrapeRequest(enc)
 			e.serveScrape(w, r) // the view, made once per change
 			b.ReportAllocs()
@@ -196,7 +194,7 @@ func scrapeOnce(tb testing.TB, addr string, gz bool) {
 // BenchmarkHAPair is a collection and its scrapes, by one Prometheus and by an HA pair: the
 // pair must cost less than 1.2 times the one.
 func BenchmarkHAPair(b *testing.B) {
-	md := agentBatch(b, 200, "")
+	md := agentBatch(b, "")
 	settings := shippedConfigs(b)["agent.yaml"]
 	for _, impl := range implementations {
 		for _, scrapers := range []int{1, 2} {
@@ -209,7 +207,7 @@ func BenchmarkHAPair(b *testing.B) {
 					next := stamped(md, at.Add(time.Duration(i)*10*time.Second))
 					b.StartTimer()
 					cpu.start()
-					require.NoError(b, e.exp.ConsumeMetrics(context.Background(), next))
+					require.NoError(b, e.exp.ConsumeMetrics(b.Context(), next))
 					for range scrapers {
 						scrapeOnce(b, e.addr, true)
 					}
@@ -226,11 +224,11 @@ const gatewaySeries = 100_000
 
 // gatewayBatches are the agents' collections that make about gatewaySeries series.
 func gatewayBatches(b *testing.B) []pmetric.Metrics {
-	one := agentBatch(b, 200, "10.0.0.0:9102")
+	one := agentBatch(b, "10.0.0.0:9102")
 	agents := (gatewaySeries + one.DataPointCount() - 1) / one.DataPointCount()
 	out := make([]pmetric.Metrics, agents)
 	for i := range out {
-		out[i] = agentBatch(b, 200, fmt.Sprintf("10.0.%d.%d:9102", i/256, i%256))
+		out[i] = agentBatch(b, fmt.Sprintf("10.0.%d.%d:9102", i/256, i%256))
 	}
 	return out
 }
@@ -263,7 +261,7 @@ func BenchmarkGateway(b *testing.B) {
 				b.StartTimer()
 				cpu.start()
 				for _, md := range round {
-					require.NoError(b, e.exp.ConsumeMetrics(context.Background(), md))
+					require.NoError(b, e.exp.ConsumeMetrics(b.Context(), md))
 				}
 				cpu.stop()
 			}
@@ -305,7 +303,7 @@ func liveHeap() int64 {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc) //nolint:gosec // a heap under 8 EiB
+	return int64(ms.HeapAlloc)
 }
 
 // cpuMeter adds up the process's CPU time (user and system, every goroutine: the exporter's

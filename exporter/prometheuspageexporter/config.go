@@ -6,6 +6,7 @@ package prometheuspageexporter // import "github.com/otelcol-gpu/otelcol-gpu/exp
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,12 +70,7 @@ func (cfg *Config) Validate() error {
 }
 
 func isStrategy(s otlptranslator.TranslationStrategyOption) bool {
-	for _, known := range strategies {
-		if s == known {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(strategies, s)
 }
 
 // strategy is the translation strategy in effect.

@@ -46,8 +46,9 @@ import (
 
 // shippedConfigs are the prometheus exporter settings of every shipped configuration, by
 // file, with the contrib exporter's defaults and its defaults without scope info beside them.
-func shippedConfigs(t testing.TB) map[string]map[string]any {
-	t.Helper()
+func shippedConfigs(tb testing.TB) map[string]map[string]any {
+	tb.Helper()
+	t := tb
 	files, err := filepath.Glob("../../distro/*.yaml")
 	require.NoError(t, err)
 	out := map[string]map[string]any{
@@ -68,7 +69,7 @@ func shippedConfigs(t testing.TB) map[string]map[string]any {
 			Exporters map[string]map[string]any `yaml:"exporters"`
 		}
 		require.NoError(t, yaml.Unmarshal(raw, &doc), f)
-		if settings, ok := doc.Exporters["prometheus"]; ok {
+		if settings, ok := doc.Exporters["prometheus_page"]; ok {
 			out[filepath.Base(f)] = settings
 		}
 	}
@@ -227,8 +228,9 @@ type endpoint struct {
 	addr string
 }
 
-func startExporter(t testing.TB, f exporter.Factory, settings map[string]any) endpoint {
-	t.Helper()
+func startExporter(tb testing.TB, f exporter.Factory, settings map[string]any) endpoint {
+	tb.Helper()
+	t := tb
 	port, err := loopback.FreePort()
 	require.NoError(t, err)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
@@ -240,23 +242,27 @@ func startExporter(t testing.TB, f exporter.Factory, settings map[string]any) en
 		m["sending_queue"] = map[string]any{"enabled": false}
 	}
 	require.NoError(t, confmap.NewFromStringMap(m).Unmarshal(cfg))
-	exp, err := f.CreateMetrics(context.Background(), exportertest.NewNopSettings(f.Type()), cfg)
+	exp, err := f.CreateMetrics(t.Context(), exportertest.NewNopSettings(f.Type()), cfg)
 	require.NoError(t, err)
-	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, exp.Shutdown(context.Background())) })
+	require.NoError(t, exp.Start(t.Context(), componenttest.NewNopHost()))
+	// t.Context() is done before cleanups run; the shutdown keeps only its values.
+	shutdownCtx := context.WithoutCancel(t.Context())
+	t.Cleanup(func() { require.NoError(t, exp.Shutdown(shutdownCtx)) })
 	return endpoint{exp: exp, addr: addr}
 }
 
-func (e endpoint) consume(t testing.TB, md pmetric.Metrics) {
-	t.Helper()
+func (e endpoint) consume(tb testing.TB, md pmetric.Metrics) {
+	tb.Helper()
+	t := tb
 	clone := pmetric.NewMetrics()
 	md.CopyTo(clone)
-	require.NoError(t, e.exp.ConsumeMetrics(context.Background(), clone))
+	require.NoError(t, e.exp.ConsumeMetrics(t.Context(), clone))
 }
 
 // scrape reads the page; gzip asks for the compressed page (Go's client inflates it).
-func (e endpoint) scrape(t testing.TB, gzip bool) string {
-	t.Helper()
+func (e endpoint) scrape(tb testing.TB, gzip bool) string {
+	tb.Helper()
+	t := tb
 	req, err := http.NewRequest(http.MethodGet, "http://"+e.addr+"/metrics", http.NoBody)
 	require.NoError(t, err)
 	if !gzip {

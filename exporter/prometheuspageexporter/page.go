@@ -176,10 +176,10 @@ func newPage(cfg *Config, logger *zap.Logger) (*page, error) {
 	p.targetInfo = targetInfo
 	if cfg.Namespace != "" {
 		// As the contrib exporter: a namespace the label namer refuses is no namespace.
-		if ns, err := p.labelNamer.Build(cfg.Namespace); err == nil {
+		if ns, nsErr := p.labelNamer.Build(cfg.Namespace); nsErr == nil {
 			p.targetInfo = ns + "_" + targetInfo
 		} else {
-			logger.Error("namespace ignored for target_info", zap.String("namespace", cfg.Namespace), zap.Error(err))
+			logger.Error("namespace ignored for target_info", zap.String("namespace", cfg.Namespace), zap.Error(nsErr))
 		}
 	}
 	for name, value := range cfg.ConstLabels {
@@ -420,8 +420,8 @@ func (p *page) lookup(res *resource, fam *family, sm pmetric.ScopeMetrics, metri
 		}
 		return nil, false
 	}
-	if s, ok := p.series[key]; ok {
-		return s, false
+	if found, ok := p.series[key]; ok {
+		return found, false
 	}
 	if _, ok := p.refused[key]; ok {
 		return nil, false
@@ -727,7 +727,7 @@ func (p *page) dropPiece(fam *family, key uint64) {
 	}
 }
 
-func (p *page) appendSeries(text []byte, s *series) []byte {
+func (*page) appendSeries(text []byte, s *series) []byte {
 	if s.kind == numberSeries {
 		text = append(text, s.prefix...)
 		text = append(text, ' ')

@@ -98,13 +98,14 @@ func TestExpiryByArrivalWithoutScrapes(t *testing.T) {
 	cfg := agentConfig()
 	e, err := newPageExporter(cfg, exportertest.NewNopSettings(metadata.Type), clk)
 	require.NoError(t, err)
-	require.NoError(t, e.start(context.Background(), componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, e.shutdown(context.Background())) })
+	require.NoError(t, e.start(t.Context(), componenttest.NewNopHost()))
+	shutdownCtx := context.WithoutCancel(t.Context())
+	t.Cleanup(func() { require.NoError(t, e.shutdown(shutdownCtx)) })
 
 	// Points stamped an hour ago arrive now: they are not expired.
-	require.NoError(t, e.consumeMetrics(context.Background(), gaugeBatch(t0.Add(-time.Hour), 70, "GPU-a", "GPU-b")))
+	require.NoError(t, e.consumeMetrics(t.Context(), gaugeBatch(t0.Add(-time.Hour), 70, "GPU-a", "GPU-b")))
 	clk.Advance(time.Minute)
-	require.NoError(t, e.consumeMetrics(context.Background(), gaugeBatch(t0, 71, "GPU-b")))
+	require.NoError(t, e.consumeMetrics(t.Context(), gaugeBatch(t0, 71, "GPU-b")))
 	require.Len(t, e.page.series, 2)
 
 	clk.Advance(time.Minute + sweepInterval) // GPU-a's last arrival is 2m5s ago, GPU-b's 1m5s
@@ -147,7 +148,7 @@ func TestBatchRendersOnlyItsAgent(t *testing.T) {
 func TestFamiliesKeptTogether(t *testing.T) {
 	p := testPage(t, zap.NewNop())
 	md := gaugeBatch(t0, 70, "GPU-a", "GPU-b")
-	for i := 0; i < 2; i++ {
+	for i := range 2 {
 		m := md.ResourceMetrics().At(i).ScopeMetrics().At(0).Metrics().AppendEmpty()
 		m.SetName("gpu.power")
 		dp := m.SetEmptyGauge().DataPoints().AppendEmpty()
@@ -237,19 +238,20 @@ func TestScrapeTextAndGzip(t *testing.T) {
 	cfg.ServerConfig.NetAddr.Endpoint = "127.0.0.1:" + itoa(port)
 	e, err := newPageExporter(cfg, exportertest.NewNopSettings(metadata.Type), clock.NewFake(t0))
 	require.NoError(t, err)
-	require.NoError(t, e.start(context.Background(), componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, e.shutdown(context.Background())) })
-	require.NoError(t, e.consumeMetrics(context.Background(), gaugeBatch(t0, 70, "GPU-a", "GPU-b", "GPU-c")))
+	require.NoError(t, e.start(t.Context(), componenttest.NewNopHost()))
+	shutdownCtx := context.WithoutCancel(t.Context())
+	t.Cleanup(func() { require.NoError(t, e.shutdown(shutdownCtx)) })
+	require.NoError(t, e.consumeMetrics(t.Context(), gaugeBatch(t0, 70, "GPU-a", "GPU-b", "GPU-c")))
 
 	get := func(encoding string) (*http.Response, []byte) {
-		req, err := http.NewRequest(http.MethodGet, "http://"+cfg.ServerConfig.NetAddr.Endpoint+"/metrics", http.NoBody)
-		require.NoError(t, err)
+		req, reqErr := http.NewRequest(http.MethodGet, "http://"+cfg.ServerConfig.NetAddr.Endpoint+"/metrics", http.NoBody)
+		require.NoError(t, reqErr)
 		req.Header.Set("Accept-Encoding", encoding)
-		resp, err := http.DefaultTransport.RoundTrip(req)
-		require.NoError(t, err)
+		resp, rtErr := http.DefaultTransport.RoundTrip(req)
+		require.NoError(t, rtErr)
 		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
+		body, readErr := io.ReadAll(resp.Body)
+		require.NoError(t, readErr)
 		return resp, body
 	}
 	resp, plain := get("identity")

@@ -109,7 +109,7 @@ func (v *view) writeGzip(w io.Writer) error {
 	var trailer [2 + gzipTrailerSize]byte // finalBlock, CRC-32, ISIZE
 	copy(trailer[:], finalBlock)
 	binary.LittleEndian.PutUint32(trailer[len(finalBlock):], v.crc)
-	binary.LittleEndian.PutUint32(trailer[len(finalBlock)+4:], uint32(v.size)) //nolint:gosec // gzip's ISIZE is the size modulo 2^32
+	binary.LittleEndian.PutUint32(trailer[len(finalBlock)+4:], uint32(v.size)) // gzip's ISIZE: the size modulo 2^32
 	_, err := w.Write(trailer[:])
 	return err
 }
