@@ -60,7 +60,11 @@ type target struct {
 type source struct {
 	key       uint64
 	resources []*resource // in order of arrival
-	families  map[*family]struct{}
+	// order is each family's series, sorted by their rendered name and labels (the order
+	// client_golang serves): a page that does not reorder from one collection to the next.
+	order map[*family][]*series
+	// stale are the families whose series came or went since order was made.
+	stale map[*family]struct{}
 }
 
 // resource holds the series of one OTLP resource (all its attributes alike) and the labels
@@ -102,7 +106,7 @@ type series struct {
 	kind        seriesKind
 	ts, start   pcommon.Timestamp
 	arrived     time.Time
-	prefix      []byte // number series: the rendered `name{labels}`
+	prefix      []byte // the rendered `name{labels}`: a number series' line, every series' order
 	value       float64
 	labels      []*dto.LabelPair // histograms and summaries, rendered through expfmt
 	count       uint64
@@ -260,7 +264,7 @@ func (p *page) newResource(key uint64, attrs pcommon.Map) *resource {
 	srcKey := xxhash.Sum64String(instance)
 	src, ok := p.sources[srcKey]
 	if !ok {
-		src = &source{key: srcKey, families: map[*family]struct{}{}}
+		src = &source{key: srcKey, order: map[*family][]*series{}, stale: map[*family]struct{}{}}
 		p.sources[srcKey] = src
 	}
 	src.resources = append(src.resources, res)
@@ -432,15 +436,12 @@ func (p *page) lookup(res *resource, fam *family, sm pmetric.ScopeMetrics, metri
 		p.logger.Warn("series dropped: its labels cannot be Prometheus labels", zap.String("metric", fam.name), zap.Error(err))
 		return nil, false
 	}
-	s = &series{key: key, res: res, fam: fam, kind: kind}
-	if kind == numberSeries {
-		s.prefix = seriesPrefix(fam.name, labels)
-	} else {
+	s = &series{key: key, res: res, fam: fam, kind: kind, prefix: seriesPrefix(fam.name, labels)}
+	if kind != numberSeries {
 		s.labels = labels
 	}
 	p.series[key] = s
-	res.byFamily[fam] = append(res.byFamily[fam], s)
-	res.size++
+	res.add(s)
 	p.dirty[res.source] = struct{}{}
 	return s, true
 }
@@ -454,8 +455,7 @@ func (p *page) claim(s *series, res *resource) {
 	s.res.drop(s)
 	p.dirty[s.res.source] = struct{}{}
 	s.res = res
-	res.byFamily[s.fam] = append(res.byFamily[s.fam], s)
-	res.size++
+	res.add(s)
 }
 
 // remove ends s.
@@ -645,8 +645,16 @@ func (p *page) summaryPoint(res *resource, fam *family, sm pmetric.ScopeMetrics,
 	s.count, s.sum, s.ts, s.start, s.arrived = dp.Count(), dp.Sum(), dp.Timestamp(), dp.StartTimestamp(), now
 }
 
+// add puts s in res's lists.
+func (res *resource) add(s *series) {
+	res.byFamily[s.fam] = append(res.byFamily[s.fam], s)
+	res.size++
+	res.source.stale[s.fam] = struct{}{}
+}
+
 // drop takes s out of res's lists.
 func (res *resource) drop(s *series) {
+	res.source.stale[s.fam] = struct{}{}
 	list := res.byFamily[s.fam]
 	i := slices.Index(list, s)
 	list = slices.Delete(list, i, i+1)
@@ -670,7 +678,7 @@ func (p *page) renderDirty() {
 // that have none left.
 func (p *page) render(src *source) {
 	p.current = nil
-	texts := map[*family][]byte{}
+	regathered := map[*family][]*series{}
 	kept := src.resources[:0]
 	for _, res := range src.resources {
 		if res.size == 0 {
@@ -681,18 +689,14 @@ func (p *page) render(src *source) {
 		kept = append(kept, res)
 		res.oldest = time.Time{}
 		for fam, list := range res.byFamily {
-			text, ok := texts[fam]
-			if !ok && fam.pieces[src.key] != nil {
-				// This render's text is about as long as the last one's.
-				text = make([]byte, 0, len(fam.pieces[src.key].text)+len(fam.pieces[src.key].text)/8)
-			}
 			for _, s := range list {
-				text = p.appendSeries(text, s)
 				if res.oldest.IsZero() || s.arrived.Before(res.oldest) {
 					res.oldest = s.arrived
 				}
 			}
-			texts[fam] = text
+			if _, stale := src.stale[fam]; stale {
+				regathered[fam] = append(regathered[fam], list...)
+			}
 		}
 		if next := res.oldest.Add(p.expiration); p.nextExpiry.IsZero() || next.Before(p.nextExpiry) {
 			p.nextExpiry = next
@@ -700,17 +704,27 @@ func (p *page) render(src *source) {
 	}
 	clear(src.resources[len(kept):])
 	src.resources = kept
-	for fam, text := range texts {
-		fam.pieces[src.key] = p.makePiece(text)
-	}
-	for fam := range src.families {
-		if _, ok := texts[fam]; !ok {
+	for fam := range src.stale {
+		list, ok := regathered[fam]
+		if !ok {
+			delete(src.order, fam)
 			p.dropPiece(fam, src.key)
+			continue
 		}
+		slices.SortFunc(list, func(a, b *series) int { return bytes.Compare(a.prefix, b.prefix) })
+		src.order[fam] = list
 	}
-	clear(src.families)
-	for fam := range texts {
-		src.families[fam] = struct{}{}
+	clear(src.stale)
+	for fam, list := range src.order {
+		var text []byte
+		if last := fam.pieces[src.key]; last != nil {
+			// This render's text is about as long as the last one's.
+			text = make([]byte, 0, len(last.text)+len(last.text)/8)
+		}
+		for _, s := range list {
+			text = p.appendSeries(text, s)
+		}
+		fam.pieces[src.key] = p.makePiece(text)
 	}
 	if len(src.resources) == 0 {
 		delete(p.sources, src.key)
