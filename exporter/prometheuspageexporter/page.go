@@ -107,6 +107,7 @@ type series struct {
 	ts, start   pcommon.Timestamp
 	arrived     time.Time
 	prefix      []byte // the rendered `name{labels}`: a number series' line, every series' order
+	labelCount  int
 	value       float64
 	labels      []*dto.LabelPair // histograms and summaries, rendered through expfmt
 	count       uint64
@@ -436,7 +437,7 @@ func (p *page) lookup(res *resource, fam *family, sm pmetric.ScopeMetrics, metri
 		p.logger.Warn("series dropped: its labels cannot be Prometheus labels", zap.String("metric", fam.name), zap.Error(err))
 		return nil, false
 	}
-	s = &series{key: key, res: res, fam: fam, kind: kind, prefix: seriesPrefix(fam.name, labels)}
+	s = &series{key: key, res: res, fam: fam, kind: kind, prefix: seriesPrefix(fam.name, labels), labelCount: len(labels)}
 	if kind != numberSeries {
 		s.labels = labels
 	}
@@ -711,7 +712,7 @@ func (p *page) render(src *source) {
 			p.dropPiece(fam, src.key)
 			continue
 		}
-		slices.SortFunc(list, func(a, b *series) int { return bytes.Compare(a.prefix, b.prefix) })
+		slices.SortFunc(list, seriesOrder)
 		src.order[fam] = list
 	}
 	clear(src.stale)
@@ -729,6 +730,15 @@ func (p *page) render(src *source) {
 	if len(src.resources) == 0 {
 		delete(p.sources, src.key)
 	}
+}
+
+// seriesOrder is client_golang's order of a family's series: fewer labels first, then by
+// labels (here by the rendered labels, names included; client_golang compares the values).
+func seriesOrder(a, b *series) int {
+	if a.labelCount != b.labelCount {
+		return a.labelCount - b.labelCount
+	}
+	return bytes.Compare(a.prefix, b.prefix)
 }
 
 func (p *page) dropPiece(fam *family, key uint64) {
