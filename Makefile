@@ -162,7 +162,7 @@ BENCH_BASELINE       ?=
 BENCH_AGENT_ENV      := $(shell sed -n '/- name: \(GOGC\|GOMEMLIMIT\)$$/{s/.*name: //;N;s/\n *value: "\{0,1\}\([^"]*\)"\{0,1\}/=\1/p}' deploy/base/agent.yaml)
 PROCLOAD              = $(GO) run ./bench/procload -otelcol $(AGENT_BIN) $(if $(BENCH_BASELINE),-baseline $(BENCH_BASELINE)) $(addprefix -env ,$(BENCH_AGENT_ENV))
 bench: deps $(BIN) $(AGENT_BIN)
-	$(GO) test -run '^$$' -bench . -benchmem ./receiver/... ./processor/... ./cmd/...
+	$(GO) test -run '^$$' -bench . -benchmem ./receiver/... ./processor/... ./exporter/... ./cmd/...
 	KUBE_APISERVER_BIN=$(KUBE_APISERVER) $(GO) test -tags e2e -run '^$$' -bench BenchmarkLargeCluster -benchtime 20x ./receiver/k8swatchdogreceiver/
 	$(PROCLOAD) -duration $(BENCH_DURATION)
 	OTELCOL_BIN=$(CURDIR)/$(BIN) OTELCOL_AGENT_BIN=$(CURDIR)/$(AGENT_BIN) THANOS_BIN=$(THANOS_TEST) $(GO) test -tags e2e -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/gateway/ ./test/e2e/

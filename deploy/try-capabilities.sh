@@ -48,7 +48,7 @@ run() { # run NAME CAPS: the collector's page (series names and labels) and its 
 	port=$(free_port) health=$(free_port)
 	[[ "$caps" == all ]] || bound=(setpriv --bounding-set="-all${caps:+,+${caps//,/,+}}" --inh-caps=-all --no-new-privs --)
 	"${bound[@]}" "$bin" --config distro/local.yaml --set receivers::task::collection_interval=1s \
-		--set "exporters::prometheus::endpoint=127.0.0.1:$port" --set "extensions::health_check::endpoint=127.0.0.1:$health" \
+		--set "exporters::prometheus_page::endpoint=127.0.0.1:$port" --set "extensions::health_check::endpoint=127.0.0.1:$health" \
 		>"$work/$name.log" 2>&1 &
 	local pid=$!
 	sleep 6

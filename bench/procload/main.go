@@ -151,7 +151,7 @@ func run(o options) error {
 		}
 		port, health, telemetry := freePort(), freePort(), freePort()
 		sets = append([]string{
-			fmt.Sprintf("exporters::prometheus::endpoint=127.0.0.1:%d", port),
+			fmt.Sprintf("exporters::prometheus_page::endpoint=127.0.0.1:%d", port),
 			fmt.Sprintf("extensions::health_check::endpoint=127.0.0.1:%d", health),
 			"receivers::task::collection_interval=" + o.interval.String(),
 			"receivers::gpu::collection_interval=" + o.interval.String(),

@@ -12,10 +12,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/prometheusexporter"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/resourcetotelemetry"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
+
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/prometheuspageexporter"
 )
 
 // Config says where the file goes and, in the prometheus exporter's own keys, how metrics are
@@ -65,7 +66,7 @@ func (cfg *Config) Validate() error {
 	if cfg.WriteInterval <= 0 {
 		errs = append(errs, fmt.Errorf("write_interval must be positive, got %s", cfg.WriteInterval))
 	}
-	if _, err := cfg.prometheusConfig(""); err != nil {
+	if _, err := cfg.prometheusConfig(".validate.sock"); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -73,8 +74,8 @@ func (cfg *Config) Validate() error {
 
 // prometheusConfig is the configuration of the prometheus exporter that renders the file,
 // serving on the unix socket at socket.
-func (cfg *Config) prometheusConfig(socket string) (*prometheusexporter.Config, error) {
-	pcfg := prometheusexporter.NewFactory().CreateDefaultConfig().(*prometheusexporter.Config)
+func (cfg *Config) prometheusConfig(socket string) (*prometheuspageexporter.Config, error) {
+	pcfg := prometheuspageexporter.NewFactory().CreateDefaultConfig().(*prometheuspageexporter.Config)
 	settings := map[string]any{
 		"endpoint":           socket,
 		"transport":          "unix",
@@ -100,7 +101,7 @@ func (cfg *Config) prometheusConfig(socket string) (*prometheusexporter.Config, 
 }
 
 func createDefaultConfig() component.Config {
-	pcfg := prometheusexporter.NewFactory().CreateDefaultConfig().(*prometheusexporter.Config)
+	pcfg := prometheuspageexporter.NewFactory().CreateDefaultConfig().(*prometheuspageexporter.Config)
 	return &Config{
 		Filename:         "otelcol-gpu.prom",
 		WriteInterval:    15 * time.Second,

@@ -40,7 +40,7 @@ func TestConfigErrors(t *testing.T) {
 		"path_in_filename":  `filename must be a plain file name in directory, got "../gpu.prom"`,
 		"hidden_filename":   `filename must be a plain file name in directory, got ".gpu.prom"`,
 		"bad_interval":      "write_interval must be positive, got 0s",
-		"bad_strategy":      "invalid translation_strategy: Sideways",
+		"bad_strategy":      `translation_strategy "Sideways" is not one of`,
 		"bad_exclude":       `exclude_metrics: bad pattern "["`,
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -18,7 +18,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/prometheusexporter"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -27,6 +26,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/otel/metric/noop"
 	"go.uber.org/zap"
+
+	"github.com/otelcol-gpu/otelcol-gpu/exporter/prometheuspageexporter"
 )
 
 // maxSocketPath is what a unix socket's address may hold on Linux (sun_path, with its NUL).
@@ -37,7 +38,8 @@ type textfileExporter struct {
 	logger *zap.Logger
 	// path is the file node_exporter reads; socket is where the prometheus exporter serves.
 	path, socket string
-	// prometheus renders the page: the contrib exporter, so names and labels are its own.
+	// prometheus renders the page: the prometheus_page exporter, whose names and labels are
+	// the contrib prometheus exporter's (its oracle test).
 	prometheus exporter.Metrics
 	client     *http.Client
 
@@ -61,7 +63,7 @@ func newTextfileExporter(cfg *Config, set exporter.Settings) (*textfileExporter,
 	if err != nil {
 		return nil, err
 	}
-	factory := prometheusexporter.NewFactory()
+	factory := prometheuspageexporter.NewFactory()
 	inner := set
 	inner.ID = component.NewIDWithName(factory.Type(), "textfile")
 	// This exporter reports what it sends; the inner one would count the same points again.

@@ -146,10 +146,21 @@ func prometheusExporterPage(t *testing.T, cfg *Config, md pmetric.Metrics) map[s
 	require.NoError(t, err)
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
-	pcfg, err := cfg.prometheusConfig(addr)
-	require.NoError(t, err)
-	pcfg.ServerConfig.NetAddr.Transport = "tcp"
 	factory := prometheusexporter.NewFactory()
+	pcfg := factory.CreateDefaultConfig()
+	require.NoError(t, confmap.NewFromStringMap(map[string]any{
+		"endpoint":           addr,
+		"namespace":          cfg.Namespace,
+		"const_labels":       cfg.ConstLabels,
+		"without_scope_info": cfg.WithoutScopeInfo,
+		"metric_expiration":  cfg.MetricExpiration,
+		"resource_constant_labels": map[string]any{
+			"included": cfg.ResourceConstantLabels.Included,
+			"excluded": cfg.ResourceConstantLabels.Excluded,
+		},
+		"translation_strategy": cfg.TranslationStrategy,
+		"sending_queue":        map[string]any{"enabled": false},
+	}).Unmarshal(pcfg))
 	exp, err := factory.CreateMetrics(t.Context(), exportertest.NewNopSettings(factory.Type()), pcfg)
 	require.NoError(t, err)
 	require.NoError(t, exp.Start(t.Context(), componenttest.NewNopHost()))

@@ -75,7 +75,7 @@ func TestPrometheusOTLPLabels(t *testing.T) {
 	data, err = os.ReadFile(filepath.Join("distro", "gateway.yaml"))
 	require.NoError(t, err)
 	require.NoError(t, yaml.Unmarshal(data, &gateway))
-	page := gateway.Exporters["prometheus"].Labels
+	page := gateway.Exporters["prometheus_page"].Labels
 	require.Equal(t, []string{"*"}, page.Included, "the page makes every resource attribute a label")
 	assert.True(t, prometheus.OTLP.PromoteAll, "so must Prometheus")
 	assert.ElementsMatch(t, page.Excluded, prometheus.OTLP.Ignore, "but those the page excludes")

@@ -54,7 +54,7 @@ func startCollectorWithOutput(tb testing.TB, config string, sets ...string) (str
 	port := stack.FreePort(tb)
 	args := []string{
 		"--config", config,
-		"--set", fmt.Sprintf("exporters::prometheus::endpoint=127.0.0.1:%d", port),
+		"--set", fmt.Sprintf("exporters::prometheus_page::endpoint=127.0.0.1:%d", port),
 		"--set", fmt.Sprintf("extensions::health_check::endpoint=127.0.0.1:%d", stack.FreePort(tb)),
 	}
 	for _, s := range sets {

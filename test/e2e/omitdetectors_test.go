@@ -51,7 +51,7 @@ func TestAgentOmitsCloudDetectors(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, agent, "--config", filepath.Join(repoRoot(t), "distro", "local.yaml"), "--config", config,
-				"--set", fmt.Sprintf("exporters::prometheus::endpoint=127.0.0.1:%d", stack.FreePort(t)),
+				"--set", fmt.Sprintf("exporters::prometheus_page::endpoint=127.0.0.1:%d", stack.FreePort(t)),
 				"--set", fmt.Sprintf("extensions::health_check::endpoint=127.0.0.1:%d", stack.FreePort(t)))
 			out, err := cmd.CombinedOutput()
 			require.Error(t, err, "the agent must not start: %s", out)

@@ -76,9 +76,9 @@ func TestStoresMatchScrape(t *testing.T) {
 		// as distro/gateway.yaml has them (no resource/prometheus).
 		"service::pipelines::metrics/page::receivers=[otlp]",
 		"service::pipelines::metrics/page::processors=[memory_limiter]",
-		"service::pipelines::metrics/page::exporters=[prometheus]",
+		"service::pipelines::metrics/page::exporters=[prometheus_page]",
 		"service::pipelines::metrics/gpu_health_page::receivers=[k8s_gpu_health]",
-		"service::pipelines::metrics/gpu_health_page::exporters=[prometheus]",
+		"service::pipelines::metrics/gpu_health_page::exporters=[prometheus_page]",
 		"service::pipelines::metrics/gpu_health_store::receivers=[k8s_gpu_health]",
 		"service::pipelines::metrics/gpu_health_store::processors=[resource/prometheus]",
 		"service::pipelines::metrics/gpu_health_store::exporters=[prometheusremotewrite/store]")

@@ -35,7 +35,7 @@ func TestTextfileThroughNodeExporter(t *testing.T) {
 		"exporters::textfile::translation_strategy=UnderscoreEscapingWithoutSuffixes",
 		"exporters::textfile::without_scope_info=true",
 		`exporters::textfile::resource_constant_labels::included=["*"]`,
-		"service::pipelines::metrics::exporters=[prometheus,textfile]",
+		"service::pipelines::metrics::exporters=[prometheus_page,textfile]",
 	)
 	port := stack.FreePort(t)
 	startProcess(t, requireTool(t, "prometheus-node-exporter"),

@@ -126,7 +126,7 @@ func newEndpoints(tb testing.TB) (Endpoints, []string) {
 		Health:    fmt.Sprintf("http://127.0.0.1:%d/", health),
 	}
 	sets := []string{
-		fmt.Sprintf("exporters::prometheus::endpoint=127.0.0.1:%d", metrics),
+		fmt.Sprintf("exporters::prometheus_page::endpoint=127.0.0.1:%d", metrics),
 		fmt.Sprintf("extensions::health_check::endpoint=127.0.0.1:%d", health),
 		fmt.Sprintf("service::telemetry::metrics::readers=[{pull: {exporter: {prometheus: {host: 127.0.0.1, port: %d}}}}]", telemetry),
 	}
