@@ -31,8 +31,9 @@ const (
 	// nvmlSamplingPeriodUs is the sampling period NVML reports with codec utilization.
 	nvmlSamplingPeriodUs = 167_000
 	// spinPowerShare is the part of its working power above idle that a GPU draws while its
-	// kernels spin waiting in a collective: above idle, well below work.
-	spinPowerShare = 0.2
+	// kernels spin waiting in a collective: a little above idle, as the spinning kernels keep a
+	// few SMs busy (the simulation's assumption, not a measurement).
+	spinPowerShare = 0.1
 )
 
 // Device is one simulated GPU. Identity (name, UUID, index, MIG) comes from the embedded mock

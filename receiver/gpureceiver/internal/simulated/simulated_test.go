@@ -524,7 +524,7 @@ faults:
 
 // TestCollectiveWait: a GPU waiting in a collective keeps its kernels running (utilization
 // rises to fill the wait) while its work, memory controller, NVLink and GPM activity shrink by
-// the waiting share, and its power above idle falls to a fifth of the waiting share's; in a
+// the waiting share, and its power above idle falls to a tenth for the waiting share; in a
 // hung collective (share 1) it is 100 % "utilized" doing nothing.
 func TestCollectiveWait(t *testing.T) {
 	srv, c := newServer(t, `
@@ -569,8 +569,8 @@ faults:
 		smActive        float64
 		nvlinkSeconds   float64
 	}{
-		{gpu: 90, memory: 20, mw: 300_000, smActive: 20, nvlinkSeconds: 0.4 * 30},
-		{gpu: 100, memory: 0, mw: 140_000, smActive: 0, nvlinkSeconds: 0},
+		{gpu: 90, memory: 20, mw: 280_000, smActive: 20, nvlinkSeconds: 0.4 * 30},
+		{gpu: 100, memory: 0, mw: 100_000, smActive: 0, nvlinkSeconds: 0},
 		{gpu: 80, memory: 40, mw: 460_000, smActive: 40, nvlinkSeconds: 0.8 * 30},
 	} {
 		u, ret := devs[i].GetUtilizationRates()
