@@ -547,9 +547,10 @@ faults:
 		require.Equal(t, nvml.SUCCESS, d.GetFieldValues(f))
 		return binary.NativeEndian.Uint64(f[0].Value[:])
 	}
-	samples := make([]nvml.GpmSample, 6)
+	samples := make([][2]nvml.GpmSample, len(devs)) // each GPU's at 70 s and at 90 s
 	for i := range samples {
-		samples[i], _ = srv.GpmSampleAlloc()
+		samples[i][0], _ = srv.GpmSampleAlloc()
+		samples[i][1], _ = srv.GpmSampleAlloc()
 	}
 	setTo(c, 60*time.Second)
 	before := make([]uint64, len(devs))
@@ -558,11 +559,11 @@ faults:
 	}
 	setTo(c, 70*time.Second)
 	for i, d := range devs {
-		require.Equal(t, nvml.SUCCESS, d.GpmSampleGet(samples[i]))
+		require.Equal(t, nvml.SUCCESS, d.GpmSampleGet(samples[i][0]))
 	}
 	setTo(c, 90*time.Second)
 	for i, d := range devs {
-		require.Equal(t, nvml.SUCCESS, d.GpmSampleGet(samples[3+i]))
+		require.Equal(t, nvml.SUCCESS, d.GpmSampleGet(samples[i][1]))
 	}
 	for i, want := range []struct {
 		gpu, memory, mw uint32
@@ -578,12 +579,14 @@ faults:
 		assert.Equal(t, []uint32{want.gpu, want.memory}, []uint32{u.Gpu, u.Memory}, "GPU %d: utilization, memory controller", i)
 		mw, _ := devs[i].GetPowerUsage()
 		assert.Equal(t, want.mw, mw, "GPU %d: power", i)
-		values, _ := gpmMetrics(t, srv, samples[i], samples[3+i], nvml.GPM_METRIC_SM_UTIL)
+		values, _ := gpmMetrics(t, srv, samples[i][0], samples[i][1], nvml.GPM_METRIC_SM_UTIL)
 		assert.InDelta(t, want.smActive, values[0], 1e-9, "GPU %d: SM activity", i)
 		assert.InDelta(t, want.nvlinkSeconds*nvlinkKiBPerSecond, float64(nvlink(devs[i])-before[i]), 1, "GPU %d: NVLink KiB from 60 s to 90 s", i)
 	}
-	for _, s := range samples {
-		require.Equal(t, nvml.SUCCESS, s.Free())
+	for _, pair := range samples {
+		for _, smp := range pair {
+			require.Equal(t, nvml.SUCCESS, smp.Free())
+		}
 	}
 
 	setTo(c, 3*time.Minute)
