@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/test/kube"
 	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
@@ -43,6 +45,7 @@ var onAttribution = map[string]bool{
 	"joblevelmetrics/GPUs of the job/B":                          true,
 	"joblevelmetrics/GPU utilization per GPU/A":                  true,
 	"joblevelmetrics/GPU framebuffer per GPU/A":                  true,
+	"joblevelmetrics/Ranks side by side/A":                       true,
 	"gpu_health/Faults and actions/J":                            true,
 	"gpu_health/Faults and actions/K":                            true,
 }
@@ -426,6 +429,8 @@ var recordedRules = []string{
 	"gpu:gpu_xid_errors:increase1h", "gpu:pcie_link_bandwidth:ratio",
 	"otelcol_gpu:agent:up", "otelcol_gpu:gateway:up",
 	"node:infiniband_active_ports_at_rate:count",
+	"job_gpu:activity:avg5m", "job_role:gpu_activity:spread", "job_gpu:straggler_cause:present",
+	"task_gpu:allocated:ratio", "job:gpu_hourly_cost:sum",
 }
 
 // TestDashboards runs every query of every panel of deploy/grafana/*.json, with the template
@@ -558,9 +563,47 @@ func TestAlertsOnTheDemo(t *testing.T) {
 	assert.ElementsMatch(t, want, got)
 }
 
+// TestJobAlertsOnTheDemo evaluates the job-ranks rules on the monitored cluster, where alice's
+// job first straggles (GPU 0 throttled and at half its clock, its peers waiting for it in NCCL)
+// and then, from 25 s, hangs in a collective: JobGpuStraggler is raised on GPU 0 for each of
+// its two causes, then JobGpusHung on the job, and no other job-ranks alert on any job. The two
+// follow each other, so the alerts are read from their history: pending or firing at any time
+// of the run. The hang shows once its 5-minute averages (power last) have fallen far enough
+// below the job's own level, which the short phases of the compressed scenario make slow:
+// about 70 s into the run; hence three minutes.
+func TestJobAlertsOnTheDemo(t *testing.T) {
+	mc := startMonitoredCluster(t)
+	want := []string{
+		"JobGpuStraggler alice~resnet50 0 low_clocks", "JobGpuStraggler alice~resnet50 0 throttle",
+		"JobGpusHung alice~resnet50",
+	}
+	exact := map[string]bool{}
+	for _, name := range alertNames(t, filepath.Join(repoRoot(t), "deploy", "prometheus", "rules", "job-ranks.yaml")) {
+		exact[name] = true
+	}
+	poll.UntilNoError(t, 3*time.Minute, "the demo's job alerts", func() error {
+		var got []string
+		for _, a := range mc.alertsOf(t, `max_over_time(ALERTS{alertstate=~"pending|firing"}[10m])`) {
+			if exact[a["alertname"]] {
+				got = append(got, strings.TrimSpace(strings.Join([]string{a["alertname"], a["job_name"], a["minor_number"], a["cause"]}, " ")))
+			}
+		}
+		slices.Sort(got)
+		if got = slices.Compact(got); !slices.Equal(got, want) {
+			return fmt.Errorf("raised %q, want %q", got, want)
+		}
+		return nil
+	})
+}
+
 // alerts lists the pending and firing alerts, by their labels.
 func (mc monitoredCluster) alerts(t *testing.T) []map[string]string {
-	body, err := httpGet(mc.api + url.QueryEscape(`ALERTS{alertstate=~"pending|firing"}`))
+	return mc.alertsOf(t, `ALERTS{alertstate=~"pending|firing"}`)
+}
+
+// alertsOf lists the labels of the series of query, an expression on ALERTS.
+func (mc monitoredCluster) alertsOf(t *testing.T, query string) []map[string]string {
+	body, err := httpGet(mc.api + url.QueryEscape(query))
 	require.NoError(t, err)
 	var resp struct {
 		Data struct {

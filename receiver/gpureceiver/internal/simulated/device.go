@@ -30,6 +30,10 @@ const (
 	nvlinkKiBPerSecond = 50e9 / 1024
 	// nvmlSamplingPeriodUs is the sampling period NVML reports with codec utilization.
 	nvmlSamplingPeriodUs = 167_000
+	// spinPowerShare is the part of its working power above idle that a GPU draws while its
+	// kernels spin waiting in a collective: a little above idle, as the spinning kernels keep a
+	// few SMs busy (the simulation's assumption, not a measurement).
+	spinPowerShare = 0.1
 )
 
 // Device is one simulated GPU. Identity (name, UUID, index, MIG) comes from the embedded mock
@@ -179,15 +183,34 @@ func (d *Device) fault(kind string, t time.Duration) *Fault {
 	return found
 }
 
+// util is the percent of time a kernel ran at t, as NVML's utilization says: the utilization
+// signal, and the time the GPU spins waiting in a collective, which fills its idle time too
+// (NCCL's kernels run until their peers arrive).
 func (d *Device) util(t time.Duration) uint32 {
-	return uint32(math.Round(clamp(d.utilization.at(t), 100)))
+	u := clamp(d.utilization.at(t), 100)
+	return uint32(math.Round(u + d.collectiveWait(t)*(100-u)))
 }
 
-// load is the percent of time the GPU is busy at t: its utilization signal, or in MIG mode its
+// collectiveWait is the share of its busy time the GPU spends waiting in a collective at t.
+func (d *Device) collectiveWait(t time.Duration) float64 {
+	if f := d.fault(FaultCollectiveWait, t); f != nil {
+		return f.Share
+	}
+	return 0
+}
+
+// work is the percent of time the GPU works at t, rounded as NVML's readings are: its
+// utilization signal less the time it waits in a collective. Its memory controller, NVLink and
+// PCIe traffic follow it.
+func (d *Device) work(t time.Duration) float64 {
+	return math.Round(clamp(d.utilization.at(t), 100) * (1 - d.collectiveWait(t)))
+}
+
+// load is what GPM measures the GPU busy with at t: its work (unrounded), or in MIG mode its
 // instances' loads weighed by their shares of the GPU.
 func (d *Device) load(t time.Duration) float64 {
 	if len(d.migs) == 0 {
-		return clamp(d.utilization.at(t), 100)
+		return clamp(d.utilization.at(t), 100) * (1 - d.collectiveWait(t))
 	}
 	var sum float64
 	for _, m := range d.migs {
@@ -229,15 +252,15 @@ func (d *Device) GetPciInfo() (nvml.PciInfo, nvml.Return) {
 	return d.pci, ret
 }
 
-// GetUtilizationRates follows the utilization signal; memory controller activity tracks it.
-// Like NVML, a GPU in MIG mode has none.
+// GetUtilizationRates follows the utilization signal; memory controller activity tracks the
+// work (half of it), not the time spent waiting in a collective. Like NVML, a GPU in MIG mode
+// has none.
 func (d *Device) GetUtilizationRates() (nvml.Utilization, nvml.Return) {
 	t, ret := d.check()
 	if ret == nvml.SUCCESS && len(d.migs) > 0 {
 		return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED
 	}
-	u := d.util(t)
-	return nvml.Utilization{Gpu: u, Memory: u / 2}, ret
+	return nvml.Utilization{Gpu: d.util(t), Memory: uint32(d.work(t)) / 2}, ret
 }
 
 // GetMemoryInfo is the framebuffer use of the processes plus the memory signal; like NVML's v1
@@ -285,7 +308,7 @@ func (d *Device) GetFieldValues(values []nvml.FieldValue) nvml.Return {
 			v.ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
 			binary.NativeEndian.PutUint32(v.Value[:], d.coreTemperature(t)+memoryAboveCore)
 		case (v.FieldId == nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX || v.FieldId == nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX) && d.profile.nvLinks > 0:
-			kib := d.nvlinkKiB.upTo(t, func(t time.Duration) float64 { return float64(d.util(t)) / 100 * nvlinkKiBPerSecond })
+			kib := d.nvlinkKiB.upTo(t, func(t time.Duration) float64 { return d.work(t) / 100 * nvlinkKiBPerSecond })
 			v.ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
 			binary.NativeEndian.PutUint64(v.Value[:], uint64(kib))
 		default:
@@ -320,16 +343,26 @@ func (d *Device) GetGridLicensableFeatures() (nvml.GridLicensableFeatures, nvml.
 	return nvml.GridLicensableFeatures{IsGridLicenseSupported: 0}, ret
 }
 
+// watts is the power signal at t; while the GPU waits in a collective, the waiting share of
+// its draw above idle falls to spinPowerShare of it.
+func (d *Device) watts(t time.Duration) float64 {
+	w := clamp(d.power.at(t), 5000)
+	if w > idlePower {
+		w -= (w - idlePower) * d.collectiveWait(t) * (1 - spinPowerShare)
+	}
+	return w
+}
+
 // GetPowerUsage follows the power signal, in milliwatts.
 func (d *Device) GetPowerUsage() (uint32, nvml.Return) {
 	t, ret := d.check()
-	return uint32(clamp(d.power.at(t), 5000) * 1000), ret
+	return uint32(d.watts(t) * 1000), ret
 }
 
-// GetTotalEnergyConsumption integrates the power signal (trapezoids between readings), in mJ.
+// GetTotalEnergyConsumption integrates the power (trapezoids between readings), in mJ.
 func (d *Device) GetTotalEnergyConsumption() (uint64, nvml.Return) {
 	t, ret := d.check()
-	mj := d.energyMJ.upTo(t, func(t time.Duration) float64 { return clamp(d.power.at(t), 5000) * 1000 })
+	mj := d.energyMJ.upTo(t, func(t time.Duration) float64 { return d.watts(t) * 1000 })
 	return uint64(mj), ret
 }
 
@@ -403,10 +436,10 @@ func pcieKBPerSecond(util float64, counter nvml.PcieUtilCounter) float64 {
 	return kbps
 }
 
-// GetPcieThroughput grows with utilization, in KB/s as NVML reports it.
+// GetPcieThroughput grows with the work, in KB/s as NVML reports it.
 func (d *Device) GetPcieThroughput(counter nvml.PcieUtilCounter) (uint32, nvml.Return) {
 	t, ret := d.check()
-	return uint32(pcieKBPerSecond(float64(d.util(t)), counter)), ret
+	return uint32(pcieKBPerSecond(d.work(t), counter)), ret
 }
 
 // GetPcieReplayCounter: the simulated links never replay.

@@ -150,6 +150,10 @@ const (
 	FaultFabricDown      = "fabric_down"
 	FaultFabricDegraded  = "fabric_degraded"
 	FaultNVLinkDown      = "nvlink_down"
+	// FaultCollectiveWait: the GPU spends Share of its busy time spinning in NCCL's kernels,
+	// waiting for its peers in a collective (a straggler's peers: part of it; a hung
+	// collective: 1, all of it).
+	FaultCollectiveWait = "collective_wait"
 )
 
 // xidFallenOffBus is the XID a GPU reports when it drops off the PCIe bus; NVML then answers
@@ -174,6 +178,8 @@ type Fault struct {
 	// Width and Generation are the PCIe link a pcie_downgrade fault trains at.
 	Width      int `yaml:"width"`
 	Generation int `yaml:"generation"`
+	// Share is the part of its busy time a collective_wait fault's GPU spends waiting, 0-1.
+	Share float64 `yaml:"share"`
 }
 
 // active reports whether a state fault is in force at t.
@@ -288,9 +294,13 @@ func (s *Scenario) validate() error {
 			if p, ok := profiles[s.Profile]; ok && !p.fabric {
 				errs = append(errs, fmt.Errorf("%s: kind %s needs a profile with an NVSwitch fabric that NVML reports (dgxh100, dgxh200, dgxb200)", key, f.Kind))
 			}
+		case FaultCollectiveWait:
+			if f.Share <= 0 || f.Share > 1 {
+				errs = append(errs, fmt.Errorf("%s: kind collective_wait needs a share above 0 and at most 1 (1: a hung collective), got %v", key, f.Share))
+			}
 		case FaultGPULost, FaultResetRequired, FaultRowRemapPending, FaultRowRemapFailed:
 		default:
-			errs = append(errs, fmt.Errorf("%s: kind must be one of xid, gpu_lost, reset_required, hang, ecc, row_remap_pending, row_remap_failed, pcie_downgrade, thermal_slowdown, fabric_down, fabric_degraded, nvlink_down, got %q", key, f.Kind))
+			errs = append(errs, fmt.Errorf("%s: kind must be one of xid, gpu_lost, reset_required, hang, ecc, row_remap_pending, row_remap_failed, pcie_downgrade, thermal_slowdown, fabric_down, fabric_degraded, nvlink_down, collective_wait, got %q", key, f.Kind))
 		}
 		if f.Message != "" && (f.Kind != FaultXID || strings.ContainsAny(f.Message, "\r\n")) {
 			errs = append(errs, fmt.Errorf("%s: message is one line of an xid fault", key))

@@ -521,3 +521,77 @@ faults:
 	require.True(t, lines.Scan())
 	assert.Equal(t, "NVRM: Xid (PCI:0000:04:00): 13, pid='<unknown>', name=<unknown>, simulated", lines.Text())
 }
+
+// TestCollectiveWait: a GPU waiting in a collective keeps its kernels running (utilization
+// rises to fill the wait) while its work, memory controller, NVLink and GPM activity shrink by
+// the waiting share, and its power above idle falls to a tenth for the waiting share; in a
+// hung collective (share 1) it is 100 % "utilized" doing nothing.
+func TestCollectiveWait(t *testing.T) {
+	srv, c := newServer(t, `
+profile: dgxh100
+gpus: 3
+signals:
+  utilization: {constant: 80}
+  power: {constant: 460}
+activity: {sm: 0.5, dram: 0.5}
+faults:
+  - {at: 1m, gpu: 0, kind: collective_wait, share: 0.5, duration: 1m}
+  - {at: 1m, gpu: 1, kind: collective_wait, share: 1}
+`)
+	devs := make([]nvml.Device, 3)
+	for i := range devs {
+		devs[i], _ = srv.DeviceGetHandleByIndex(i)
+	}
+	nvlink := func(d nvml.Device) uint64 {
+		f := []nvml.FieldValue{{FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX, ScopeId: math.MaxUint32}}
+		require.Equal(t, nvml.SUCCESS, d.GetFieldValues(f))
+		return binary.NativeEndian.Uint64(f[0].Value[:])
+	}
+	samples := make([][2]nvml.GpmSample, len(devs)) // each GPU's at 70 s and at 90 s
+	for i := range samples {
+		samples[i][0], _ = srv.GpmSampleAlloc()
+		samples[i][1], _ = srv.GpmSampleAlloc()
+	}
+	setTo(c, 60*time.Second)
+	before := make([]uint64, len(devs))
+	for i, d := range devs {
+		before[i] = nvlink(d)
+	}
+	setTo(c, 70*time.Second)
+	for i, d := range devs {
+		require.Equal(t, nvml.SUCCESS, d.GpmSampleGet(samples[i][0]))
+	}
+	setTo(c, 90*time.Second)
+	for i, d := range devs {
+		require.Equal(t, nvml.SUCCESS, d.GpmSampleGet(samples[i][1]))
+	}
+	for i, want := range []struct {
+		gpu, memory, mw uint32
+		smActive        float64
+		nvlinkSeconds   float64
+	}{
+		{gpu: 90, memory: 20, mw: 280_000, smActive: 20, nvlinkSeconds: 0.4 * 30},
+		{gpu: 100, memory: 0, mw: 100_000, smActive: 0, nvlinkSeconds: 0},
+		{gpu: 80, memory: 40, mw: 460_000, smActive: 40, nvlinkSeconds: 0.8 * 30},
+	} {
+		u, ret := devs[i].GetUtilizationRates()
+		require.Equal(t, nvml.SUCCESS, ret)
+		assert.Equal(t, []uint32{want.gpu, want.memory}, []uint32{u.Gpu, u.Memory}, "GPU %d: utilization, memory controller", i)
+		mw, _ := devs[i].GetPowerUsage()
+		assert.Equal(t, want.mw, mw, "GPU %d: power", i)
+		values, _ := gpmMetrics(t, srv, samples[i][0], samples[i][1], nvml.GPM_METRIC_SM_UTIL)
+		assert.InDelta(t, want.smActive, values[0], 1e-9, "GPU %d: SM activity", i)
+		assert.InDelta(t, want.nvlinkSeconds*nvlinkKiBPerSecond, float64(nvlink(devs[i])-before[i]), 1, "GPU %d: NVLink KiB from 60 s to 90 s", i)
+	}
+	for _, pair := range samples {
+		for _, smp := range pair {
+			require.Equal(t, nvml.SUCCESS, smp.Free())
+		}
+	}
+
+	setTo(c, 3*time.Minute)
+	u, _ := devs[0].GetUtilizationRates()
+	assert.Equal(t, uint32(80), u.Gpu, "GPU 0's wait is over")
+	u, _ = devs[1].GetUtilizationRates()
+	assert.Equal(t, []uint32{100, 0}, []uint32{u.Gpu, u.Memory}, "GPU 1 hangs to the end")
+}
