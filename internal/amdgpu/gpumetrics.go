@@ -112,9 +112,13 @@ var xcpStatsWords = map[uint8]int{6: 8 * 168 / 8, 7: 8 * 232 / 8, 8: 8 * 440 / 8
 // and the xGMI link status, v1_8 bigger partition stats. A first v1_6, with vcn_activity,
 // jpeg_activity and throttle_status beside the residency counters, was merged and reverted
 // before any release (mainline 64af3d3d66c7, "Revert drm/amd/pm: Add gpu_metrics_v1_6"); this
-// is the v1_6 the kernel ships. v1_8 is checked against the patch that added it
-// ("drm/amd/pm: Add gpu_metrics_v1_8", amd-gfx, Message-ID
-// <20250326081400.1305136-3-asad.kamal@amd.com>), whose context also shows v1_7's last field.
+// is the v1_6 the kernel ships. v1_7 is checked field by field against the patch that added it
+// ("Add new gpu_metrics_v1_7", amd-gfx, Asad Kamal; kgd_pp_interface.h ee8170cda1d7 ->
+// a95935cc3d76), whose header also holds the shipped v1_6 (its context: amdgpu_xcp_metrics
+// ending in gfx_busy_acc, v1_6 ending in pcie_lc_perf_other_end_recovery); the shipped v1_6's
+// fields were read from a transcription of that header (libdrm-amdgpu-sys-rs's bindings).
+// v1_8 is checked against the patch that added it ("drm/amd/pm: Add gpu_metrics_v1_8", amd-gfx,
+// Message-ID <20250326081400.1305136-3-asad.kamal@amd.com>).
 func v1Residency(content uint8) []field {
 	f := []field{
 		u16("temperature_hotspot"), u16("temperature_mem"), u16("temperature_vrsoc"),
