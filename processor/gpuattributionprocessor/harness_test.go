@@ -198,6 +198,19 @@ func newTestEnv(tb testing.TB, host hostfixture.Host, kubelet *podresourcestest.
 
 func (e *testEnv) advance(d time.Duration) { e.clock.Advance(d) }
 
+// advanceThroughLoop moves the clock by the node's refresh interval (an hour here) and waits for
+// the refresh that tick runs on the loop's goroutine, so that the test's own refreshes never run
+// beside it (the node's state is the loop's alone).
+func (e *testEnv) advanceThroughLoop() {
+	e.t.Helper()
+	e.clock.Advance(time.Hour)
+	select {
+	case <-e.refreshed:
+	case <-time.After(10 * time.Second):
+		e.t.Fatal("no refresh of the node within 10s of its loop's tick")
+	}
+}
+
 // refresh runs one refresh of the node's inventory, as a tick of its loop would.
 func (e *testEnv) refresh() { e.attr.node.refresh() }
 

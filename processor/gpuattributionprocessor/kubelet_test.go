@@ -217,7 +217,7 @@ func TestEnvironmentNamesAnotherPodsGPU(t *testing.T) {
 	}
 	srv.SetPods(listed...)
 	e := newTestEnv(t, host, srv)
-	e.advance(time.Hour)
+	e.advanceThroughLoop()
 	e.askKubelet()
 	v := e.view(batch)
 	assert.Contains(t, v.util, "frank~sweep|5", "the GPU the kubelet gave it")
@@ -278,7 +278,7 @@ func TestAllocatableRemembered(t *testing.T) {
 	assert.Equal(t, 1.0, e.view(batch).ready["gpu-node-07||"].value, "pods synced, the plugin not registered yet")
 	e.kubelet.Hang(true)
 	e.askKubelet()
-	e.advance(time.Hour)
+	e.advanceThroughLoop()
 	e.askKubelet()
 	v := e.view(batch)
 	assert.NotContains(t, v.util, "frank~sweep|5", "GPU 5 is the kubelet's to give, though its last answer listed no GPU")
