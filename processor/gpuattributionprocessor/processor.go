@@ -19,32 +19,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/staleness"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
-)
-
-// Names the gpu receiver gives what attribution reads.
-const (
-	metricInfo          = "gpu_info"
-	metricUtilization   = "gpu_utilization"
-	metricMemUtil       = "gpu_mem_utilization"
-	metricProcessMemory = "gpu_process_memory_used_bytes"
-	metricProcessSM     = "gpu_process_sm_utilization"
-	metricMIGUsed       = "gpu_mig_memory_used_bytes"
-	metricMIGTotal      = "gpu_mig_memory_total_bytes"
-	metricSMActive      = "gpu_sm_active_percent"
-	metricPipeActive    = "gpu_pipe_active_percent"
-	metricDRAMActive    = "gpu_dram_active_percent"
-	attrPipe            = "pipe"
-	pipeTensor          = "tensor"
-	attrMinor           = "minor_number"
-	attrUUID            = "uuid"
-	attrNodeName        = "node_name"
-	attrSimulated       = "simulated"
-	attrPID             = "pid"
-	attrMIGUUID         = "mig_uuid"
-	attrGPUInstance     = "gpu_instance_id"
-	attrComputeInstance = "compute_instance_id"
-	attrPCIBusID        = "pci_bus_id"
-	attrPartitionDevice = "partition_device"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpunames"
 )
 
 // gpuReading is what one GPU's resource in a gpu receiver batch says.
@@ -238,11 +213,11 @@ func readGPUs(md pmetric.Metrics) []gpuReading {
 	for i := 0; i < md.ResourceMetrics().Len(); i++ {
 		rm := md.ResourceMetrics().At(i)
 		attrs := rm.Resource().Attributes()
-		minor, ok := attrs.Get(attrMinor)
+		minor, ok := attrs.Get(gpunames.KeyMinorNumber)
 		if !ok {
 			continue
 		}
-		uuid, ok := attrs.Get(attrUUID)
+		uuid, ok := attrs.Get(gpunames.KeyUUID)
 		if !ok {
 			continue
 		}
@@ -250,10 +225,10 @@ func readGPUs(md pmetric.Metrics) []gpuReading {
 			gpus = make([]gpuReading, 0, md.ResourceMetrics().Len())
 		}
 		g := gpuReading{minor: minor.AsString(), uuid: uuid.AsString()}
-		if v, ok := attrs.Get(attrNodeName); ok {
+		if v, ok := attrs.Get(gpunames.KeyNodeName); ok {
 			g.nodeName = v.AsString()
 		}
-		if v, ok := attrs.Get(attrSimulated); ok {
+		if v, ok := attrs.Get(gpunames.KeySimulated); ok {
 			g.simulated = v.AsString()
 		}
 		for j := 0; j < rm.ScopeMetrics().Len(); j++ {
@@ -312,22 +287,22 @@ func (g *gpuReading) read(m pmetric.Metric) {
 			g.ts = dp.Timestamp()
 		}
 		switch m.Name() {
-		case metricInfo:
-			if v, ok := dp.Attributes().Get(attrPCIBusID); ok {
+		case gpunames.GPUInfo:
+			if v, ok := dp.Attributes().Get(gpunames.KeyPCIBusID); ok {
 				g.pciBusID = v.Str()
 			}
-			if v, ok := dp.Attributes().Get(attrPartitionDevice); ok {
+			if v, ok := dp.Attributes().Get(gpunames.KeyPartitionDevice); ok {
 				g.partitionDevice = v.Str()
 			}
-		case metricUtilization:
+		case gpunames.GPUUtilization:
 			g.util, g.hasUtil = number(dp), true
-		case metricMemUtil:
+		case gpunames.GPUMemUtilization:
 			g.memUtil, g.hasMemUtil = number(dp), true
-		case metricProcessMemory, metricProcessSM:
+		case gpunames.GPUProcessMemoryUsedBytes, gpunames.GPUProcessSMUtilization:
 			if g.procs == nil {
 				g.procs = make([]gpuProcess, 0, dps.Len())
 			}
-			pidAttr, ok := dp.Attributes().Get(attrPID)
+			pidAttr, ok := dp.Attributes().Get(gpunames.KeyPID)
 			if !ok {
 				continue
 			}
@@ -335,42 +310,42 @@ func (g *gpuReading) read(m pmetric.Metric) {
 			if pr == nil {
 				continue
 			}
-			if m.Name() == metricProcessMemory {
+			if m.Name() == gpunames.GPUProcessMemoryUsedBytes {
 				pr.memory = int64(number(dp))
 			} else {
 				pr.sm, pr.hasSM = int64(number(dp)), true
 			}
-		case metricMIGUsed, metricMIGTotal:
-			u, ok := dp.Attributes().Get(attrMIGUUID)
+		case gpunames.GPUMIGMemoryUsedBytes, gpunames.GPUMIGMemoryTotalBytes:
+			u, ok := dp.Attributes().Get(gpunames.KeyMIGUUID)
 			if !ok {
 				continue
 			}
 			mr := g.mig(u.Str())
-			if v, ok := dp.Attributes().Get(attrGPUInstance); ok {
+			if v, ok := dp.Attributes().Get(gpunames.KeyGPUInstanceID); ok {
 				mr.gi = v.AsString()
 			}
-			if v, ok := dp.Attributes().Get(attrComputeInstance); ok {
+			if v, ok := dp.Attributes().Get(gpunames.KeyComputeInstanceID); ok {
 				mr.ci = v.AsString()
 			}
-			if m.Name() == metricMIGUsed {
+			if m.Name() == gpunames.GPUMIGMemoryUsedBytes {
 				mr.used = int64(number(dp))
 			} else {
 				mr.total = int64(number(dp))
 			}
-		case metricSMActive, metricPipeActive, metricDRAMActive:
+		case gpunames.GPUSMActivePercent, gpunames.GPUPipeActivePercent, gpunames.GPUDRAMActivePercent:
 			var gi string
-			if v, ok := dp.Attributes().Get(attrGPUInstance); ok {
+			if v, ok := dp.Attributes().Get(gpunames.KeyGPUInstanceID); ok {
 				gi = v.AsString()
 			}
 			switch m.Name() {
-			case metricSMActive:
+			case gpunames.GPUSMActivePercent:
 				a := g.activityOf(gi)
 				a.sm, a.hasSM = number(dp), true
-			case metricDRAMActive:
+			case gpunames.GPUDRAMActivePercent:
 				a := g.activityOf(gi)
 				a.dram, a.hasDRAM = number(dp), true
 			default:
-				if pipe, ok := dp.Attributes().Get(attrPipe); ok && pipe.Str() == pipeTensor {
+				if pipe, ok := dp.Attributes().Get(gpunames.KeyPipe); ok && pipe.Str() == gpunames.PipeTensor {
 					a := g.activityOf(gi)
 					a.tensor, a.hasTensor = number(dp), true
 				}
