@@ -404,11 +404,11 @@ func TestTimeoutDuringEnumeration(t *testing.T) {
 	set.Logger = zap.New(core)
 	cfg := testConfig()
 	cfg.XID.NVMLEvents = false
-	ss := settingsFor(cfg, clock, nil)
+	ss := settingsFor(cfg, clock)
 	ss.set = set
-	src := newScraper(ss, lib, lib.Close)
+	src := newNVMLNode(ss, lib, lib.Close)
 	started := make(chan struct{})
-	go func() { defer close(started); src.start() }()
+	go func() { defer close(started); src.start(nil) }()
 	t.Cleanup(func() {
 		close(lib.release)
 		src.shutdown()

@@ -29,7 +29,7 @@ const (
 // made, while the other GPUs, collected in parallel, go on. Its steps run in order and hand on
 // what later ones need.
 type gpuRead struct {
-	s      *gpuScraper
+	s      *nvmlBackend
 	gpu    *gpuState
 	dev    nvml.Device
 	mb     *metadata.MetricsBuilder
@@ -72,8 +72,8 @@ func read[T any](r *gpuRead, call string, f func() (T, nvml.Return)) (T, bool) {
 }
 
 // collectGPU records one GPU into its own MetricsBuilder (GPUs are collected in parallel).
-func (s *gpuScraper) collectGPU(g *gpuState, now pcommon.Timestamp) {
-	r := &gpuRead{s: s, gpu: g, dev: g.id.handle, mb: g.mb, now: now, down: g.handleErr, health: map[metadata.AttributeCondition]int64{}, util: -1}
+func (s *nvmlBackend) collectGPU(g *gpuState, mb *metadata.MetricsBuilder, now pcommon.Timestamp) {
+	r := &gpuRead{s: s, gpu: g, dev: g.id.handle, mb: mb, now: now, down: g.handleErr, health: map[metadata.AttributeCondition]int64{}, util: -1}
 	if r.down == nvml.SUCCESS {
 		for _, step := range []func(*gpuRead){
 			readUtilization, readMemory, readProcesses, readMemoryLeak, readProcessUtilization,
@@ -83,7 +83,6 @@ func (s *gpuScraper) collectGPU(g *gpuState, now pcommon.Timestamp) {
 			step(r)
 		}
 	}
-	mb := g.mb
 	switch r.down {
 	case nvml.SUCCESS:
 		mb.RecordGpuUpDataPoint(now, 1)

@@ -78,7 +78,7 @@ var (
 // library, so NVML is not shut down before the buffer is freed.
 type gpmSample struct {
 	nvml.GpmSample
-	s     *gpuScraper
+	s     *nvmlBackend
 	holds atomic.Int32
 }
 
@@ -92,7 +92,7 @@ func (g *gpmSample) letGo() {
 
 // freeSample frees a buffer no one holds, on the library's lane: it may be freed outside any
 // collection (at shutdown, by a late call's goroutine) and is the library's, not a GPU's.
-func (s *gpuScraper) freeSample(smp nvml.GpmSample) {
+func (s *nvmlBackend) freeSample(smp nvml.GpmSample) {
 	if ret := s.libraryCall("GpmSampleFree", smp.Free); ret != nvml.SUCCESS {
 		s.logger.Debug("NVML GPM sample free failed", zap.String("error", ret.Error()))
 	}

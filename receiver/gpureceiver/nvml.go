@@ -4,17 +4,97 @@
 package gpureceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver"
 
 import (
+	"os"
 	"strings"
-	"time"
+	"sync"
+	"sync/atomic"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
 	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/latency"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/xid"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 )
+
+// nvmlBackend reads NVIDIA GPUs through NVML (go-nvml, behind an injected nvml.Interface: the
+// real library, or the simulation's mock of it). It owns the library (Init with retry and
+// backoff, the XID event watcher, Shutdown), the GPU list and each GPU's collection state.
+// Nothing calls the library before Init succeeded.
+type nvmlBackend struct {
+	// Set at construction, read-only after.
+	cfg    *Config
+	logger *zap.Logger
+	clock  clock.Clock
+	lib    nvml.Interface
+	// release frees what the library holds (the simulation's blocked calls and event wait).
+	release func()
+
+	// Every NVML call runs under guard (call_timeout, its latency into hist): a GPU's on that
+	// GPU's lane (callGPU), the library's own on libLane (callLibrary).
+	guard   deadline.Guard
+	hist    *latency.Histogram
+	libLane deadline.Lane
+
+	// The library's lifecycle. ready is set once Init succeeded; driver and symbols are written
+	// before it and read-only after.
+	ready   atomic.Bool
+	driver  string
+	symbols map[string]bool
+	// nvmlHolds counts who still uses the library after Init: the backend until its shutdown,
+	// the event watcher until its wait returns, each GPM sample buffer until it is freed. The
+	// last to let go shuts NVML down, so neither the event set nor a sample buffer is freed, nor
+	// the library shut down, under a call that still runs.
+	nvmlHolds atomic.Int32
+	// stop ends the goroutines: wg has the Init retries and the kernel log reader; watcher the
+	// XID event watcher, apart: shutdown cannot wake NVML's event wait, so it does not wait for
+	// it (tests do). kmsg is the kernel log being followed, closed at shutdown to wake its read.
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	watcher sync.WaitGroup
+	kmsg    *os.File
+
+	// gpus is written by enumeration only, under enumMu's write lock; each GPU's collection
+	// holds its read lock and touches only its own gpuState. identities is its published copy
+	// for the XID goroutines.
+	enumMu     sync.RWMutex
+	gpus       []*gpuState
+	identities atomic.Pointer[[]*gpuIdentity]
+	xids       *xidTracker
+}
+
+func newNVMLBackend(ss scraperSettings, lib nvml.Interface, release func()) *nvmlBackend {
+	cfg := ss.cfg
+	hist := latency.New("cmd_nvml_latency_seconds", "Latency of NVML calls, hung ones included once they return.", ss.clock.Now())
+	b := &nvmlBackend{
+		cfg:     cfg,
+		logger:  ss.set.Logger,
+		clock:   ss.clock,
+		lib:     lib,
+		release: release,
+		guard:   deadline.Guard{Timeout: cfg.CallTimeout, Observe: hist.Observe, Clock: ss.clock},
+		hist:    hist,
+		stop:    make(chan struct{}),
+	}
+	b.xids = &xidTracker{
+		table:        xid.New(cfg.XID.Table),
+		dedupWindow:  cfg.XID.DedupWindow,
+		healthWindow: cfg.XID.HealthWindow,
+		clock:        ss.clock,
+		logger:       ss.set.Logger,
+		resource:     func(id *gpuIdentity) pcommon.Resource { return ss.resource(id.deviceID()) },
+		lb:           metadata.NewLogsBuilder(metadata.LogsBuilderConfig{Events: cfg.Events, ResourceAttributes: cfg.ResourceAttributes}, ss.set),
+		counts:       map[string]map[uint64]int64{},
+		health:       map[string][]healthMark{},
+	}
+	return b
+}
+
+func (s *nvmlBackend) latency() *latency.Histogram { return s.hist }
 
 // NVML calls newer than old drivers. Each is looked up in the loaded library after Init: on a
 // driver without it the reading is left out (or an older call used) instead of the process dying
@@ -44,6 +124,14 @@ type gpuIdentity struct {
 	handle   nvml.Device
 }
 
+// deviceID is what the GPU's resource is labeled with; nil for nil.
+func (id *gpuIdentity) deviceID() *deviceID {
+	if id == nil {
+		return nil
+	}
+	return &deviceID{index: id.index, uuid: id.uuid}
+}
+
 // gpuState is a GPU's collection state, touched only by the scrape and enumeration, under
 // enumMu (scrapes never overlap).
 type gpuState struct {
@@ -54,7 +142,6 @@ type gpuState struct {
 	timeouts map[string]int64
 	// handleErr is why the last enumeration got no handle for this index.
 	handleErr nvml.Return
-	mb        *metadata.MetricsBuilder
 	// lastProcessSample is the newest per-process utilization sample seen, so each collection
 	// asks NVML only for the samples of its own interval.
 	lastProcessSample uint64
@@ -64,9 +151,12 @@ type gpuState struct {
 	linksSeenUp uint64
 }
 
-// start initializes NVML, or keeps retrying in the background with exponential backoff: the
-// driver may be installed or reloaded while the collector runs.
-func (s *gpuScraper) start() {
+// start follows the kernel log for XIDs, and initializes NVML or keeps retrying in the
+// background with exponential backoff: the driver may be installed or reloaded while the
+// collector runs.
+func (s *nvmlBackend) start(events func(plog.Logs)) {
+	s.xids.emit = events
+	s.startKmsg()
 	if s.tryInit(true) {
 		return
 	}
@@ -84,7 +174,7 @@ func (s *gpuScraper) start() {
 	})
 }
 
-func (s *gpuScraper) tryInit(first bool) bool {
+func (s *nvmlBackend) tryInit(first bool) bool {
 	if ret := s.libraryCall("Init", s.lib.Init); ret != nvml.SUCCESS {
 		if first {
 			s.logger.Warn("NVML is not available: GPU metrics are off (gpu_nvml_up 0) and Init is retried with backoff; everything else keeps running",
@@ -129,7 +219,7 @@ func (s *gpuScraper) tryInit(first bool) bool {
 	return true
 }
 
-func (s *gpuScraper) libraryName() string {
+func (s *nvmlBackend) libraryName() string {
 	if s.cfg.LibraryPath != "" {
 		return s.cfg.LibraryPath
 	}
@@ -138,14 +228,14 @@ func (s *gpuScraper) libraryName() string {
 
 // enumerate refreshes the GPU list and publishes the identities; the caller holds enumMu. A GPU
 // that cannot be reached keeps its last identity, so its series keep their labels while down.
-func (s *gpuScraper) enumerate() nvml.Return {
+func (s *nvmlBackend) enumerate() nvml.Return {
 	count, ret := callLibrary(s, "DeviceGetCount", s.lib.DeviceGetCount)
 	if ret != nvml.SUCCESS {
 		return ret
 	}
 	for len(s.gpus) < count {
 		i := len(s.gpus)
-		s.gpus = append(s.gpus, &gpuState{id: &gpuIdentity{index: i}, mb: s.newMB(), timeouts: map[string]int64{}})
+		s.gpus = append(s.gpus, &gpuState{id: &gpuIdentity{index: i}, timeouts: map[string]int64{}})
 	}
 	for _, gone := range s.gpus[count:] {
 		gone.gpm.release()
@@ -170,7 +260,7 @@ func (s *gpuScraper) enumerate() nvml.Return {
 	return nvml.SUCCESS
 }
 
-func (s *gpuScraper) identify(st *gpuState, index int, h nvml.Device) *gpuIdentity {
+func (s *nvmlBackend) identify(st *gpuState, index int, h nvml.Device) *gpuIdentity {
 	id := &gpuIdentity{index: index, handle: h}
 	id.uuid, _ = callGPU(s, st, "GetUUID", h.GetUUID)
 	id.model, _ = callGPU(s, st, "GetName", h.GetName)
@@ -181,119 +271,45 @@ func (s *gpuScraper) identify(st *gpuState, index int, h nvml.Device) *gpuIdenti
 	return id
 }
 
-func (s *gpuScraper) gpuByHandle(h nvml.Device) *gpuIdentity {
-	if ids := s.identities.Load(); ids != nil {
-		for _, id := range *ids {
-			if id.handle == h {
-				return id
-			}
-		}
-	}
-	return nil
-}
-
-func (s *gpuScraper) gpuByPCI(pci pciAddr) *gpuIdentity {
-	if ids := s.identities.Load(); ids != nil {
-		for _, id := range *ids {
-			if id.pciBusID != "" && id.pci == pci {
-				return id
-			}
-		}
-	}
-	return nil
-}
-
-// eventWait is how long one NVML event wait blocks when no XID comes: the watcher sleeps in
-// NVML until an event is due, or the simulation closes, and wakes otherwise once an hour. NVML
-// has no call that interrupts a wait, so shutdown does not wait for it (see nvmlHolds).
-const eventWait = time.Hour
-
-// eventRetryPause paces the waits after one failed (a lost GPU can make every wait fail at once).
-const eventRetryPause = time.Second
-
-// registerEvents creates the XID event set; the caller holds enumMu. Registration goes through
-// each GPU's lane, so a GPU that hangs already at start holds back only itself. GPUs that
-// cannot register (ERROR_NOT_SUPPORTED on old GPUs) are left to the kernel log.
-func (s *gpuScraper) registerEvents() nvml.EventSet {
-	set, ret := callLibrary(s, "EventSetCreate", s.lib.EventSetCreate)
-	if ret != nvml.SUCCESS {
-		s.logger.Warn("NVML event set unavailable: XIDs come from the kernel log only", zap.String("error", ret.Error()))
+// discover enumerates the GPUs once NVML is up. Without a device count the known GPUs are
+// reported down, with their labels.
+func (s *nvmlBackend) discover(node *metadata.MetricsBuilder, now pcommon.Timestamp) []device {
+	if !s.ready.Load() {
+		node.RecordGpuNvmlUpDataPoint(now, 0)
 		return nil
 	}
-	registered := 0
-	for _, st := range s.gpus {
-		h := st.id.handle
-		if h == nil || st.handleErr != nvml.SUCCESS {
-			continue
-		}
-		supported, ret := callGPU(s, st, "GetSupportedEventTypes", h.GetSupportedEventTypes)
-		if ret != nvml.SUCCESS || supported&nvml.EventTypeXidCriticalError == 0 {
-			continue
-		}
-		_, ret = callGPU(s, st, "RegisterEvents", func() (struct{}, nvml.Return) {
-			return struct{}{}, h.RegisterEvents(nvml.EventTypeXidCriticalError, set)
-		})
-		if ret == nvml.SUCCESS {
-			registered++
-		}
-	}
-	s.logger.Debug("Watching NVML XID events", zap.Int("gpus", registered), zap.Int("of", len(s.gpus)))
-	return set
-}
-
-// watchEvents reads XIDs from the event set until the receiver stops; an event that arrives
-// after the stop is dropped.
-func (s *gpuScraper) watchEvents(set nvml.EventSet) {
-	for {
-		ev, ret := set.Wait(uint32(eventWait / time.Millisecond))
-		select {
-		case <-s.stop:
-			return
-		default:
-		}
-		switch ret {
-		case nvml.SUCCESS:
-			if ev.EventType&nvml.EventTypeXidCriticalError == 0 {
-				continue
-			}
-			gpu := s.gpuByHandle(ev.Device)
-			occ := xidOccurrence{gpu: gpu, code: ev.EventData, source: metadata.AttributeSourceNvml}
-			if gpu != nil {
-				occ.pci = gpu.pciBusID
-			}
-			s.xids.add(occ)
-		case nvml.ERROR_TIMEOUT:
-		default:
-			// A lost GPU can make every wait fail at once; pace the retries.
-			s.logger.Debug("NVML event wait failed", zap.String("error", ret.Error()))
-			if !clock.Sleep(s.clock, eventRetryPause, s.stop) {
-				return
-			}
-		}
-	}
-}
-
-// onKmsgLine turns an "NVRM: Xid" line into an occurrence on the GPU at its PCI address.
-func (s *gpuScraper) onKmsgLine(line string) {
-	x, ok := parseXIDLine(line)
-	if !ok {
-		return
-	}
-	occ := xidOccurrence{gpu: s.gpuByPCI(x.pci), code: x.code, source: metadata.AttributeSourceKmsg, message: x.message}
-	if n, ok := xid.ParseNVLink(x.code, x.message); ok {
-		occ.severity = n.Severity()
-	}
-	if occ.gpu != nil {
-		occ.pci = occ.gpu.pciBusID
+	node.RecordGpuNvmlUpDataPoint(now, 1)
+	s.enumMu.Lock()
+	defer s.enumMu.Unlock()
+	if ret := s.enumerate(); ret == nvml.SUCCESS {
+		node.RecordGpuDevicesDetectedDataPoint(now, int64(len(s.gpus)))
 	} else {
-		occ.pci = formatPCI(x.pci)
+		for _, st := range s.gpus {
+			st.handleErr = ret
+		}
 	}
-	s.xids.add(occ)
+	devices := make([]device, len(s.gpus))
+	for i, st := range s.gpus {
+		devices[i] = st
+	}
+	return devices
 }
+
+// read collects one GPU (collectGPU, nvml_collect.go).
+func (s *nvmlBackend) read(d device, mb *metadata.MetricsBuilder, now pcommon.Timestamp) deviceID {
+	s.enumMu.RLock()
+	defer s.enumMu.RUnlock()
+	st := d.(*gpuState)
+	s.collectGPU(st, mb, now)
+	return *st.id.deviceID()
+}
+
+// finish has nothing to add: NVML's node readings are the listing's.
+func (*nvmlBackend) finish(*metadata.MetricsBuilder, pcommon.Timestamp) {}
 
 // shutdown stops the goroutines and lets go of NVML: shut down now, or by the last of the
 // event watcher and the GPM sample buffers a late call still uses, once it lets go.
-func (s *gpuScraper) shutdown() {
+func (s *nvmlBackend) shutdown() {
 	close(s.stop)
 	if s.kmsg != nil {
 		s.kmsg.Close()
@@ -311,7 +327,7 @@ func (s *gpuScraper) shutdown() {
 }
 
 // letGoOfNVML drops one hold on the library and shuts NVML down after the last.
-func (s *gpuScraper) letGoOfNVML() {
+func (s *nvmlBackend) letGoOfNVML() {
 	if s.nvmlHolds.Add(-1) > 0 {
 		return
 	}
