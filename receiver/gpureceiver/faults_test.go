@@ -197,7 +197,7 @@ func TestInitRetrySucceeds(t *testing.T) {
 	// pauses are the only waits within max_interval: Init's deadline (call_timeout) is later.
 	pause := func() time.Duration { return nextWait(t, clock, cfg.InitRetry.MaxInterval) }
 	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, []time.Duration{pause(), pause(), pause()})
-	poll.Until(t, 10*time.Second, "NVML to be ready after the driver loaded", src.ready.Load)
+	poll.Until(t, 10*time.Second, "NVML to be ready after the driver loaded", src.lib.ready.Load)
 	md := src.scrape()
 	assert.Equal(t, int64(1), value(t, md.ResourceMetrics().At(0), "gpu_nvml_up"))
 	assert.Equal(t, int64(8), value(t, md.ResourceMetrics().At(0), "gpu_devices_detected"))

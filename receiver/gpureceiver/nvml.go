@@ -30,26 +30,13 @@ type nvmlBackend struct {
 	cfg    *Config
 	logger *zap.Logger
 	clock  clock.Clock
-	lib    nvml.Interface
-	// release frees what the library holds (the simulation's blocked calls and event wait).
-	release func()
+	// lib is the library and its lifecycle (nvml_library.go).
+	lib *nvmlLibrary
 
 	// Every NVML call runs under guard (call_timeout, its latency into hist): a GPU's on that
-	// GPU's lane (callGPU), the library's own on libLane (callLibrary).
-	guard   deadline.Guard
-	hist    *latency.Histogram
-	libLane deadline.Lane
-
-	// The library's lifecycle. ready is set once Init succeeded; driver and symbols are written
-	// before it and read-only after.
-	ready   atomic.Bool
-	driver  string
-	symbols map[string]bool
-	// nvmlHolds counts who still uses the library after Init: the backend until its shutdown,
-	// the event watcher until its wait returns, each GPM sample buffer until it is freed. The
-	// last to let go shuts NVML down, so neither the event set nor a sample buffer is freed, nor
-	// the library shut down, under a call that still runs.
-	nvmlHolds atomic.Int32
+	// GPU's lane (callGPU), the library's own on the library's (callLibrary).
+	guard deadline.Guard
+	hist  *latency.Histogram
 	// stop ends the goroutines: wg has the Init retries and the kernel log reader; watcher the
 	// XID event watcher, apart: shutdown cannot wake NVML's event wait, so it does not wait for
 	// it (tests do). kmsg is the kernel log being followed, closed at shutdown to wake its read.
@@ -71,15 +58,14 @@ func newNVMLBackend(ss scraperSettings, lib nvml.Interface, release func()) *nvm
 	cfg := ss.cfg
 	hist := latency.New("cmd_nvml_latency_seconds", "Latency of NVML calls, hung ones included once they return.", ss.clock.Now())
 	b := &nvmlBackend{
-		cfg:     cfg,
-		logger:  ss.set.Logger,
-		clock:   ss.clock,
-		lib:     lib,
-		release: release,
-		guard:   deadline.Guard{Timeout: cfg.CallTimeout, Observe: hist.Observe, Clock: ss.clock},
-		hist:    hist,
-		stop:    make(chan struct{}),
+		cfg:    cfg,
+		logger: ss.set.Logger,
+		clock:  ss.clock,
+		guard:  deadline.Guard{Timeout: cfg.CallTimeout, Observe: hist.Observe, Clock: ss.clock},
+		hist:   hist,
+		stop:   make(chan struct{}),
 	}
+	b.lib = &nvmlLibrary{Interface: lib, release: release, path: cfg.LibraryPath, guard: &b.guard, logger: ss.set.Logger}
 	b.xids = &xidTracker{
 		table:        xid.New(cfg.XID.Table),
 		dedupWindow:  cfg.XID.DedupWindow,
@@ -95,23 +81,6 @@ func newNVMLBackend(ss scraperSettings, lib nvml.Interface, release func()) *nvm
 }
 
 func (s *nvmlBackend) latency() *latency.Histogram { return s.hist }
-
-// NVML calls newer than old drivers. Each is looked up in the loaded library after Init: on a
-// driver without it the reading is left out (or an older call used) instead of the process dying
-// on an undefined symbol, which is what calling it would do.
-const (
-	symClocksEventReasons = "nvmlDeviceGetCurrentClocksEventReasons" // R535
-	symMemoryInfoV2       = "nvmlDeviceGetMemoryInfo_v2"             // R510
-	symRemappedRows       = "nvmlDeviceGetRemappedRows"              // R450
-	symTotalEnergy        = "nvmlDeviceGetTotalEnergyConsumption"    // R418
-	symMigMode            = "nvmlDeviceGetMigMode"                   // R450
-	symGPM                = "nvmlGpmQueryDeviceSupport"              // R520
-	symGPMMig             = "nvmlGpmMigSampleGet"                    // after GPM itself
-	symFabricInfo         = "nvmlDeviceGetGpuFabricInfo"             // R525, no health mask
-	symFabricInfoV4       = "nvmlDeviceGetGpuFabricInfo_v4"          // newest drivers, with the health mask
-)
-
-var optionalSymbols = []string{symClocksEventReasons, symMemoryInfoV2, symRemappedRows, symTotalEnergy, symMigMode, symGPM, symGPMMig, symFabricInfo, symFabricInfoV4}
 
 // gpuIdentity is what a GPU is known by. It is immutable once published, so the XID
 // goroutines can read it while a scrape replaces it.
@@ -175,28 +144,10 @@ func (s *nvmlBackend) start(events func(plog.Logs)) {
 }
 
 func (s *nvmlBackend) tryInit(first bool) bool {
-	if ret := s.libraryCall("Init", s.lib.Init); ret != nvml.SUCCESS {
-		if first {
-			s.logger.Warn("NVML is not available: GPU metrics are off (gpu_nvml_up 0) and Init is retried with backoff; everything else keeps running",
-				zap.String("library", s.libraryName()), zap.String("error", ret.Error()),
-				zap.Duration("first_retry", s.cfg.InitRetry.InitialInterval), zap.Duration("max_interval", s.cfg.InitRetry.MaxInterval))
-		} else {
-			s.logger.Debug("NVML Init failed again", zap.String("error", ret.Error()))
-		}
+	missing, ok := s.lib.init(first, s.cfg.InitRetry)
+	if !ok {
 		return false
 	}
-	s.symbols = map[string]bool{}
-	var missing []string
-	for _, sym := range optionalSymbols {
-		if s.lib.Extensions().LookupSymbol(sym) == nil {
-			s.symbols[sym] = true
-		} else {
-			missing = append(missing, sym)
-		}
-	}
-	s.driver, _ = callLibrary(s, "SystemGetDriverVersion", s.lib.SystemGetDriverVersion)
-	s.nvmlHolds.Store(1)
-	s.ready.Store(true)
 	s.enumMu.Lock()
 	_ = s.enumerate() // a failure here is reported by the first collection, which enumerates again
 	n := len(s.gpus)
@@ -205,31 +156,24 @@ func (s *nvmlBackend) tryInit(first bool) bool {
 		set = s.registerEvents()
 	}
 	s.enumMu.Unlock()
-	s.logger.Info("NVML initialized", zap.String("driver_version", s.driver), zap.Int("gpus", n), zap.Strings("calls_missing_in_driver", missing))
+	s.logger.Info("NVML initialized", zap.String("driver_version", s.lib.driver), zap.Int("gpus", n), zap.Strings("calls_missing_in_driver", missing))
 	if set != nil {
-		s.nvmlHolds.Add(1)
+		s.lib.hold()
 		s.watcher.Go(func() {
 			s.watchEvents(set)
 			if ret := set.Free(); ret != nvml.SUCCESS {
 				s.logger.Debug("NVML event set free failed", zap.String("error", ret.Error()))
 			}
-			s.letGoOfNVML()
+			s.lib.letGo()
 		})
 	}
 	return true
 }
 
-func (s *nvmlBackend) libraryName() string {
-	if s.cfg.LibraryPath != "" {
-		return s.cfg.LibraryPath
-	}
-	return "libnvidia-ml.so.1"
-}
-
 // enumerate refreshes the GPU list and publishes the identities; the caller holds enumMu. A GPU
 // that cannot be reached keeps its last identity, so its series keep their labels while down.
 func (s *nvmlBackend) enumerate() nvml.Return {
-	count, ret := callLibrary(s, "DeviceGetCount", s.lib.DeviceGetCount)
+	count, ret := callLibrary(s.lib, "DeviceGetCount", s.lib.DeviceGetCount)
 	if ret != nvml.SUCCESS {
 		return ret
 	}
@@ -274,7 +218,7 @@ func (s *nvmlBackend) identify(st *gpuState, index int, h nvml.Device) *gpuIdent
 // discover enumerates the GPUs once NVML is up. Without a device count the known GPUs are
 // reported down, with their labels.
 func (s *nvmlBackend) discover(node *metadata.MetricsBuilder, now pcommon.Timestamp) []device {
-	if !s.ready.Load() {
+	if !s.lib.ready.Load() {
 		node.RecordGpuNvmlUpDataPoint(now, 0)
 		return nil
 	}
@@ -314,25 +258,15 @@ func (s *nvmlBackend) shutdown() {
 	if s.kmsg != nil {
 		s.kmsg.Close()
 	}
-	s.release()
+	s.lib.release()
 	s.wg.Wait() // the Init retries: after it, ready no longer changes
-	if s.ready.Load() {
+	if s.lib.ready.Load() {
 		s.enumMu.Lock()
 		for _, st := range s.gpus {
 			st.gpm.release()
 		}
 		s.enumMu.Unlock()
-		s.letGoOfNVML()
-	}
-}
-
-// letGoOfNVML drops one hold on the library and shuts NVML down after the last.
-func (s *nvmlBackend) letGoOfNVML() {
-	if s.nvmlHolds.Add(-1) > 0 {
-		return
-	}
-	if ret := s.libraryCall("Shutdown", s.lib.Shutdown); ret != nvml.SUCCESS {
-		s.logger.Debug("NVML Shutdown failed", zap.String("error", ret.Error()))
+		s.lib.letGo()
 	}
 }
 

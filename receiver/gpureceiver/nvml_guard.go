@@ -52,17 +52,11 @@ func callGPU[T any](s *nvmlBackend, g *gpuState, call string, f func() (T, nvml.
 
 // callLibrary makes one of the library's own calls (Init, the driver version, the device
 // count, the event set, Shutdown) on its lane; a call past its deadline is logged as a GPU's is.
-func callLibrary[T any](s *nvmlBackend, call string, f func() (T, nvml.Return)) (T, nvml.Return) {
-	v, ret := guarded(&s.libLane, &s.guard, f)
+func callLibrary[T any](l *nvmlLibrary, call string, f func() (T, nvml.Return)) (T, nvml.Return) {
+	v, ret := guarded(&l.lane, l.guard, f)
 	if ret == errDeadline {
-		s.logger.Warn("NVML call passed its deadline: the library's calls are refused until it returns",
-			zap.String("call", call), zap.Duration("call_timeout", s.cfg.CallTimeout))
+		l.logger.Warn("NVML call passed its deadline: the library's calls are refused until it returns",
+			zap.String("call", call), zap.Duration("call_timeout", l.guard.Timeout))
 	}
 	return v, ret
-}
-
-// libraryCall is callLibrary for a call that returns only its status.
-func (s *nvmlBackend) libraryCall(call string, f func() nvml.Return) nvml.Return {
-	_, ret := callLibrary(s, call, func() (struct{}, nvml.Return) { return struct{}{}, f() })
-	return ret
 }

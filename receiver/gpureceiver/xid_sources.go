@@ -43,7 +43,7 @@ func (s *nvmlBackend) gpuByPCI(pci pciAddr) *gpuIdentity {
 
 // eventWait is how long one NVML event wait blocks when no XID comes: the watcher sleeps in
 // NVML until an event is due, or the simulation closes, and wakes otherwise once an hour. NVML
-// has no call that interrupts a wait, so shutdown does not wait for it (see nvmlHolds).
+// has no call that interrupts a wait, so shutdown does not wait for it (see nvmlLibrary.holds).
 const eventWait = time.Hour
 
 // eventRetryPause paces the waits after one failed (a lost GPU can make every wait fail at once).
@@ -53,7 +53,7 @@ const eventRetryPause = time.Second
 // each GPU's lane, so a GPU that hangs already at start holds back only itself. GPUs that
 // cannot register (ERROR_NOT_SUPPORTED on old GPUs) are left to the kernel log.
 func (s *nvmlBackend) registerEvents() nvml.EventSet {
-	set, ret := callLibrary(s, "EventSetCreate", s.lib.EventSetCreate)
+	set, ret := callLibrary(s.lib, "EventSetCreate", s.lib.EventSetCreate)
 	if ret != nvml.SUCCESS {
 		s.logger.Warn("NVML event set unavailable: XIDs come from the kernel log only", zap.String("error", ret.Error()))
 		return nil
@@ -143,7 +143,7 @@ func (s *nvmlBackend) startKmsg() {
 	path := x.KmsgPath
 	var f *os.File
 	var err error
-	switch sim, ok := s.lib.(simulatedKernelLog); {
+	switch sim, ok := s.lib.Interface.(simulatedKernelLog); {
 	case path == "" && ok:
 		path = "simulated"
 		f, err = sim.KernelLog()
