@@ -286,14 +286,9 @@ func (g *gpuReading) read(m pmetric.Metric) {
 		if g.ts == 0 {
 			g.ts = dp.Timestamp()
 		}
-		switch m.Name() {
+		switch name := m.Name(); name {
 		case gpunames.GPUInfo:
-			if v, ok := dp.Attributes().Get(gpunames.KeyPCIBusID); ok {
-				g.pciBusID = v.Str()
-			}
-			if v, ok := dp.Attributes().Get(gpunames.KeyPartitionDevice); ok {
-				g.partitionDevice = v.Str()
-			}
+			g.readInfo(dp)
 		case gpunames.GPUUtilization:
 			g.util, g.hasUtil = number(dp), true
 		case gpunames.GPUMemUtilization:
@@ -302,54 +297,80 @@ func (g *gpuReading) read(m pmetric.Metric) {
 			if g.procs == nil {
 				g.procs = make([]gpuProcess, 0, dps.Len())
 			}
-			pidAttr, ok := dp.Attributes().Get(gpunames.KeyPID)
-			if !ok {
-				continue
-			}
-			pr := g.process(pidAttr.Str())
-			if pr == nil {
-				continue
-			}
-			if m.Name() == gpunames.GPUProcessMemoryUsedBytes {
-				pr.memory = int64(number(dp))
-			} else {
-				pr.sm, pr.hasSM = int64(number(dp)), true
-			}
+			g.readProcess(name, dp)
 		case gpunames.GPUMIGMemoryUsedBytes, gpunames.GPUMIGMemoryTotalBytes:
-			u, ok := dp.Attributes().Get(gpunames.KeyMIGUUID)
-			if !ok {
-				continue
-			}
-			mr := g.mig(u.Str())
-			if v, ok := dp.Attributes().Get(gpunames.KeyGPUInstanceID); ok {
-				mr.gi = v.AsString()
-			}
-			if v, ok := dp.Attributes().Get(gpunames.KeyComputeInstanceID); ok {
-				mr.ci = v.AsString()
-			}
-			if m.Name() == gpunames.GPUMIGMemoryUsedBytes {
-				mr.used = int64(number(dp))
-			} else {
-				mr.total = int64(number(dp))
-			}
+			g.readMIG(name, dp)
 		case gpunames.GPUSMActivePercent, gpunames.GPUPipeActivePercent, gpunames.GPUDRAMActivePercent:
-			var gi string
-			if v, ok := dp.Attributes().Get(gpunames.KeyGPUInstanceID); ok {
-				gi = v.AsString()
-			}
-			switch m.Name() {
-			case gpunames.GPUSMActivePercent:
-				a := g.activityOf(gi)
-				a.sm, a.hasSM = number(dp), true
-			case gpunames.GPUDRAMActivePercent:
-				a := g.activityOf(gi)
-				a.dram, a.hasDRAM = number(dp), true
-			default:
-				if pipe, ok := dp.Attributes().Get(gpunames.KeyPipe); ok && pipe.Str() == gpunames.PipeTensor {
-					a := g.activityOf(gi)
-					a.tensor, a.hasTensor = number(dp), true
-				}
-			}
+			g.readActivity(name, dp)
+		}
+	}
+}
+
+// readInfo takes gpu_info's PCI address and, on an AMD partition, its kernel device.
+func (g *gpuReading) readInfo(dp pmetric.NumberDataPoint) {
+	if v, ok := dp.Attributes().Get(gpunames.KeyPCIBusID); ok {
+		g.pciBusID = v.Str()
+	}
+	if v, ok := dp.Attributes().Get(gpunames.KeyPartitionDevice); ok {
+		g.partitionDevice = v.Str()
+	}
+}
+
+// readProcess takes a process's memory or SM use; a point without a usable pid is skipped.
+func (g *gpuReading) readProcess(name string, dp pmetric.NumberDataPoint) {
+	pidAttr, ok := dp.Attributes().Get(gpunames.KeyPID)
+	if !ok {
+		return
+	}
+	pr := g.process(pidAttr.Str())
+	if pr == nil {
+		return
+	}
+	if name == gpunames.GPUProcessMemoryUsedBytes {
+		pr.memory = int64(number(dp))
+	} else {
+		pr.sm, pr.hasSM = int64(number(dp)), true
+	}
+}
+
+// readMIG takes a MIG instance's memory used or total, and its GPU and compute instances.
+func (g *gpuReading) readMIG(name string, dp pmetric.NumberDataPoint) {
+	u, ok := dp.Attributes().Get(gpunames.KeyMIGUUID)
+	if !ok {
+		return
+	}
+	mr := g.mig(u.Str())
+	if v, ok := dp.Attributes().Get(gpunames.KeyGPUInstanceID); ok {
+		mr.gi = v.AsString()
+	}
+	if v, ok := dp.Attributes().Get(gpunames.KeyComputeInstanceID); ok {
+		mr.ci = v.AsString()
+	}
+	if name == gpunames.GPUMIGMemoryUsedBytes {
+		mr.used = int64(number(dp))
+	} else {
+		mr.total = int64(number(dp))
+	}
+}
+
+// readActivity takes GPM's SM, tensor pipe and DRAM activity, of the GPU or of one of its GPU
+// instances.
+func (g *gpuReading) readActivity(name string, dp pmetric.NumberDataPoint) {
+	var gi string
+	if v, ok := dp.Attributes().Get(gpunames.KeyGPUInstanceID); ok {
+		gi = v.AsString()
+	}
+	switch name {
+	case gpunames.GPUSMActivePercent:
+		a := g.activityOf(gi)
+		a.sm, a.hasSM = number(dp), true
+	case gpunames.GPUDRAMActivePercent:
+		a := g.activityOf(gi)
+		a.dram, a.hasDRAM = number(dp), true
+	default:
+		if pipe, ok := dp.Attributes().Get(gpunames.KeyPipe); ok && pipe.Str() == gpunames.PipeTensor {
+			a := g.activityOf(gi)
+			a.tensor, a.hasTensor = number(dp), true
 		}
 	}
 }
@@ -495,25 +516,7 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 	// the holders it did find would give those the missing one's share.
 	undecidable := make([]bool, len(gpus))
 	out := make([]holding, 0, 4*len(gpus))
-	// A container with a process on a GPU runs, by NVML's word; any other holder is checked, so
-	// that one which stopped leaves at this batch, not at the next refresh.
-	alive := p.scratch.alive
-	for i := range gpus {
-		g := &gpus[i]
-		for _, pr := range g.procs {
-			if pr.owner != nil {
-				alive[pr.owner] = true
-			}
-		}
-	}
-	isAlive := func(c *container) bool {
-		a, ok := alive[c]
-		if !ok {
-			a = unix.Access(c.cgroupDir, unix.F_OK) == nil
-			alive[c] = a
-		}
-		return a
-	}
+	isAlive := p.liveness(gpus)
 	byKubelet, allocated := p.kubeletDecided(gpus, inv, devs)
 	for _, source := range p.sources {
 		var claims []holding
@@ -534,54 +537,11 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 		}
 		switch source {
 		case SourcePodResources:
-			if inv.kubelet == nil || inv.kubelet.answer == nil {
-				continue
-			}
-			kube := inv.kubelet.answer
-			for key, devices := range kube.Devices {
-				// nil: a container not started yet, or whose name the node cannot tell (no log
-				// layout); a container that stopped holds nothing and is no reason to wait.
-				c := inv.byName[key]
-				if c != nil && !isAlive(c) {
-					continue
-				}
-				for _, d := range devices {
-					if !p.isGPURes(d.Resource) {
-						continue
-					}
-					for _, id := range d.IDs {
-						t, ok := devs.resolve(id)
-						switch {
-						case !ok:
-						case c == nil:
-							undecidable[t.gpu] = true
-						default:
-							claim(t, c, claimRef{})
-						}
-					}
-				}
-			}
-			p.claimDRA(kube, inv, devs, isAlive, undecidable, claim)
+			p.claimPodResources(inv, devs, isAlive, undecidable, claim)
 		case SourceNvidiaVisibleDevices, SourceAMDVisibleDevices:
-			for _, c := range inv.containers {
-				if len(c.visible[source]) == 0 || !isAlive(c) {
-					continue
-				}
-				for _, id := range c.visible[source] {
-					if t, ok := devs.resolve(id); ok {
-						claim(t, c, claimRef{})
-					}
-				}
-			}
+			claimVisibleDevices(source, inv, devs, isAlive, claim)
 		case SourceProcess:
-			for i := range gpus {
-				g := &gpus[i]
-				for _, pr := range g.procs {
-					if pr.owner != nil {
-						claim(target{gpu: i, mig: -1}, pr.owner, claimRef{})
-					}
-				}
-			}
+			claimProcesses(gpus, claim)
 		}
 		claims = slices.DeleteFunc(claims, func(h holding) bool { return undecidable[h.t.gpu] })
 		for _, h := range claims {
@@ -600,6 +560,88 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 		return strings.Compare(a.c.id, b.c.id)
 	})
 	return out
+}
+
+// liveness tells whether a container runs. One with a process on a GPU runs, by NVML's word;
+// any other is checked (its cgroup is there), once a batch, so that one which stopped leaves at
+// this batch, not at the next refresh.
+func (p *gpuAttribution) liveness(gpus []gpuReading) func(*container) bool {
+	alive := p.scratch.alive
+	for i := range gpus {
+		for _, pr := range gpus[i].procs {
+			if pr.owner != nil {
+				alive[pr.owner] = true
+			}
+		}
+	}
+	return func(c *container) bool {
+		a, ok := alive[c]
+		if !ok {
+			a = unix.Access(c.cgroupDir, unix.F_OK) == nil
+			alive[c] = a
+		}
+		return a
+	}
+}
+
+// claimPodResources claims what the kubelet allocated to running containers, device plugins'
+// devices and DRA claims; a device of a container the node cannot find makes its GPU
+// undecidable.
+func (p *gpuAttribution) claimPodResources(inv *inventory, devs deviceIndex, isAlive func(*container) bool, undecidable []bool, claim func(target, *container, claimRef)) {
+	if inv.kubelet == nil || inv.kubelet.answer == nil {
+		return
+	}
+	kube := inv.kubelet.answer
+	for key, devices := range kube.Devices {
+		// nil: a container not started yet, or whose name the node cannot tell (no log
+		// layout); a container that stopped holds nothing and is no reason to wait.
+		c := inv.byName[key]
+		if c != nil && !isAlive(c) {
+			continue
+		}
+		for _, d := range devices {
+			if !p.isGPURes(d.Resource) {
+				continue
+			}
+			for _, id := range d.IDs {
+				t, ok := devs.resolve(id)
+				switch {
+				case !ok:
+				case c == nil:
+					undecidable[t.gpu] = true
+				default:
+					claim(t, c, claimRef{})
+				}
+			}
+		}
+	}
+	p.claimDRA(kube, inv, devs, isAlive, undecidable, claim)
+}
+
+// claimVisibleDevices claims the GPUs a running container's environment variable of source
+// names.
+func claimVisibleDevices(source Source, inv *inventory, devs deviceIndex, isAlive func(*container) bool, claim func(target, *container, claimRef)) {
+	for _, c := range inv.containers {
+		if len(c.visible[source]) == 0 || !isAlive(c) {
+			continue
+		}
+		for _, id := range c.visible[source] {
+			if t, ok := devs.resolve(id); ok {
+				claim(t, c, claimRef{})
+			}
+		}
+	}
+}
+
+// claimProcesses claims each GPU for the containers of the processes on it.
+func claimProcesses(gpus []gpuReading, claim func(target, *container, claimRef)) {
+	for i := range gpus {
+		for _, pr := range gpus[i].procs {
+			if pr.owner != nil {
+				claim(target{gpu: i, mig: -1}, pr.owner, claimRef{})
+			}
+		}
+	}
 }
 
 // kubeletDecided are the GPUs of the batch the kubelet decides, and the GPUs it allocated to
