@@ -57,7 +57,7 @@ type nvmlBackend struct {
 func newNVMLBackend(ss scraperSettings, lib nvml.Interface, release func()) *nvmlBackend {
 	cfg := ss.cfg
 	hist := latency.New("cmd_nvml_latency_seconds", "Latency of NVML calls, hung ones included once they return.", ss.clock.Now())
-	b := &nvmlBackend{
+	s := &nvmlBackend{
 		cfg:    cfg,
 		logger: ss.set.Logger,
 		clock:  ss.clock,
@@ -65,8 +65,8 @@ func newNVMLBackend(ss scraperSettings, lib nvml.Interface, release func()) *nvm
 		hist:   hist,
 		stop:   make(chan struct{}),
 	}
-	b.lib = &nvmlLibrary{Interface: lib, release: release, path: cfg.LibraryPath, guard: &b.guard, logger: ss.set.Logger}
-	b.xids = &xidTracker{
+	s.lib = &nvmlLibrary{Interface: lib, release: release, path: cfg.LibraryPath, guard: &s.guard, logger: ss.set.Logger}
+	s.xids = &xidTracker{
 		table:        xid.New(cfg.XID.Table),
 		dedupWindow:  cfg.XID.DedupWindow,
 		healthWindow: cfg.XID.HealthWindow,
@@ -77,7 +77,7 @@ func newNVMLBackend(ss scraperSettings, lib nvml.Interface, release func()) *nvm
 		counts:       map[string]map[uint64]int64{},
 		health:       map[string][]healthMark{},
 	}
-	return b
+	return s
 }
 
 func (s *nvmlBackend) latency() *latency.Histogram { return s.hist }
