@@ -3,7 +3,8 @@
 
 // Package docs holds the repository's Markdown to itself: every relative link names a file or
 // folder that exists, and every #anchor a heading of the page it points into, as GitHub renders
-// them. Links to other sites are not followed (the tests reach only loopback).
+// them; and the root README stays short. Links to other sites are not followed (the tests
+// reach only loopback).
 package docs
 
 import (
@@ -42,6 +43,17 @@ func TestLinksResolve(t *testing.T) {
 			t.Error(p)
 		}
 	}
+}
+
+// readmeMaxLines is how long the root README may grow: what a first-time user needs (what this
+// is, the two commands, the demos, where to read on); everything else is a page of docs/.
+const readmeMaxLines = 250
+
+func TestReadmeIsShort(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	lines := strings.Count(string(readme), "\n")
+	assert.LessOrEqual(t, lines, readmeMaxLines, "README.md has %d lines: move what a first-time user does not need into a page of docs/ and link it", lines)
 }
 
 // markdownFiles lists the *.md files under fsys, leaving out hidden and build folders (.git,
