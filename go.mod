@@ -17,6 +17,7 @@ require (
 	github.com/prometheus/otlptranslator v1.0.0
 	github.com/prometheus/procfs v0.23.0
 	github.com/stretchr/testify v1.12.1
+	github.com/yuin/goldmark v1.8.7
 	go.etcd.io/bbolt v1.5.0
 	go.opentelemetry.io/collector/component v1.71.0
 	go.opentelemetry.io/collector/component/componenttest v0.165.0
