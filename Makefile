@@ -150,7 +150,8 @@ realnode: deps image
 ## file) on this machine and on a node of 8 simulated GPUs and 200 containers, next to
 ## node_exporter (BENCH_DURATION), with the Go runtime settings the DaemonSet ships
 ## (deploy/base/agent.yaml's GOGC and GOMEMLIMIT), and BENCH_BASELINE's agent beside it when set
-## (a binary built from an older commit: before and after in one table); the gateway at
+## (a binary built from an older commit: before and after in one table; BENCH_BASELINE_CONFIG is
+## its configuration when it cannot read today's, e.g. `git show <commit>:distro/local.yaml`); the gateway at
 ## saturation and the scale-out layout into Thanos at the shipped intervals (bench/gateway:
 ## BENCH_SCALEOUT_AGENTS, BENCH_SCALEOUT_DURATION) and the edge queue's bytes per collection
 ## (test/e2e); then the
@@ -159,8 +160,9 @@ realnode: deps image
 BENCH_CGROUP_DURATION ?= 10m
 BENCH_CGROUP_MIB      ?= 96
 BENCH_BASELINE       ?=
+BENCH_BASELINE_CONFIG ?=
 BENCH_AGENT_ENV      := $(shell sed -n '/- name: \(GOGC\|GOMEMLIMIT\)$$/{s/.*name: //;N;s/\n *value: "\{0,1\}\([^"]*\)"\{0,1\}/=\1/p}' deploy/base/agent.yaml)
-PROCLOAD              = $(GO) run ./bench/procload -otelcol $(AGENT_BIN) $(if $(BENCH_BASELINE),-baseline $(BENCH_BASELINE)) $(addprefix -env ,$(BENCH_AGENT_ENV))
+PROCLOAD              = $(GO) run ./bench/procload -otelcol $(AGENT_BIN) $(if $(BENCH_BASELINE),-baseline $(BENCH_BASELINE)) $(if $(BENCH_BASELINE_CONFIG),-baseline-config $(BENCH_BASELINE_CONFIG)) $(addprefix -env ,$(BENCH_AGENT_ENV))
 bench: deps $(BIN) $(AGENT_BIN)
 	$(GO) test -run '^$$' -bench . -benchmem ./receiver/... ./processor/... ./exporter/... ./cmd/...
 	KUBE_APISERVER_BIN=$(KUBE_APISERVER) $(GO) test -tags e2e -run '^$$' -bench BenchmarkLargeCluster -benchtime 20x ./receiver/k8swatchdogreceiver/
