@@ -254,3 +254,45 @@ func FuzzJobFromEnviron(f *testing.F) {
 		}
 	})
 }
+
+// TestRealSlurmCaptures reads whole /proc/<pid>/cgroup files and the Slurm variables of the
+// environments of real steps (testdata/captures/SOURCE.md): Debian's Slurm is built for several
+// slurmds (slurm_<node>), an array task's job id is not its array's, and CUDA_VISIBLE_DEVICES is 0
+// in every step whatever GPU it holds.
+func TestRealSlurmCaptures(t *testing.T) {
+	proc := newFakeProc(t)
+	for pid, name := range map[int]string{1: "v1-array-task0-batch", 2: "v1-twostep-step1", 3: "v1-srun-step0"} {
+		dir := filepath.Join(proc.root, strconv.Itoa(pid))
+		require.NoError(t, os.Mkdir(dir, 0o755))
+		for _, f := range []string{"cgroup", "environ"} {
+			b, err := os.ReadFile(filepath.Join("testdata/captures", name+"."+f))
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o600))
+		}
+	}
+	steps, err := NewProcSteps(proc.root, CgroupLayout{})
+	require.NoError(t, err)
+	want := map[int]Process{
+		1: {
+			Location: Location{CgroupVersion: 1, Node: "n1", UID: "4242", JobID: "4", Step: "batch", Task: "0"},
+			Job: Job{
+				ID: "4", User: "alice", Account: "physics", Partition: "gpu", Name: "arr",
+				ArrayJobID: "1", ArrayTaskID: "0", GPUs: []int{0}, FromEnviron: true,
+			},
+		},
+		2: {
+			Location: Location{CgroupVersion: 1, Node: "n1", UID: "4242", JobID: "2", Step: "1", Task: "0"},
+			Job:      Job{ID: "2", User: "alice", Account: "physics", Partition: "gpu", Name: "twostep", GPUs: []int{3}, FromEnviron: true},
+		},
+		3: {
+			Location: Location{CgroupVersion: 1, Node: "n1", UID: "4242", JobID: "3", Step: "0", Task: "0"},
+			Job:      Job{ID: "3", User: "alice", Account: "bio", Partition: "gpu", Name: "inter", GPUs: []int{4}, FromEnviron: true},
+		},
+	}
+	for pid, w := range want {
+		p, ok, err := steps.StepOf(pid)
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.Equal(t, w, p, "pid %d", pid)
+	}
+}
