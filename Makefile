@@ -47,7 +47,7 @@ REALNODE_BINS  = KUBELET_BIN=$$(test/kube/build-apiserver.sh kubelet) \
 COMPONENTS   := $(shell find receiver processor exporter connector extension -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
 SOURCES      := $(shell find receiver processor exporter connector extension internal distro/omitdetectors -name '*.go' -o -name go.mod 2>/dev/null) go.mod go.sum
 
-.PHONY: all build image run demo demo-dcgm demo-amd report test test-gpu unit e2e realnode realslurm bench lint generate tools deps clean render deploy undeploy secrets
+.PHONY: all build image deb run demo demo-dcgm demo-amd report test test-gpu unit e2e realnode realslurm bench lint generate tools deps clean render deploy undeploy secrets
 
 all: build
 
@@ -85,6 +85,11 @@ image: $(BIN) $(AGENT_BIN) $(OCIIMAGE)
 	$(OCIIMAGE) -binary $(BIN) -binary $(AGENT_BIN) -out $(IMAGE) -version $(IMAGE_VERSION) \
 		-source https://github.com/otelcol-gpu/otelcol-gpu \
 		-revision "$$(git rev-parse HEAD 2>/dev/null)" -created "$$(git log -1 --format=%cI 2>/dev/null)"
+
+## deb: the agent's .deb for bare-metal (Slurm) nodes, bin/otelcol-gpu-agent_<version>_amd64.deb:
+## the binary, a systemd unit and deploy/slurm/agent.yaml, packed by nfpm (deploy/slurm/README.md)
+deb: $(AGENT_BIN)
+	deploy/slurm/build-deb.sh $(AGENT_BIN) bin
 
 ## run: this machine's node and task metrics on http://127.0.0.1:9102/metrics (the agent's build)
 run: $(AGENT_BIN)
