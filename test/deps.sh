@@ -49,6 +49,8 @@ declare -A source=(
 	# Thanos (Receive, Query) under the scale-out layout's tests and `make bench`'s scale-out run.
 	[thanos]="build test/thanos/build.sh"
 	[prometheus-operator-crds]="build test/helm/build-helm.sh crds"
+	# nfpm, the packager of the agent's .deb (deploy/slurm; test/e2e's TestSlurmDeb).
+	[nfpm]="build deploy/slurm/build-nfpm.sh"
 )
 
 programs=("$@")
