@@ -50,6 +50,10 @@ const (
 	// statePath names the directory of a running cluster, so that a run killed before its
 	// teardown is torn down by the next.
 	statePath = "/run/otelcol-gpu-realslurm.state"
+	// lockPath is held (flock) while a cluster runs: the machine has one slurm_<NodeName>
+	// cgroup tree, and a second run waits rather than tearing down the first's cluster.
+	lockPath  = "/run/otelcol-gpu-realslurm.lock"
+	lockWait  = 15 * time.Minute
 	stopGrace = 15 * time.Second
 )
 
@@ -58,6 +62,7 @@ type Cluster struct {
 	// Dir holds the configuration, state, logs, the device files and the namespaces' files.
 	Dir   string
 	state state
+	lock  *os.File
 }
 
 type state struct {
@@ -83,16 +88,23 @@ func (c *Cluster) DeviceFile(i int) string {
 // Start tears down what a killed run left, then starts munged, slurmctld and slurmd and waits
 // until the node is idle. On an error it tears down what it started.
 func Start() (*Cluster, error) {
-	if err := teardownLeft(); err != nil {
-		return nil, fmt.Errorf("the cluster of a killed run: %w", err)
-	}
-	dir, err := os.MkdirTemp("", "realslurm-")
+	lock, err := acquireLock()
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: dir, state: state{Dir: dir}}
+	if leftErr := teardownLeft(); leftErr != nil {
+		lock.Close()
+		return nil, fmt.Errorf("the cluster of a killed run: %w", leftErr)
+	}
+	dir, err := os.MkdirTemp("", "realslurm-")
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	c := &Cluster{Dir: dir, state: state{Dir: dir}, lock: lock}
 	if err := c.save(); err != nil {
 		os.RemoveAll(dir)
+		lock.Close()
 		return nil, err
 	}
 	if err := c.start(); err != nil {
@@ -338,7 +350,29 @@ func (c *Cluster) Stop() error {
 	if len(c.state.Daemons) > 0 {
 		_ = c.Command("scancel", "--full", "--user="+User).Run()
 	}
-	return teardown(c.state)
+	err := teardown(c.state)
+	// Closing the file releases the lock (a killed run's goes with its process).
+	c.lock.Close()
+	return err
+}
+
+// acquireLock waits until no other run holds the machine's cluster.
+func acquireLock() (*os.File, error) {
+	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	err = poll.For(lockWait, func() error {
+		if lockErr := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); lockErr != nil {
+			return fmt.Errorf("another run holds %s: %w", lockPath, lockErr)
+		}
+		return nil
+	})
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 func (c *Cluster) save() error {
