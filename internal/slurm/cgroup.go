@@ -27,8 +27,8 @@ type Location struct {
 	// CgroupVersion is 1 (cgroup/v1: <controller>/slurm/uid_<uid>/job_<id>/step_<step>) or 2
 	// (cgroup/v2: <slice>/slurmstepd.scope/job_<id>/step_<step>).
 	CgroupVersion int
-	// Node is the node name of a slurmd run as one of several on the host (MULTIPLE_SLURMD:
-	// slurm_<node> under v1, <node>_slurmstepd.scope under v2); empty otherwise.
+	// Node is the node name where Slurm was built with --enable-multiple-slurmd (Debian's is):
+	// slurm_<node> under v1, <node>_slurmstepd.scope under v2; empty otherwise.
 	Node string
 	// UID is the job owner's numeric user id (v1 only: v2 paths carry none); empty under v2.
 	UID string
