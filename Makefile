@@ -47,7 +47,7 @@ REALNODE_BINS  = KUBELET_BIN=$$(test/kube/build-apiserver.sh kubelet) \
 COMPONENTS   := $(shell find receiver processor exporter connector extension -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
 SOURCES      := $(shell find receiver processor exporter connector extension internal distro/omitdetectors -name '*.go' -o -name go.mod 2>/dev/null) go.mod go.sum
 
-.PHONY: all build image run demo demo-dcgm demo-amd report test test-gpu unit e2e realnode bench lint generate tools deps clean render deploy undeploy secrets
+.PHONY: all build image deb run demo demo-dcgm demo-amd report test test-gpu unit e2e realnode realslurm bench lint generate tools deps clean render deploy undeploy secrets
 
 all: build
 
@@ -86,6 +86,11 @@ image: $(BIN) $(AGENT_BIN) $(OCIIMAGE)
 		-source https://github.com/otelcol-gpu/otelcol-gpu \
 		-revision "$$(git rev-parse HEAD 2>/dev/null)" -created "$$(git log -1 --format=%cI 2>/dev/null)"
 
+## deb: the agent's .deb for bare-metal (Slurm) nodes, bin/otelcol-gpu-agent_<version>_amd64.deb:
+## the binary, a systemd unit and deploy/slurm/agent.yaml, packed by nfpm (deploy/slurm/README.md)
+deb: $(AGENT_BIN)
+	deploy/slurm/build-deb.sh $(AGENT_BIN) bin
+
 ## run: this machine's node and task metrics on http://127.0.0.1:9102/metrics (the agent's build)
 run: $(AGENT_BIN)
 	$(AGENT_BIN) --config distro/local.yaml
@@ -122,7 +127,7 @@ generate: $(MDATAGEN)
 ## test: lint, unit tests, end-to-end tests against the built binaries and real peers, then
 ## deploy/ installed on a real single-node Kubernetes; installs or builds first what they run
 ## (deps), so it needs nothing before it (as root: the image and real-node tests need it)
-test: deps lint unit e2e realnode
+test: deps lint unit e2e realnode realslurm
 
 unit: deps
 	$(GO) test -race -count=1 ./...
@@ -145,6 +150,12 @@ e2e: deps $(BIN) $(AGENT_BIN) $(GPUREPORT) image
 realnode: deps image
 	OTELCOL_IMAGE=$(CURDIR)/$(IMAGE) KUBE_APISERVER_BIN=$(KUBE_APISERVER) KUBECTL_BIN=$(KUBECTL_TEST) HELM_BIN=$(HELM_TEST) $(REALNODE_BINS) \
 		$(GO) test -count=1 -tags realnode -timeout 25m ./test/realnode/...
+
+## realslurm: a real single-node Slurm (Debian's slurmctld, slurmd and munged, cgroup v1) the
+## tests bring up in namespaces of their own and tear down (test/realslurm; root), with real
+## sbatch and srun jobs whose steps internal/slurm finds
+realslurm: deps
+	$(GO) test -count=1 -tags realslurm -timeout 10m ./test/realslurm/...
 
 ## bench: collection cost (Go benchmarks); the agent's whole-process CPU and RSS (anonymous and
 ## file) on this machine and on a node of 8 simulated GPUs and 200 containers, next to
