@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/connector"
@@ -96,6 +97,9 @@ func (c *recorder) restore(ctx context.Context) error {
 	for _, j := range t.Jobs {
 		j.LastSeen = now
 	}
+	for _, f := range t.GPUs {
+		f.Seen = now
+	}
 	c.totals = t
 	c.logger.Info("Running jobs' totals restored from the checkpoint", zap.Int("jobs", len(t.Jobs)))
 	return nil
@@ -171,21 +175,22 @@ func (c *recorder) check(ctx context.Context) {
 		delete(c.totals.Jobs, k)
 		c.dirty = true
 	}
-	c.forgetGPUs()
+	c.forgetGPUs(now)
 	c.saveIfDirty(ctx)
 }
 
-// forgetGPUs drops the facts of GPUs no running job holds: a GPU's facts come again with
-// each collection, and a job that starts takes its counters from its first sample on.
-func (c *recorder) forgetGPUs() {
+// forgetGPUs drops the facts of GPUs that no running job holds and that sent nothing for
+// end_after (a node gone). The facts of a GPU that still reports are kept, so that a job that
+// starts on it counts its counters from what they were before the job.
+func (c *recorder) forgetGPUs(now time.Time) {
 	held := map[string]bool{}
 	for _, j := range c.totals.Jobs {
 		for _, g := range j.GPUs {
 			held[gpuKey(g.NodeName, g.UUID)] = true
 		}
 	}
-	for k := range c.totals.GPUs {
-		if !held[k] {
+	for k, f := range c.totals.GPUs {
+		if !held[k] && now.Sub(f.Seen) >= c.cfg.EndAfter {
 			delete(c.totals.GPUs, k)
 			c.dirty = true
 		}

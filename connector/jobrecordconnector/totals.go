@@ -5,6 +5,7 @@ package jobrecordconnector // import "github.com/otelcol-gpu/otelcol-gpu/connect
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -43,9 +44,11 @@ type gpuFacts struct {
 	Model     string             `json:"model,omitempty"`
 	Energy    *float64           `json:"energy,omitempty"`
 	Throttled map[string]bool    `json:"throttled,omitempty"` // active reasons
-	XIDs      map[string]float64 `json:"xids,omitempty"`      // counter by code
-	ECC       map[string]float64 `json:"ecc,omitempty"`       // volatile count by type
+	XIDs      map[string]counter `json:"xids,omitempty"`      // by code
+	ECC       map[string]counter `json:"ecc,omitempty"`       // volatile count by type
 	MIGMemory map[string]float64 `json:"mig_memory,omitempty"`
+	// Seen is when the connector last received one of the GPU's series (its clock).
+	Seen time.Time `json:"seen"`
 }
 
 type job struct {
@@ -71,8 +74,8 @@ type jobGPU struct {
 	LastT int64 `json:"last_t"`
 	// The GPU's counters at LastT, from which the next interval's increase counts.
 	Energy *float64           `json:"energy,omitempty"`
-	XIDs   map[string]float64 `json:"xids,omitempty"`
-	ECC    map[string]float64 `json:"ecc,omitempty"`
+	XIDs   map[string]counter `json:"xids,omitempty"`
+	ECC    map[string]counter `json:"ecc,omitempty"`
 
 	Held      float64            `json:"held"`
 	Allocated float64            `json:"allocated"`
@@ -91,6 +94,13 @@ type jobGPU struct {
 	ECCSingle int64              `json:"ecc_single"`
 	ECCDouble int64              `json:"ecc_double"`
 	Unknown   float64            `json:"unknown"`
+}
+
+// counter is a counter's value and its start time: a new start time is a new series (the
+// agent restarted), which counts from zero.
+type counter struct {
+	V     float64 `json:"v"`
+	Start int64   `json:"start,omitempty"`
 }
 
 func newTotals() *totals {
@@ -130,7 +140,7 @@ func (c *recorder) consume(md pmetric.Metrics, now time.Time) {
 	samples := map[string]*taskSample{} // by jobKey + gpuID + time
 	var order []string
 	holders := map[string]int{} // tasks per GPU or slice in this batch
-	forEachPoint(md, func(name string, l labels, t int64, v float64) {
+	forEachPoint(md, func(name string, l labels, t, start int64, v float64) {
 		switch name {
 		case metricTaskMem, metricTaskUtil, metricTaskSMActive:
 			s := c.sample(samples, &order, l, t)
@@ -149,7 +159,7 @@ func (c *recorder) consume(md pmetric.Metrics, now time.Time) {
 				s.sm = &v
 			}
 		default:
-			c.gpuFact(name, l, v)
+			c.gpuFact(name, l, counter{V: v, Start: start}, now)
 		}
 	})
 	for _, k := range order {
@@ -233,7 +243,7 @@ func (c *recorder) share(s *taskSample, holders int) float64 {
 }
 
 // gpuFact keeps the latest value of a GPU's own series.
-func (c *recorder) gpuFact(name string, l labels, v float64) {
+func (c *recorder) gpuFact(name string, l labels, v counter, now time.Time) {
 	switch name {
 	case metricEnergy, metricClockEvent, metricXID, metricECC, metricInfo, metricMIGMemoryTotal:
 	default:
@@ -249,24 +259,25 @@ func (c *recorder) gpuFact(name string, l labels, v float64) {
 		f = &gpuFacts{}
 		c.totals.GPUs[gpuKey(node, uuid)] = f
 	}
+	f.Seen = now
 	switch name {
 	case metricEnergy:
-		f.Energy = &v
+		f.Energy = &v.V
 	case metricClockEvent:
 		reason, _ := l.get("reason")
-		f.Throttled = setKey(f.Throttled, reason, v != 0)
+		f.Throttled = setKey(f.Throttled, reason, v.V != 0)
 	case metricXID:
 		// One series per code and resolution; a code has one resolution at a time.
 		code, _ := l.get("xid")
 		f.XIDs = setKey(f.XIDs, code, v)
 	case metricECC:
 		typ, _ := l.get("type")
-		f.ECC = setKey(f.ECC, typ, v)
+		f.ECC = setKey(f.ECC, typ, counter{V: v.V}) // a gauge: a drop is the reset
 	case metricInfo:
 		f.Model, _ = l.get("model")
 	case metricMIGMemoryTotal:
 		mig, _ := l.get("mig_uuid")
-		f.MIGMemory = setKey(f.MIGMemory, mig, v)
+		f.MIGMemory = setKey(f.MIGMemory, mig, v.V)
 	}
 }
 
@@ -335,36 +346,25 @@ func (c *recorder) add(g *jobGPU, s *taskSample, share float64) {
 		e := *f.Energy
 		g.Energy = &e
 	}
-	g.XIDs = clone(f.XIDs)
-	g.ECC = clone(f.ECC)
+	g.XIDs = maps.Clone(f.XIDs)
+	g.ECC = maps.Clone(f.ECC)
 }
 
-// increases is each counter's increase from before to now: a counter that went down was
-// reset (the agent or the driver restarted) and counts from zero; one that is new counts in
-// full (the receiver creates an XID's series at its first occurrence).
-func increases(before, now map[string]float64) map[string]int64 {
+// increases is each counter's increase from before to now: a counter that went down or
+// started anew was reset (the agent or the driver restarted) and counts from zero; one that is
+// new counts in full (the receiver creates an XID's series at its first occurrence).
+func increases(before, now map[string]counter) map[string]int64 {
 	out := map[string]int64{}
 	for k, v := range now {
 		b, seen := before[k]
 		switch {
-		case !seen || v < b:
-			if v > 0 {
-				out[k] = int64(v)
+		case !seen || v.Start != b.Start || v.V < b.V:
+			if v.V > 0 {
+				out[k] = int64(v.V)
 			}
-		case v > b:
-			out[k] = int64(v - b)
+		case v.V > b.V:
+			out[k] = int64(v.V - b.V)
 		}
-	}
-	return out
-}
-
-func clone(m map[string]float64) map[string]float64 {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]float64, len(m))
-	for k, v := range m {
-		out[k] = v
 	}
 	return out
 }
@@ -435,7 +435,7 @@ func (c *recorder) record(j *job) jobrecord.Record {
 }
 
 // forEachPoint calls fn with each number data point of a gauge or sum.
-func forEachPoint(md pmetric.Metrics, fn func(name string, l labels, t int64, v float64)) {
+func forEachPoint(md pmetric.Metrics, fn func(name string, l labels, t, start int64, v float64)) {
 	for _, rm := range md.ResourceMetrics().All() {
 		res := rm.Resource().Attributes()
 		for _, sm := range rm.ScopeMetrics().All() {
@@ -454,7 +454,7 @@ func forEachPoint(md pmetric.Metrics, fn func(name string, l labels, t int64, v 
 					if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
 						v = float64(dp.IntValue())
 					}
-					fn(m.Name(), labels{dp: dp.Attributes(), res: res}, int64(dp.Timestamp()), v)
+					fn(m.Name(), labels{dp: dp.Attributes(), res: res}, int64(dp.Timestamp()), int64(dp.StartTimestamp()), v)
 				}
 			}
 		}
