@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
-
-	"github.com/otelcol-gpu/otelcol-gpu/connector/jobrecordconnector/internal/metadata"
 )
 
 // throttleReasonNames are the gpu receiver's clock event reasons (gpu_clock_event_reason's
@@ -23,8 +21,6 @@ var throttleReasonNames = []string{
 
 // Config is the job_record connector's configuration.
 type Config struct {
-	metadata.LogsBuilderConfig `mapstructure:",squash"`
-
 	// JobLabels are the labels (resource or data point attributes) whose values identify a
 	// job, the same on every node it runs on. A series without all of them is no job's.
 	JobLabels []string `mapstructure:"job_labels"`

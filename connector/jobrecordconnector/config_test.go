@@ -29,8 +29,6 @@ func TestLoadConfig(t *testing.T) {
 		Storage: &storage, ThrottleReasons: []string{"hw_thermal", "sw_thermal"},
 		IdleBelow: 5, BusyAtLeast: 70, LowSMActiveBelow: 20,
 	}
-	assert.False(t, slurm.Events.GpuJobRecord.Enabled)
-	want.LogsBuilderConfig = slurm.LogsBuilderConfig
 	assert.Equal(t, want, slurm)
 }
 

@@ -19,8 +19,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/connector/jobrecordconnector/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 )
 
@@ -28,23 +30,39 @@ import (
 const checkpointKey = "totals"
 
 type recorder struct {
-	cfg    *Config
-	set    connector.Settings
-	next   consumer.Logs
-	clock  clock.Clock
-	logger *zap.Logger
+	cfg       *Config
+	set       connector.Settings
+	next      consumer.Logs
+	clock     clock.Clock
+	logger    *zap.Logger
+	telemetry *metadata.TelemetryBuilder
 
 	mu     sync.Mutex
 	totals *totals
 	dirty  bool // changed since the last checkpoint
 	client storage.Client
 
-	stop chan struct{}
-	done chan struct{}
+	cancel context.CancelFunc // stops the loop
+	done   chan struct{}
 }
 
-func newConnector(cfg *Config, set connector.Settings, next consumer.Logs, c clock.Clock) *recorder {
-	return &recorder{cfg: cfg, set: set, next: next, clock: c, logger: set.Logger, totals: newTotals(), client: storage.NewNopClient()}
+func newConnector(cfg *Config, set connector.Settings, next consumer.Logs, clk clock.Clock) (*recorder, error) {
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
+	c := &recorder{cfg: cfg, set: set, next: next, clock: clk, logger: set.Logger, telemetry: tb, totals: newTotals(), client: storage.NewNopClient()}
+	err = tb.RegisterJobRecordJobsRunningCallback(func(_ context.Context, o metric.Int64Observer) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		o.Observe(int64(len(c.totals.Jobs)))
+		return nil
+	})
+	if err != nil {
+		tb.Shutdown()
+		return nil, err
+	}
+	return c, nil
 }
 
 func (*recorder) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
@@ -70,8 +88,10 @@ func (c *recorder) Start(ctx context.Context, host component.Host) error {
 			return errors.Join(err, client.Close(ctx))
 		}
 	}
-	c.stop, c.done = make(chan struct{}), make(chan struct{})
-	go c.loop()
+	var loopCtx context.Context
+	loopCtx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	c.done = make(chan struct{})
+	go c.loop(loopCtx)
 	return nil
 }
 
@@ -105,28 +125,33 @@ func (c *recorder) restore(ctx context.Context) error {
 	return nil
 }
 
-func (c *recorder) loop() {
+func (c *recorder) loop(ctx context.Context) {
 	defer close(c.done)
 	ticker := c.clock.NewTicker(c.cfg.CheckInterval)
 	defer ticker.Stop()
 	for {
 		select {
-		case <-c.stop:
+		case <-ctx.Done():
 			return
 		case <-ticker.C():
-			c.check(context.Background())
+			c.check(ctx)
 		}
+	}
+}
+
+func (c *recorder) stopLoop() {
+	if c.cancel != nil {
+		c.cancel()
+		<-c.done
 	}
 }
 
 // Shutdown stops the loop and writes the checkpoint.
 func (c *recorder) Shutdown(ctx context.Context) error {
-	if c.stop != nil {
-		close(c.stop)
-		<-c.done
-	}
+	c.stopLoop()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.telemetry.Shutdown()
 	err := c.checkpoint(ctx)
 	return errors.Join(err, c.client.Close(ctx))
 }
@@ -153,7 +178,7 @@ func (c *recorder) check(ctx context.Context) {
 		}
 	}
 	slices.Sort(ended)
-	if len(ended) > 0 && c.cfg.Events.GpuJobRecord.Enabled {
+	if len(ended) > 0 {
 		logs := plog.NewLogs()
 		rl := logs.ResourceLogs().AppendEmpty()
 		sl := rl.ScopeLogs().AppendEmpty()
@@ -170,6 +195,7 @@ func (c *recorder) check(ctx context.Context) {
 			c.saveIfDirty(ctx)
 			return
 		}
+		c.telemetry.JobRecordRecordsTotal.Add(ctx, int64(len(ended)))
 	}
 	for _, k := range ended {
 		delete(c.totals.Jobs, k)
@@ -202,6 +228,7 @@ func (c *recorder) saveIfDirty(ctx context.Context) {
 		return
 	}
 	if err := c.checkpoint(ctx); err != nil {
+		c.telemetry.JobRecordCheckpointErrorsTotal.Add(ctx, 1)
 		c.logger.Warn("Writing the checkpoint of the running jobs' totals failed; tried again on the next check", zap.Error(err))
 	}
 }

@@ -26,7 +26,6 @@ func NewFactory() connector.Factory {
 
 func createDefaultConfig() component.Config {
 	return &Config{
-		LogsBuilderConfig: metadata.DefaultLogsBuilderConfig(),
 		// What job-cost.yaml and gpureport sum a job by.
 		JobLabels: []string{"virtual_cluster", "username", "job_name"},
 		UserLabel: "username",
@@ -45,5 +44,5 @@ func createDefaultConfig() component.Config {
 }
 
 func createMetricsToLogs(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Logs) (connector.Metrics, error) {
-	return newConnector(cfg.(*Config), set, next, clock.Real{}), nil
+	return newConnector(cfg.(*Config), set, next, clock.Real{})
 }

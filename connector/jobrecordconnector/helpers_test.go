@@ -4,12 +4,12 @@
 package jobrecordconnector
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/connector/connectortest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -24,11 +24,11 @@ var t0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 
 const interval = 30 * time.Second
 
-// attribution reads one of the gpu_attribution processor's expected output batches: real
-// batches of the attribution, as the gateway receives them from an agent.
-func attribution(t *testing.T, name string) pmetric.Metrics {
+// kubeletBatch reads the gpu_attribution processor's expected output on a node with a kubelet:
+// a real batch of the attribution, as the gateway receives it from an agent.
+func kubeletBatch(t *testing.T) pmetric.Metrics {
 	t.Helper()
-	md, err := golden.ReadMetrics("../../processor/gpuattributionprocessor/testdata/expected/" + name + ".yaml")
+	md, err := golden.ReadMetrics("../../processor/gpuattributionprocessor/testdata/expected/kubelet.yaml")
 	require.NoError(t, err)
 	return md
 }
@@ -149,7 +149,10 @@ func newTestRecorder(t *testing.T, cfg *Config, clk *clock.Fake) (*recorder, *co
 	t.Helper()
 	sink := &consumertest.LogsSink{}
 	set := connectortest.NewNopSettings(metadata.Type)
-	return newConnector(cfg, set, sink, clk), sink
+	set.ID = component.NewID(metadata.Type) // the same connector across restarts, as in a collector
+	c, err := newConnector(cfg, set, sink, clk)
+	require.NoError(t, err)
+	return c, sink
 }
 
 // records decodes every record the sink holds.
@@ -174,7 +177,7 @@ func records(t *testing.T, sink *consumertest.LogsSink) map[string]jobrecord.Rec
 
 func consume(t *testing.T, c *recorder, md pmetric.Metrics) {
 	t.Helper()
-	require.NoError(t, c.ConsumeMetrics(context.Background(), md))
+	require.NoError(t, c.ConsumeMetrics(t.Context(), md))
 }
 
 // moveTo moves the fake clock on to ts.

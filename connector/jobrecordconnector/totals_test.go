@@ -4,7 +4,6 @@
 package jobrecordconnector
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -47,7 +46,7 @@ func kubeletNodeGPUs(node string, i int) []gpu {
 func TestAttributionBatches(t *testing.T) {
 	clk := clock.NewFake(t0)
 	c, sink := newTestRecorder(t, testConfig(), clk)
-	batch := attribution(t, "kubelet")
+	batch := kubeletBatch(t)
 	const n = 21
 	for i := range n {
 		ts := t0.Add(time.Duration(i) * interval)
@@ -56,11 +55,11 @@ func TestAttributionBatches(t *testing.T) {
 		consume(t, c, at(batch, ts))
 	}
 	last := clk.Now()
-	moveTo(clk, last.Add(testConfig().EndAfter - time.Second))
-	c.check(context.Background())
+	moveTo(clk, last.Add(testConfig().EndAfter-time.Second))
+	c.check(t.Context())
 	assert.Empty(t, sink.AllLogs(), "no job has ended before end_after")
 	moveTo(clk, last.Add(testConfig().EndAfter))
-	c.check(context.Background())
+	c.check(t.Context())
 	got := records(t, sink)
 	assert.Len(t, got, 7)
 
@@ -102,7 +101,7 @@ func TestAttributionBatches(t *testing.T) {
 
 	sink.Reset()
 	clk.Advance(time.Hour)
-	c.check(context.Background())
+	c.check(t.Context())
 	assert.Empty(t, sink.AllLogs(), "a job's record is sent once")
 	assert.Empty(t, c.totals.Jobs)
 	assert.Empty(t, c.totals.GPUs, "the facts of GPUs nobody holds and that are gone are forgotten")
@@ -115,7 +114,7 @@ func TestAttributionBatches(t *testing.T) {
 func TestScenario(t *testing.T) {
 	clk := clock.NewFake(t0)
 	c, sink := newTestRecorder(t, testConfig(), clk)
-	batch := attribution(t, "kubelet")
+	batch := kubeletBatch(t)
 	const n = 120 // collections: the job holds its GPUs from t0 for an hour
 	var e0, e1 float64
 	for i := range n {
@@ -160,10 +159,10 @@ func TestScenario(t *testing.T) {
 		consume(t, c, at(batch, ts))
 	}
 	clk.Advance(testConfig().EndAfter)
-	c.check(context.Background())
+	c.check(t.Context())
 	r := records(t, sink)["alice~resnet"]
 
-	const truthHeld = 2.0                            // GPU-hours: two GPUs, one hour
+	const truthHeld = 2.0                              // GPU-hours: two GPUs, one hour
 	const truthEnergy = 300*1800 + 150*1800 + 200*3600 // joules
 	oneCollection := 2 * interval.Hours()
 	assert.InDelta(t, truthHeld, r.HeldHours, oneCollection)
@@ -181,13 +180,13 @@ func TestScenario(t *testing.T) {
 func TestGapLongerThanMaxGap(t *testing.T) {
 	clk := clock.NewFake(t0)
 	c, sink := newTestRecorder(t, testConfig(), clk)
-	batch := attribution(t, "kubelet")
+	batch := kubeletBatch(t)
 	for _, ts := range []time.Time{t0, t0.Add(interval), t0.Add(interval + 6*time.Minute), t0.Add(2*interval + 6*time.Minute)} {
 		moveTo(clk, ts)
 		consume(t, c, at(batch, ts))
 	}
 	clk.Advance(testConfig().EndAfter)
-	c.check(context.Background())
+	c.check(t.Context())
 	r := records(t, sink)["frank~sweep"]
 	assert.InDelta(t, 2*interval.Hours(), r.HeldHours, 1e-9)
 	assert.InDelta(t, 360, r.UnknownSeconds, 1e-9)
@@ -197,7 +196,7 @@ func TestGapLongerThanMaxGap(t *testing.T) {
 func TestTwoNodesOneRecord(t *testing.T) {
 	clk := clock.NewFake(t0)
 	c, sink := newTestRecorder(t, testConfig(), clk)
-	batch := attribution(t, "kubelet")
+	batch := kubeletBatch(t)
 	for i := range 11 {
 		ts := t0.Add(time.Duration(i) * interval)
 		moveTo(clk, ts)
@@ -207,7 +206,7 @@ func TestTwoNodesOneRecord(t *testing.T) {
 		}
 	}
 	clk.Advance(testConfig().EndAfter)
-	c.check(context.Background())
+	c.check(t.Context())
 	got := records(t, sink)
 	assert.Len(t, got, 7, "one record per job, not per node")
 	alice := got["alice~resnet"]
@@ -235,14 +234,14 @@ func TestJobLabelsFromConfig(t *testing.T) {
 		cfg := testConfig()
 		cfg.JobLabels = tt.labels
 		c, sink := newTestRecorder(t, cfg, clk)
-		batch := attribution(t, "kubelet")
+		batch := kubeletBatch(t)
 		for i := range 3 {
 			ts := t0.Add(time.Duration(i) * interval)
 			moveTo(clk, ts)
 			consume(t, c, at(batch, ts))
 		}
 		clk.Advance(cfg.EndAfter)
-		c.check(context.Background())
+		c.check(t.Context())
 		var names []string
 		for _, ld := range sink.AllLogs() {
 			for _, rl := range ld.ResourceLogs().All() {
