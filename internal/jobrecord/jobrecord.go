@@ -248,7 +248,9 @@ func FromLogRecord(lr plog.LogRecord) (Record, error) {
 	r.MemoryPeak = d.num(attrMemPeak)
 	r.EnergyJoules = d.num(attrEnergy)
 	r.ThrottledSeconds = d.num(attrThrottled)
-	r.ThrottleReasons = d.numMap(attrThrottleReasons)
+	if reasons := d.numMap(attrThrottleReasons); len(reasons) > 0 {
+		r.ThrottleReasons = reasons
+	}
 	if xids := d.numMap(attrXIDs); len(xids) > 0 {
 		r.XIDs = make(map[string]int64, len(xids))
 		for k, v := range xids {
