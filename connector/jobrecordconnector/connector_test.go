@@ -19,9 +19,13 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/extension/extensiontest"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/otelcol-gpu/otelcol-gpu/connector/jobrecordconnector/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/connector/jobrecordconnector/internal/metadatatest"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 )
 
@@ -194,3 +198,28 @@ func TestRefusedRecordsAreSentAgain(t *testing.T) {
 	assert.Len(t, records(t, sink), 7)
 	assert.Empty(t, c.totals.Jobs)
 }
+
+// TestTelemetry: the jobs held, the records sent and the failed checkpoints are counted.
+func TestTelemetry(t *testing.T) {
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.WithoutCancel(t.Context()))) })
+	clk := clock.NewFake(t0)
+	cfg := testConfig()
+	sink := &consumertest.LogsSink{}
+	set := metadatatest.NewSettings(tt)
+	c, err := newConnector(cfg, set, sink, clk)
+	require.NoError(t, err)
+	c.client = failingStorage{storage.NewNopClient()}
+	consume(t, c, at(kubeletBatch(t), t0))
+	metadatatest.AssertEqualJobRecordJobsRunning(t, tt, []metricdata.DataPoint[int64]{{Value: 7}}, metricdatatest.IgnoreTimestamp())
+	clk.Advance(cfg.EndAfter)
+	c.check(t.Context())
+	metadatatest.AssertEqualJobRecordRecordsTotal(t, tt, []metricdata.DataPoint[int64]{{Value: 7}}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualJobRecordCheckpointErrorsTotal(t, tt, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualJobRecordJobsRunning(t, tt, []metricdata.DataPoint[int64]{{Value: 0}}, metricdatatest.IgnoreTimestamp())
+}
+
+// failingStorage refuses every write.
+type failingStorage struct{ storage.Client }
+
+func (failingStorage) Set(context.Context, string, []byte) error { return errors.New("disk full") }
