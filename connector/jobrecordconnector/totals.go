@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -139,7 +140,7 @@ type taskSample struct {
 func (c *recorder) consume(md pmetric.Metrics, now time.Time) {
 	samples := map[string]*taskSample{} // by jobKey + gpuID + time
 	var order []string
-	holders := map[string]int{} // tasks per GPU or slice in this batch
+	holders := map[string]int{} // tasks per GPU or slice and collection in this batch
 	forEachPoint(md, func(name string, l labels, t, start int64, v float64) {
 		switch name {
 		case metricTaskMem, metricTaskUtil, metricTaskSMActive:
@@ -150,7 +151,7 @@ func (c *recorder) consume(md pmetric.Metrics, now time.Time) {
 			switch name {
 			case metricTaskMem:
 				if !s.haveMem {
-					holders[gpuKey(s.node, s.uuid)+"/"+s.mig]++
+					holders[s.holdersKey()]++
 				}
 				s.mem, s.haveMem = v, true
 			case metricTaskUtil:
@@ -185,9 +186,12 @@ func (c *recorder) consume(md pmetric.Metrics, now time.Time) {
 			g = &jobGPU{NodeName: s.node, UUID: s.uuid, MinorNumber: s.minor, MIGUUID: s.mig}
 			j.GPUs[s.gpuID] = g
 		}
-		c.add(g, s, c.share(s, holders[gpuKey(s.node, s.uuid)+"/"+s.mig]))
+		c.add(g, s, c.share(s, holders[s.holdersKey()]))
 	}
 }
+
+// holdersKey is s's GPU or slice at s's collection: a batch may hold several collections.
+func (s *taskSample) holdersKey() string { return s.gpuID + "@" + strconv.FormatInt(s.t, 10) }
 
 // sample returns the batch's sample of l's task and GPU at t, nil for a series of no job.
 func (c *recorder) sample(samples map[string]*taskSample, order *[]string, l labels, t int64) *taskSample {

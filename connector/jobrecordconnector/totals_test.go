@@ -257,3 +257,21 @@ func TestJobLabelsFromConfig(t *testing.T) {
 		assert.Equal(t, tt.want, names, "job_labels %v", tt.labels)
 	}
 }
+
+// TestCollectionsInOneBatch: a batch that holds two collections (an agent's queue drained after
+// an outage) counts each, and a time-sliced GPU's share is of its collection's tasks.
+func TestCollectionsInOneBatch(t *testing.T) {
+	clk := clock.NewFake(t0)
+	c, sink := newTestRecorder(t, testConfig(), clk)
+	batch := kubeletBatch(t)
+	for i := 0; i < 4; i += 2 {
+		both := at(batch, t0.Add(time.Duration(i)*interval))
+		at(batch, t0.Add(time.Duration(i+1)*interval)).ResourceMetrics().MoveAndAppendTo(both.ResourceMetrics())
+		consume(t, c, both)
+	}
+	clk.Advance(testConfig().EndAfter)
+	c.check(t.Context())
+	bob := records(t, sink)["bob~explore"]
+	assert.InDelta(t, 3*interval.Hours(), bob.HeldHours, 1e-9)
+	assert.InDelta(t, 3*interval.Hours()/2, bob.AllocatedHours, 1e-9, "half of the GPU, not a quarter")
+}
