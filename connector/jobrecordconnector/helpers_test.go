@@ -26,7 +26,7 @@ const interval = 30 * time.Second
 
 // kubeletBatch reads the gpu_attribution processor's expected output on a node with a kubelet:
 // a real batch of the attribution, as the gateway receives it from an agent.
-func kubeletBatch(t *testing.T) pmetric.Metrics {
+func kubeletBatch(t testing.TB) pmetric.Metrics {
 	t.Helper()
 	md, err := golden.ReadMetrics("../../processor/gpuattributionprocessor/testdata/expected/kubelet.yaml")
 	require.NoError(t, err)
@@ -145,7 +145,7 @@ func testConfig() *Config {
 	return cfg
 }
 
-func newTestRecorder(t *testing.T, cfg *Config, clk *clock.Fake) (*recorder, *consumertest.LogsSink) {
+func newTestRecorder(t testing.TB, cfg *Config, clk *clock.Fake) (*recorder, *consumertest.LogsSink) {
 	t.Helper()
 	sink := &consumertest.LogsSink{}
 	set := connectortest.NewNopSettings(metadata.Type)
@@ -175,7 +175,7 @@ func records(t *testing.T, sink *consumertest.LogsSink) map[string]jobrecord.Rec
 	return out
 }
 
-func consume(t *testing.T, c *recorder, md pmetric.Metrics) {
+func consume(t testing.TB, c *recorder, md pmetric.Metrics) {
 	t.Helper()
 	require.NoError(t, c.ConsumeMetrics(t.Context(), md))
 }
