@@ -26,10 +26,10 @@ const interval = 30 * time.Second
 
 // kubeletBatch reads the gpu_attribution processor's expected output on a node with a kubelet:
 // a real batch of the attribution, as the gateway receives it from an agent.
-func kubeletBatch(t testing.TB) pmetric.Metrics {
-	t.Helper()
+func kubeletBatch(tb testing.TB) pmetric.Metrics {
+	tb.Helper()
 	md, err := golden.ReadMetrics("../../processor/gpuattributionprocessor/testdata/expected/kubelet.yaml")
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	return md
 }
 
@@ -145,13 +145,13 @@ func testConfig() *Config {
 	return cfg
 }
 
-func newTestRecorder(t testing.TB, cfg *Config, clk *clock.Fake) (*recorder, *consumertest.LogsSink) {
-	t.Helper()
+func newTestRecorder(tb testing.TB, cfg *Config, clk *clock.Fake) (*recorder, *consumertest.LogsSink) {
+	tb.Helper()
 	sink := &consumertest.LogsSink{}
 	set := connectortest.NewNopSettings(metadata.Type)
 	set.ID = component.NewID(metadata.Type) // the same connector across restarts, as in a collector
 	c, err := newConnector(cfg, set, sink, clk)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	return c, sink
 }
 
@@ -175,9 +175,9 @@ func records(t *testing.T, sink *consumertest.LogsSink) map[string]jobrecord.Rec
 	return out
 }
 
-func consume(t testing.TB, c *recorder, md pmetric.Metrics) {
-	t.Helper()
-	require.NoError(t, c.ConsumeMetrics(t.Context(), md))
+func consume(tb testing.TB, c *recorder, md pmetric.Metrics) {
+	tb.Helper()
+	require.NoError(tb, c.ConsumeMetrics(tb.Context(), md))
 }
 
 // moveTo moves the fake clock on to ts.
