@@ -30,6 +30,11 @@ declare -A source=(
 	[iptables]="deb iptables"
 	[conntrack]="deb conntrack"
 	[/bin/busybox]="deb busybox-static"
+	# The real Slurm (test/realslurm): its controller, node daemon, client commands and munge.
+	[slurmctld]="deb slurmctld"
+	[slurmd]="deb slurmd"
+	[sbatch]="deb slurm-client"
+	[munged]="deb munge"
 	# Built: Debian has no kube-apiserver, its kubectl is far older, and its Prometheus is 2.x
 	# (Prometheus 3 is the server of the e2e tests, the report's tests and the real node); Helm is
 	# not packaged.
@@ -44,6 +49,8 @@ declare -A source=(
 	# Thanos (Receive, Query) under the scale-out layout's tests and `make bench`'s scale-out run.
 	[thanos]="build test/thanos/build.sh"
 	[prometheus-operator-crds]="build test/helm/build-helm.sh crds"
+	# nfpm, the packager of the agent's .deb (deploy/slurm; test/e2e's TestSlurmDeb).
+	[nfpm]="build deploy/slurm/build-nfpm.sh"
 )
 
 programs=("$@")

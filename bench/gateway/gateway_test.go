@@ -13,7 +13,9 @@
 //
 // With BENCH_PROFILE_DIR set, the gateway also runs the pprof extension, and the benchmark
 // writes a CPU profile of the load (cpu-<series>.pprof) and a heap profile after it
-// (heap-<series>.pprof) there: `go tool pprof -top bin/otelcol-gpu FILE`.
+// (heap-<series>.pprof) there: `go tool pprof -top bin/otelcol-gpu FILE`. The shipped gateway
+// build leaves pprof out (no shipped configuration uses it): for a profile, add contrib's
+// extension/pprofextension at the pinned release to builder-config.yaml and build it again.
 package gateway
 
 import (

@@ -34,7 +34,7 @@ import (
 
 // A simulated node as distro/agent.yaml ships it on a node of 8 GPUs and 200 job containers:
 // a gpu collection every 10 s and a task collection every 30 s (the shipped intervals), with
-// about the series each makes there (README "How long an outage the queue holds": 73.8 kB and
+// about the series each makes there (docs/edge.md, "How long an outage the queue holds": 73.8 kB and
 // 435 kB of OTLP).
 const (
 	gpuInterval       = 10 * time.Second
@@ -51,7 +51,7 @@ const (
 // gateways' CPU-seconds an hour and resident memory, the receivers' resident memory, and the
 // store's bytes a day as its receivers write them (what their directories grew by in the run:
 // the WAL and head chunks of both replicas, before any block is cut, which takes 2 h), and the
-// samples a node makes a day. README "Scale on paper" extrapolates from these.
+// samples a node makes a day. docs/scale.md, "Scale on paper", extrapolates from these.
 //
 //	OTELCOL_BIN=$PWD/bin/otelcol-gpu THANOS_BIN=$(test/thanos/build.sh) go test -tags e2e -run '^$' -bench ScaleOut -benchtime 1x ./bench/gateway/
 func BenchmarkScaleOut(b *testing.B) {

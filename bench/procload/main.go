@@ -24,6 +24,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -40,6 +41,7 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"go.yaml.in/yaml/v3"
 	"golang.org/x/sys/unix"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
@@ -47,10 +49,10 @@ import (
 )
 
 type options struct {
-	otelcol, baseline, config, scenario, nodeExporter string
-	env                                               []string
-	duration, interval                                time.Duration
-	containers, limitMiB                              int
+	otelcol, baseline, config, baselineConfig, scenario, nodeExporter string
+	env                                                               []string
+	duration, interval                                                time.Duration
+	containers, limitMiB                                              int
 }
 
 type target struct {
@@ -81,6 +83,7 @@ func main() {
 	flag.StringVar(&o.otelcol, "otelcol", "bin/otelcol-gpu-agent", "collector binary")
 	flag.StringVar(&o.baseline, "baseline", "", "a second collector binary run the same ways beside -otelcol (e.g. built from an older commit)")
 	flag.StringVar(&o.config, "config", "distro/local.yaml", "collector configuration (its task and gpu receivers are set up here)")
+	flag.StringVar(&o.baselineConfig, "baseline-config", "", "the baseline's configuration, when the baseline cannot read -config (e.g. the same file at the baseline's commit); default -config")
 	flag.StringVar(&o.scenario, "scenario", "distro/scenarios/dgx-a100-demo.yaml", "the loaded node's simulated GPUs (8 in the default)")
 	flag.StringVar(&o.nodeExporter, "node-exporter", "prometheus-node-exporter", "node_exporter binary")
 	flag.Var(&env, "env", "KEY=VALUE in the collectors' environment, e.g. GOMEMLIMIT=64MiB (repeatable)")
@@ -94,6 +97,27 @@ func main() {
 		fmt.Fprintln(os.Stderr, "procload:", err)
 		os.Exit(1)
 	}
+}
+
+// pageExporter names the configuration's Prometheus page exporter: prometheus_page, or the
+// contrib prometheus exporter that a configuration older than prometheus_page serves with.
+func pageExporter(config string) (string, error) {
+	raw, err := os.ReadFile(config)
+	if err != nil {
+		return "", err
+	}
+	var c struct {
+		Exporters map[string]any `yaml:"exporters"`
+	}
+	if err = yaml.Unmarshal(raw, &c); err != nil {
+		return "", fmt.Errorf("%s: %w", config, err)
+	}
+	for _, name := range []string{"prometheus_page", "prometheus"} {
+		if _, ok := c.Exporters[name]; ok {
+			return name, nil
+		}
+	}
+	return "", fmt.Errorf("%s: exporters has neither prometheus_page nor prometheus", config)
 }
 
 // run starts the processes, measures them and stops them, whatever happens in between.
@@ -136,8 +160,12 @@ func run(o options) error {
 			t.group.remove()
 		}
 	}
-	collector := func(name, bin string, limitMiB int, sets ...string) {
+	collector := func(name, bin, config string, limitMiB int, sets ...string) {
 		if err != nil {
+			return
+		}
+		var exporter string
+		if exporter, err = pageExporter(config); err != nil {
 			return
 		}
 		t := &target{name: name}
@@ -151,14 +179,14 @@ func run(o options) error {
 		}
 		port, health, telemetry := freePort(), freePort(), freePort()
 		sets = append([]string{
-			fmt.Sprintf("exporters::prometheus_page::endpoint=127.0.0.1:%d", port),
+			fmt.Sprintf("exporters::%s::endpoint=127.0.0.1:%d", exporter, port),
 			fmt.Sprintf("extensions::health_check::endpoint=127.0.0.1:%d", health),
 			"receivers::task::collection_interval=" + o.interval.String(),
 			"receivers::gpu::collection_interval=" + o.interval.String(),
 			"service::telemetry::metrics::level=normal",
 			fmt.Sprintf("service::telemetry::metrics::readers=[{pull: {exporter: {prometheus: {host: 127.0.0.1, port: %d}}}}]", telemetry),
 		}, sets...)
-		args := []string{"--config", o.config}
+		args := []string{"--config", config}
 		for _, s := range sets {
 			args = append(args, "--set", s)
 		}
@@ -176,13 +204,14 @@ func run(o options) error {
 	if o.limitMiB > 0 {
 		loaded += fmt.Sprintf(", in %d MiB", o.limitMiB)
 	}
-	agents := []struct{ label, bin string }{{"agent", o.otelcol}}
+	type agent struct{ label, bin, config string }
+	agents := []agent{{"agent", o.otelcol, o.config}}
 	if o.baseline != "" {
-		agents = append(agents, struct{ label, bin string }{"baseline", o.baseline})
+		agents = append(agents, agent{"baseline", o.baseline, cmp.Or(o.baselineConfig, o.config)})
 	}
 	for _, a := range agents {
-		collector(a.label+", this machine", a.bin, 0)
-		collector(a.label+", "+loaded, a.bin, o.limitMiB, loadedSets...)
+		collector(a.label+", this machine", a.bin, a.config, 0)
+		collector(a.label+", "+loaded, a.bin, a.config, o.limitMiB, loadedSets...)
 	}
 	nePort := freePort()
 	start(&target{name: "node_exporter, this machine", url: fmt.Sprintf("http://127.0.0.1:%d/metrics", nePort)}, nil,

@@ -47,6 +47,8 @@ type config struct {
 	period     time.Duration
 	timeout    time.Duration
 	opts       report.Options
+	// jobRecords is the job_record connector's file; prices the rules file with the prices.
+	jobRecords, prices string
 }
 
 func parseFlags(args []string, stderr io.Writer, now time.Time) (config, error) {
@@ -68,6 +70,8 @@ func parseFlags(args []string, stderr io.Writer, now time.Time) (config, error) 
 	fs.Float64Var(&c.opts.LowSMBelow, "low-sm-active-below", 30, "SM activity (%, GPM: Hopper and newer) below which a busy job is busy but inefficient")
 	fs.DurationVar(&c.opts.Bucket, "bucket", time.Hour, "time resolution of the charts")
 	fs.DurationVar(&c.opts.Chunk, "chunk", 6*time.Hour, "time range of one query for raw samples (bounds the size of an answer)")
+	fs.StringVar(&c.jobRecords, "job-records", "", "the gateway's file of ended jobs' records (file/job_records, JSON lines) to list the jobs that ended in the period")
+	fs.StringVar(&c.prices, "prices", "", "rules file with the prices per GPU-hour (deploy/prometheus/rules/job-cost.yaml) to cost each job record")
 	fs.IntVar(&c.opts.NodesPerQuery, "nodes-per-query", 16, "nodes whose raw samples are read and held at a time (bounds memory)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -127,6 +131,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, now time.Time) er
 	}
 	for _, w := range r.Warnings {
 		fmt.Fprintln(stderr, "gpureport: warning from the server:", w)
+	}
+	if err := addJobRecords(r, c.jobRecords, c.prices, stderr); err != nil {
+		return err
 	}
 	if err := report.Write(c.out, r); err != nil {
 		return err

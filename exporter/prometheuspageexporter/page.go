@@ -144,8 +144,10 @@ type page struct {
 	// series are all series by their identity, as the contrib exporter's: name, type, scope,
 	// labels. Two resources that give a series the same labels share it, the last point wins.
 	series map[uint64]*series
-	// refused are series whose labels cannot be made; refused once, said once.
-	refused map[uint64]struct{}
+	// refused are series whose labels cannot be made: refused once and said once while they keep
+	// coming, forgotten like a series once they stop (so a stream of distinct bad series costs
+	// memory for one expiration, not for the exporter's life).
+	refused refusedSeries
 	// dirty are the sources to render again once the batch is in.
 	dirty      map[*source]struct{}
 	targets    map[uint64]*target
@@ -173,7 +175,7 @@ func newPage(cfg *Config, logger *zap.Logger) (*page, error) {
 		families:         map[string]*family{},
 		resources:        map[uint64]*resource{},
 		series:           map[uint64]*series{},
-		refused:          map[uint64]struct{}{},
+		refused:          newRefusedSeries(cfg.MetricExpiration),
 		sources:          map[uint64]*source{},
 		dirty:            map[*source]struct{}{},
 		targets:          map[uint64]*target{},
@@ -202,6 +204,7 @@ func newPage(cfg *Config, logger *zap.Logger) (*page, error) {
 func (p *page) consume(md pmetric.Metrics, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.refused.age(now)
 	rms := md.ResourceMetrics()
 	for i := 0; i < rms.Len(); i++ {
 		p.consumeResource(rms.At(i), now)
@@ -428,12 +431,12 @@ func (p *page) lookup(res *resource, fam *family, sm pmetric.ScopeMetrics, metri
 	if found, ok := p.series[key]; ok {
 		return found, false
 	}
-	if _, ok := p.refused[key]; ok {
+	if p.refused.seen(key) {
 		return nil, false
 	}
 	labels, err := p.seriesLabels(res, sm, dp.Attributes())
 	if err != nil {
-		p.refused[key] = struct{}{}
+		p.refused.add(key)
 		p.logger.Warn("series dropped: its labels cannot be Prometheus labels", zap.String("metric", fam.name), zap.Error(err))
 		return nil, false
 	}

@@ -229,6 +229,40 @@ func TestBadLabelsDropOnlyTheirSeries(t *testing.T) {
 	assert.Contains(t, logs.All()[0].ContextMap()["error"], `two attributes become the label "u_uid"`)
 }
 
+// badLabelsBatch is one series per GPU whose two attributes become one label: never a series.
+func badLabelsBatch(ts time.Time, gpus ...string) pmetric.Metrics {
+	md := gaugeBatch(ts, 70, gpus...)
+	for i := 0; i < md.ResourceMetrics().Len(); i++ {
+		attrs := md.ResourceMetrics().At(i).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints().At(0).Attributes()
+		attrs.PutStr("u.uid", "x")
+		attrs.PutStr("u_uid", "y")
+	}
+	return md
+}
+
+// A refused series is said once while it keeps coming, and forgotten once it stops: a stream of
+// distinct bad series holds memory for about two expirations, not for the exporter's life.
+func TestRefusedSeriesSaidOnceAndForgotten(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	p := testPage(t, zap.New(core)) // expiration 2m
+	now := t0
+	for range 10 { // one bad series every 30 s for 5 min: kept known, said once
+		p.consume(badLabelsBatch(now, "GPU-kept"), now)
+		now = now.Add(30 * time.Second)
+	}
+	assert.Equal(t, 1, logs.FilterMessageSnippet("series dropped").Len())
+
+	for i := range 100 { // a new bad series every 30 s for 50 min
+		p.consume(badLabelsBatch(now, "GPU-"+itoa(i)), now)
+		now = now.Add(30 * time.Second)
+		require.LessOrEqual(t, p.refused.len(), 2*4+1, "refused keys kept past two expirations")
+	}
+	assert.Equal(t, 101, logs.FilterMessageSnippet("series dropped").Len())
+
+	p.consume(badLabelsBatch(now, "GPU-kept"), now) // back after 50 min: forgotten, so said again
+	assert.Equal(t, 102, logs.FilterMessageSnippet("series dropped").Len())
+}
+
 // The gzip body is one gzip member that any reader inflates to the text page, and the
 // exporter serves each as it is asked for.
 func TestScrapeTextAndGzip(t *testing.T) {

@@ -144,8 +144,8 @@ func collectedBy(tb testing.TB, metrics *contract.Contract, s sampleSeries) stri
 
 // remoteWritePath is a Prometheus that takes remote write, configured as deploy/ ships
 // Prometheus (no out_of_order_time_window, so a sample older than its series' newest is
-// refused), and the gateway's prometheusremotewrite/store exporter in the pipeline the README
-// shows.
+// refused), and the gateway's prometheusremotewrite/store exporter in the pipeline
+// docs/deployment.md shows ("Remote write into a store").
 func remoteWritePath(tb testing.TB) (metricStore, []string) { return remoteWritePathWith("")(tb) }
 
 // remoteWritePathWith is remoteWritePath with more of prometheus.yml (an out-of-order window).
@@ -157,7 +157,7 @@ func remoteWritePathWith(more string) storePath {
 }
 
 // remoteWriteSets put the gateway's prometheusremotewrite/store exporter, writing to url, in the
-// pipeline the README shows.
+// pipeline docs/deployment.md shows ("Remote write into a store").
 func remoteWriteSets(url string) []string {
 	return []string{
 		"exporters::prometheusremotewrite/store::endpoint=" + url,

@@ -51,8 +51,8 @@ func TestEdgeZeroLossPrometheusOTLP(t *testing.T) {
 // TestStoresMatchScrape sends the same agents' data through one gateway each way deploy/
 // ships: its page, scraped by the otelcol-gpu job of deploy/prometheus/scrape-configs.yaml
 // (honor_labels); OTLP into Prometheus 3 configured with deploy/prometheus/otlp.yaml
-// (deploy/components/prometheus-otlp's flags); and remote write (the pipeline of README "Remote
-// write into a store", as the scale-out overlay has it) into Thanos Receive, read through Thanos
+// (deploy/components/prometheus-otlp's flags); and remote write (the pipeline of docs/deployment.md,
+// "Remote write into a store", as the scale-out overlay has it) into Thanos Receive, read through Thanos
 // Query. Each Prometheus evaluates the shipped rules and scrapes the collectors' telemetry jobs.
 // Every query of the dashboards (variables filled from the scrape path), every OpenPAI query,
 // every recording rule and ALERTS must return the same series on the OTLP path and on Thanos

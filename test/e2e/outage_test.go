@@ -24,7 +24,7 @@ import (
 const backlogAge = 3 * time.Hour
 
 // TestLongOutageBacklog plays the end of an edge outage longer than Prometheus' head block
-// (README "Edge nodes: the delivery guarantee"): another node's current collection has reached
+// (docs/edge.md, "What can still be lost"): another node's current collection has reached
 // the store, then the edge node's backlog arrives through the gateway, in the order it was
 // collected, one collection a minute from backlogAge ago until now. The clock is not waited
 // for: the collections are made with their timestamps shifted, as the agent's queue would

@@ -137,8 +137,11 @@ func newEndpoints(tb testing.TB) (Endpoints, []string) {
 type Gateway struct {
 	Endpoints
 	// OTLP is the OTLP gRPC receiver's host:port (TLS, bearer token).
-	OTLP    string
-	Process *Process
+	OTLP string
+	// JobRecords is the file of the ended jobs' records (file/job_records), in a temporary
+	// directory beside job_record's checkpoint.
+	JobRecords string
+	Process    *Process
 }
 
 // StartGateway runs distro/gateway.yaml with s's certificate, key and token. The k8s_watchdog
@@ -150,7 +153,12 @@ func StartGateway(tb testing.TB, s *Secrets, sets ...string) *Gateway {
 	tb.Helper()
 	ep, args := newEndpoints(tb)
 	g := &Gateway{Endpoints: ep, OTLP: fmt.Sprintf("127.0.0.1:%d", FreePort(tb))}
+	jobRecords := tb.TempDir()
+	g.JobRecords = filepath.Join(jobRecords, "records.jsonl")
 	args = append(args,
+		"extensions::file_storage/job_records::directory="+jobRecords,
+		"extensions::file_storage/job_records::compaction::directory="+jobRecords,
+		"exporters::file/job_records::path="+g.JobRecords,
 		"receivers::otlp::protocols::grpc::endpoint="+g.OTLP,
 		"receivers::otlp::protocols::grpc::tls::cert_file="+s.GatewayCert,
 		"receivers::otlp::protocols::grpc::tls::key_file="+s.GatewayKey,

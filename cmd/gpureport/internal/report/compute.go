@@ -102,6 +102,10 @@ type Report struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Simulated is set when any series came from simulated GPUs (simulated="true").
 	Simulated bool `json:"simulated"`
+	// JobRecords are the records of the jobs that ended in the period (jobrecords.go), when
+	// the report was given the job_record connector's file; Prices, when it was given prices.
+	JobRecords []JobRecord `json:"job_records,omitempty"`
+	Prices     *Prices     `json:"prices,omitempty"`
 }
 
 // ReportOpts records the thresholds a report was computed with.

@@ -26,8 +26,11 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 		}
 		return fmt.Sprintf("%.0f %%", float64(u))
 	},
-	"time": func(t time.Time) string { return t.UTC().Format("Mon 2 Jan 2006 15:04 UTC") },
-	"url":  func(s string) template.URL { return template.URL(s) }, //nolint:gosec // G203: our own PNG data URLs, never outside text
+	"time":    func(t time.Time) string { return t.UTC().Format("Mon 2 Jan 2006 15:04 UTC") },
+	"url":     func(s string) template.URL { return template.URL(s) }, //nolint:gosec // G203: our own PNG data URLs, never outside text
+	"money":   func(v *float64) string { return fmt.Sprintf("%.2f", *v) },
+	"kwh":     func(j float64) string { return fmt.Sprintf("%.1f", j/3.6e6) },
+	"seconds": func(s float64) float64 { return s / 3600 },
 	"usageTable": func(title string, job bool, rows []Usage) usageTable {
 		return usageTable{Title: title, Job: job, Rows: rows}
 	},

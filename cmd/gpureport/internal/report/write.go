@@ -38,7 +38,11 @@ func Write(dir string, r *Report) error {
 		return err
 	}
 	gpuRows, xidRows := gpuCSV(r.GPUs)
-	return errors.Join(
+	var records error
+	if r.JobRecords != nil {
+		records = writeCSV(filepath.Join(dir, FileJobRecords), jobRecordsCSV(r.JobRecords))
+	}
+	return errors.Join(records,
 		publish(filepath.Join(dir, FileJSON), append(js, '\n')),
 		writeCSV(filepath.Join(dir, FileJobs), usageCSV(r.Jobs, true)),
 		writeCSV(filepath.Join(dir, FileUsers), usageCSV(r.Users, false)),

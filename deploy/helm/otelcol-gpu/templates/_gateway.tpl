@@ -86,11 +86,15 @@ spec:
           volumeMounts:
             - {name: config, mountPath: /etc/otelcol-gpu/config, readOnly: true}
             - {name: secret, mountPath: /var/run/secrets/otelcol-gpu, readOnly: true}
+            - {name: job-records, mountPath: /var/lib/otelcol-gpu/job-records}
       volumes:
         - name: config
           configMap: {name: {{ $.name }}}
         - name: secret
           secret: {secretName: {{ .Values.gateway.secretName | quote }}, defaultMode: 0440}
+        # job_record's checkpoint and the ended jobs' records (deploy/base/gateway.yaml).
+        - name: job-records
+          emptyDir: {sizeLimit: 2Gi}
 {{- end }}
 {{- end }}
 
