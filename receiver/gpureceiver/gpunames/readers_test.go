@@ -28,6 +28,7 @@ var readers = []string{
 	"processor/nameprofileprocessor",
 	"processor/gpuhealthfilterprocessor",
 	"connector/k8sgpuhealthconnector",
+	"connector/jobrecordconnector",
 	"receiver/gpureceiver/gpureceivertest",
 	"cmd/gpureport",
 	"internal/healthdata",
