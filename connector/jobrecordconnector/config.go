@@ -10,13 +10,16 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpunames"
 )
 
 // throttleReasonNames are the gpu receiver's clock event reasons (gpu_clock_event_reason's
 // reason label).
 var throttleReasonNames = []string{
-	"gpu_idle", "clocks_setting", "power_cap", "hw_slowdown", "sync_boost", "sw_thermal",
-	"hw_thermal", "hw_power_brake", "display_clocks", "board_limit", "reliability",
+	gpunames.ReasonGPUIdle, gpunames.ReasonClocksSetting, gpunames.ReasonPowerCap, gpunames.ReasonHWSlowdown,
+	gpunames.ReasonSyncBoost, gpunames.ReasonSWThermal, gpunames.ReasonHWThermal, gpunames.ReasonHWPowerBrake,
+	gpunames.ReasonDisplayClocks, gpunames.ReasonBoardLimit, gpunames.ReasonReliability,
 }
 
 // Config is the job_record connector's configuration.

@@ -18,6 +18,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/connector/jobrecordconnector/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/jobrecord"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpunames"
 )
 
 var t0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
@@ -116,8 +117,8 @@ func gpuSeries(ts time.Time, gpus ...gpu) pmetric.Metrics {
 				dp.Attributes().PutStr(attrs[i], attrs[i+1])
 			}
 		}
-		gauge(metricInfo, 1, "model", g.model, "pci_bus_id", "00000000:01:00.0", "driver_version", "570.86.15")
-		sum(metricEnergy, g.energy)
+		gauge(gpunames.GPUInfo, 1, "model", g.model, "pci_bus_id", "00000000:01:00.0", "driver_version", "570.86.15")
+		sum(gpunames.GPUEnergyJoulesTotal, g.energy)
 		for _, r := range throttleReasonNames {
 			active := 0.0
 			for _, a := range g.reasons {
@@ -125,16 +126,16 @@ func gpuSeries(ts time.Time, gpus ...gpu) pmetric.Metrics {
 					active = 1
 				}
 			}
-			gauge(metricClockEvent, active, "reason", r)
+			gauge(gpunames.GPUClockEventReason, active, "reason", r)
 		}
 		for code, n := range g.xids {
-			sum(metricXID, n, "xid", code, "resolution", "restart_app")
+			sum(gpunames.GPUXIDErrorsTotal, n, "xid", code, "resolution", "restart_app")
 		}
 		for typ, n := range g.ecc {
-			gauge(metricECC, n, "type", typ)
+			gauge(gpunames.NvidiasmiECCErrorCount, n, "type", typ)
 		}
 		for mig, b := range g.migMemory {
-			gauge(metricMIGMemoryTotal, b, "mig_uuid", mig)
+			gauge(gpunames.GPUMIGMemoryTotalBytes, b, "mig_uuid", mig)
 		}
 	}
 	return md

@@ -15,20 +15,15 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/jobrecord"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpunames"
 )
 
 // The series the totals are made of (docs/metrics.md): the attribution's per task and GPU,
 // and the GPUs' own, joined to a task by node_name and uuid.
 const (
-	metricTaskMem        = "task_gpu_mem_percent" // every GPU or slice a task holds: the clock of held time
-	metricTaskUtil       = "task_gpu_percent"
-	metricTaskSMActive   = "task_gpu_sm_active_percent"
-	metricEnergy         = "gpu_energy_joules_total"
-	metricClockEvent     = "gpu_clock_event_reason"
-	metricXID            = "gpu_xid_errors_total"
-	metricECC            = "nvidiasmi_ecc_error_count"
-	metricInfo           = "gpu_info"
-	metricMIGMemoryTotal = "gpu_mig_memory_total_bytes"
+	metricTaskMem      = "task_gpu_mem_percent" // every GPU or slice a task holds: the clock of held time
+	metricTaskUtil     = "task_gpu_percent"
+	metricTaskSMActive = "task_gpu_sm_active_percent"
 )
 
 // totals is every running job's totals and what they need of each GPU's own series: all of
@@ -203,10 +198,10 @@ func (c *recorder) sample(samples map[string]*taskSample, order *[]string, l lab
 		}
 		values[i] = v
 	}
-	node, _ := l.get("node_name")
-	uuid, _ := l.get("uuid")
-	minor, _ := l.get("minor_number")
-	mig, _ := l.get("mig_uuid")
+	node, _ := l.get(gpunames.KeyNodeName)
+	uuid, _ := l.get(gpunames.KeyUUID)
+	minor, _ := l.get(gpunames.KeyMinorNumber)
+	mig, _ := l.get(gpunames.KeyMIGUUID)
 	jobKeyBytes, _ := json.Marshal(values) // strings only: cannot fail
 	jk := string(jobKeyBytes)
 	gid := gpuKey(node, uuid) + "/" + mig
@@ -249,12 +244,12 @@ func (c *recorder) share(s *taskSample, holders int) float64 {
 // gpuFact keeps the latest value of a GPU's own series.
 func (c *recorder) gpuFact(name string, l labels, v counter, now time.Time) {
 	switch name {
-	case metricEnergy, metricClockEvent, metricXID, metricECC, metricInfo, metricMIGMemoryTotal:
+	case gpunames.GPUEnergyJoulesTotal, gpunames.GPUClockEventReason, gpunames.GPUXIDErrorsTotal, gpunames.NvidiasmiECCErrorCount, gpunames.GPUInfo, gpunames.GPUMIGMemoryTotalBytes:
 	default:
 		return
 	}
-	node, _ := l.get("node_name")
-	uuid, ok := l.get("uuid")
+	node, _ := l.get(gpunames.KeyNodeName)
+	uuid, ok := l.get(gpunames.KeyUUID)
 	if !ok {
 		return
 	}
@@ -265,22 +260,22 @@ func (c *recorder) gpuFact(name string, l labels, v counter, now time.Time) {
 	}
 	f.Seen = now
 	switch name {
-	case metricEnergy:
+	case gpunames.GPUEnergyJoulesTotal:
 		f.Energy = &v.V
-	case metricClockEvent:
-		reason, _ := l.get("reason")
+	case gpunames.GPUClockEventReason:
+		reason, _ := l.get(gpunames.KeyReason)
 		f.Throttled = setKey(f.Throttled, reason, v.V != 0)
-	case metricXID:
+	case gpunames.GPUXIDErrorsTotal:
 		// One series per code and resolution; a code has one resolution at a time.
-		code, _ := l.get("xid")
+		code, _ := l.get(gpunames.KeyXID)
 		f.XIDs = setKey(f.XIDs, code, v)
-	case metricECC:
-		typ, _ := l.get("type")
+	case gpunames.NvidiasmiECCErrorCount:
+		typ, _ := l.get(gpunames.KeyType)
 		f.ECC = setKey(f.ECC, typ, counter{V: v.V}) // a gauge: a drop is the reset
-	case metricInfo:
-		f.Model, _ = l.get("model")
-	case metricMIGMemoryTotal:
-		mig, _ := l.get("mig_uuid")
+	case gpunames.GPUInfo:
+		f.Model, _ = l.get(gpunames.KeyModel)
+	case gpunames.GPUMIGMemoryTotalBytes:
+		mig, _ := l.get(gpunames.KeyMIGUUID)
 		f.MIGMemory = setKey(f.MIGMemory, mig, v.V)
 	}
 }

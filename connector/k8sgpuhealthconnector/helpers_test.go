@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpunames"
 )
 
 // The agents' data as the gpu receiver sends it (receiver/gpureceiver/metadata.yaml; the
@@ -33,9 +34,9 @@ func gpuOn(node string, minor int) gpu {
 }
 
 func (g gpu) resource(r pcommon.Resource) {
-	r.Attributes().PutStr(attrNodeName, g.node)
-	r.Attributes().PutStr(attrUUID, g.uuid)
-	r.Attributes().PutStr(attrMinor, g.minor)
+	r.Attributes().PutStr(gpunames.KeyNodeName, g.node)
+	r.Attributes().PutStr(gpunames.KeyUUID, g.uuid)
+	r.Attributes().PutStr(gpunames.KeyMinorNumber, g.minor)
 }
 
 // health is one collection of g's gpu_health at data time at, by condition.
@@ -48,7 +49,7 @@ func (g gpu) health(at time.Time, levels map[string]int64) pmetric.Metrics {
 	dps := m.SetEmptyGauge().DataPoints()
 	for condition, level := range levels {
 		dp := dps.AppendEmpty()
-		dp.Attributes().PutStr(attrCondition, condition)
+		dp.Attributes().PutStr(gpunames.KeyCondition, condition)
 		dp.SetIntValue(level)
 		dp.SetTimestamp(pcommon.NewTimestampFromTime(at))
 	}
@@ -71,10 +72,10 @@ func (g gpu) xids(at time.Time, code int, resolution, severity string, n int) pl
 		lr := lrs.AppendEmpty()
 		lr.SetEventName("gpu.xid")
 		lr.SetTimestamp(pcommon.NewTimestampFromTime(at.Add(time.Duration(i) * time.Microsecond)))
-		lr.Attributes().PutStr(attrXID, strconv.Itoa(code))
-		lr.Attributes().PutStr(attrResolution, resolution)
-		lr.Attributes().PutStr(attrXIDSeverity, severity)
-		lr.Attributes().PutStr(attrXIDMeaning, "meaning of "+strconv.Itoa(code))
+		lr.Attributes().PutStr(gpunames.KeyXID, strconv.Itoa(code))
+		lr.Attributes().PutStr(gpunames.KeyResolution, resolution)
+		lr.Attributes().PutStr(gpunames.KeyXIDSeverity, severity)
+		lr.Attributes().PutStr(gpunames.KeyXIDMeaning, "meaning of "+strconv.Itoa(code))
 	}
 	return ld
 }
@@ -84,7 +85,7 @@ func (g gpu) xids(at time.Time, code int, resolution, severity string, n int) pl
 func gpuCountOf(node string, at time.Time, detected, configured int64) pmetric.Metrics {
 	md := pmetric.NewMetrics()
 	rm := md.ResourceMetrics().AppendEmpty()
-	rm.Resource().Attributes().PutStr(attrNodeName, node)
+	rm.Resource().Attributes().PutStr(gpunames.KeyNodeName, node)
 	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
 	add := func(name string, v int64) {
 		m := ms.AppendEmpty()

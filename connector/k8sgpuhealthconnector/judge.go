@@ -17,24 +17,13 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/connector/k8sgpuhealthconnector/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/healthdata"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/xid"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpunames"
 )
 
 // The connector reads the gpu receiver's health per GPU and its GPU count per node (metrics),
-// and its XIDs (log records), as internal/healthdata names them: the scale-out layout's gateways
-// forward exactly those to the writer (the gpu_health_filter processor). Of them, it reads the
-// gpu receiver's resource and XID record attributes (receiver/gpureceiver/metadata.yaml):
-const (
-	attrNodeName    = "node_name"
-	attrUUID        = "uuid"
-	attrMinor       = "minor_number"
-	attrCondition   = "condition"
-	attrXID         = "xid"
-	attrResolution  = "resolution"
-	attrXIDSeverity = "xid_severity"
-	attrXIDMeaning  = "xid_meaning"
-)
+// and its XIDs (log records), by package gpunames's names: the scale-out layout's gateways
+// forward exactly those to the writer (the gpu_health_filter processor, internal/healthdata).
 
 // judge keeps each node's faults from the agents' data. It writes nothing: the writer takes
 // what it judged to the API server.
@@ -103,8 +92,8 @@ func (j *judge) node(name string) (n *nodeHealth, isNew bool) {
 // gpuOf is a GPU resource's identity: its UUID, or its minor number for a GPU lost before its
 // UUID could be read; empty for the node's own resource.
 func gpuOf(attrs pcommon.Map) (gpu, minor string) {
-	minor = str(attrs, attrMinor)
-	if uuid := str(attrs, attrUUID); uuid != "" {
+	minor = str(attrs, gpunames.KeyMinorNumber)
+	if uuid := str(attrs, gpunames.KeyUUID); uuid != "" {
 		return uuid, minor
 	}
 	if minor != "" {
@@ -128,7 +117,7 @@ func (j *judge) consumeMetrics(md pmetric.Metrics) []string {
 	var changed []string
 	for _, rm := range md.ResourceMetrics().All() {
 		attrs := rm.Resource().Attributes()
-		name := str(attrs, attrNodeName)
+		name := str(attrs, gpunames.KeyNodeName)
 		if name == "" {
 			continue
 		}
@@ -142,7 +131,7 @@ func (j *judge) consumeMetrics(md pmetric.Metrics) []string {
 					continue
 				}
 				switch m.Name() {
-				case healthdata.GPUHealth:
+				case gpunames.GPUHealth:
 					if gpu == "" {
 						continue
 					}
@@ -150,11 +139,11 @@ func (j *judge) consumeMetrics(md pmetric.Metrics) []string {
 						if dp.Flags().NoRecordedValue() {
 							continue
 						}
-						touched = j.observe(name, gpu, minor, str(dp.Attributes(), attrCondition), dp.IntValue(), dp.Timestamp().AsTime(), now) || touched
+						touched = j.observe(name, gpu, minor, str(dp.Attributes(), gpunames.KeyCondition), dp.IntValue(), dp.Timestamp().AsTime(), now) || touched
 					}
-				case healthdata.DevicesDetected:
+				case gpunames.GPUDevicesDetected:
 					detected, haveDetected = last(m.Gauge().DataPoints())
-				case healthdata.ConfiguredGPUCount:
+				case gpunames.ConfiguredGPUCount:
 					configured, haveConfigured = last(m.Gauge().DataPoints())
 				}
 			}
@@ -239,14 +228,14 @@ func (j *judge) consumeLogs(ld plog.Logs) []string {
 	var changed []string
 	for _, rl := range ld.ResourceLogs().All() {
 		attrs := rl.Resource().Attributes()
-		name := str(attrs, attrNodeName)
+		name := str(attrs, gpunames.KeyNodeName)
 		gpu, minor := gpuOf(attrs)
 		if name == "" || gpu == "" {
 			continue
 		}
 		for _, sl := range rl.ScopeLogs().All() {
 			for _, lr := range sl.LogRecords().All() {
-				if lr.EventName() == healthdata.XIDEvent && j.observeXID(name, gpu, minor, lr, now) && !slices.Contains(changed, name) {
+				if lr.EventName() == gpunames.EventGPUXID && j.observeXID(name, gpu, minor, lr, now) && !slices.Contains(changed, name) {
 					changed = append(changed, name)
 				}
 			}
@@ -259,10 +248,10 @@ func (j *judge) consumeLogs(ld plog.Logs) []string {
 // j.mu is held.
 func (j *judge) observeXID(name, gpu, minor string, lr plog.LogRecord, now time.Time) bool {
 	rec := lr.Attributes()
-	if !j.xidResolutions[xid.Resolution(str(rec, attrResolution))] {
+	if !j.xidResolutions[xid.Resolution(str(rec, gpunames.KeyResolution))] {
 		return false
 	}
-	code, err := strconv.ParseUint(str(rec, attrXID), 10, 32)
+	code, err := strconv.ParseUint(str(rec, gpunames.KeyXID), 10, 32)
 	if err != nil {
 		return false
 	}
@@ -273,9 +262,9 @@ func (j *judge) observeXID(name, gpu, minor string, lr plog.LogRecord, now time.
 	f := fault{
 		faultKey: faultKey{gpu: gpu, kind: metadata.AttributeFaultXid, code: code},
 		minor:    minor,
-		what:     fmt.Sprintf("XID %d, %s", code, str(rec, attrXIDMeaning)),
-		action:   Action(str(rec, attrResolution)),
-		severity: xid.Severity(str(rec, attrXIDSeverity)),
+		what:     fmt.Sprintf("XID %d, %s", code, str(rec, gpunames.KeyXIDMeaning)),
+		action:   Action(str(rec, gpunames.KeyResolution)),
+		severity: xid.Severity(str(rec, gpunames.KeyXIDSeverity)),
 		since:    t, seen: t, open: true, sticky: true,
 	}
 	n, _ := j.node(name)

@@ -20,7 +20,7 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/connector/k8sgpuhealthconnector/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/healthdata"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpunames"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpureceivertest"
 )
 
@@ -112,23 +112,23 @@ func TestReadsWhatTheAgentsSend(t *testing.T) {
 		} `yaml:"events"`
 	}
 	require.NoError(t, yaml.Unmarshal(data, &receiver))
-	for _, a := range []string{attrNodeName, attrUUID, attrMinor} {
+	for _, a := range []string{gpunames.KeyNodeName, gpunames.KeyUUID, gpunames.KeyMinorNumber} {
 		assert.Contains(t, receiver.ResourceAttributes, a)
 	}
 	var names []string
-	for _, a := range receiver.Events[healthdata.XIDEvent].Attributes {
+	for _, a := range receiver.Events[gpunames.EventGPUXID].Attributes {
 		name := a
 		if o := receiver.Attributes[a].NameOverride; o != "" {
 			name = o
 		}
 		names = append(names, name)
 	}
-	for _, a := range []string{attrXID, attrResolution, attrXIDSeverity, attrXIDMeaning} {
+	for _, a := range []string{gpunames.KeyXID, gpunames.KeyResolution, gpunames.KeyXIDSeverity, gpunames.KeyXIDMeaning} {
 		assert.Contains(t, names, a, "the XID record's attributes")
 	}
 	for _, k := range faultKinds {
 		if k.condition != "" && k.condition != gpuCount {
-			assert.Contains(t, receiver.Attributes[attrCondition].Enum, k.condition, "gpu_health's conditions")
+			assert.Contains(t, receiver.Attributes[gpunames.KeyCondition].Enum, k.condition, "gpu_health's conditions")
 		}
 	}
 	for _, a := range Actions {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/connector/k8sgpuhealthconnector/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/xid"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpunames"
 )
 
 // The quarantine's marks on a node: the taint a drainer selects by (its value the recommended
@@ -397,7 +398,7 @@ func (w *writer) quarantineAction(node *corev1.Node, action metadata.AttributeQu
 		return
 	}
 	w.emitRecord(eventQuarantine, severity, text, now, func(attrs pcommon.Map) {
-		attrs.PutStr("node_name", node.Name)
+		attrs.PutStr(gpunames.KeyNodeName, node.Name)
 		attrs.PutStr("quarantine_action", action.String())
 		attrs.PutStr("outcome", outcome.String())
 		attrs.PutStr("action", string(v.action))

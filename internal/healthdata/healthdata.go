@@ -1,33 +1,28 @@
 // Copyright The otelcol-gpu Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package healthdata names the agents' GPU health data, once: what the k8s_gpu_health connector
+// Package healthdata picks out the agents' GPU health data, once: what the k8s_gpu_health connector
 // judges, and what the gpu_health_filter processor keeps when a gateway forwards it to the
-// gateway that writes it. The names are the gpu receiver's (receiver/gpureceiver/metadata.yaml).
+// gateway that writes it. The names are package gpunames's.
 package healthdata
 
 import (
+	"slices"
+
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpunames"
 )
 
-// The gpu receiver's metrics and event that carry GPU health.
-const (
-	// GPUHealth is gpu_health{condition}, per GPU: 0 ok, 1 warning, 2 fatal.
-	GPUHealth = "gpu_health"
-	// DevicesDetected and ConfiguredGPUCount are the node's GPU count, and what it should be.
-	DevicesDetected    = "gpu_devices_detected"
-	ConfiguredGPUCount = "configured_gpu_count"
-	// XIDEvent is the event name of the log record of one XID.
-	XIDEvent = "gpu.xid"
-)
-
-// Metrics are the metrics of GPU health.
-var Metrics = []string{GPUHealth, DevicesDetected, ConfiguredGPUCount}
+// Metrics are the gpu receiver's metrics that carry GPU health: gpu_health{condition} per GPU
+// (0 ok, 1 warning, 2 fatal), and the node's GPU count and what it should be. Their XIDs are
+// the gpunames.EventGPUXID log records.
+var Metrics = []string{gpunames.GPUHealth, gpunames.GPUDevicesDetected, gpunames.ConfiguredGPUCount}
 
 // IsMetric reports whether name is a metric of GPU health.
 func IsMetric(name string) bool {
-	return name == GPUHealth || name == DevicesDetected || name == ConfiguredGPUCount
+	return slices.Contains(Metrics, name)
 }
 
 // KeepMetrics removes from md every metric but GPU health, and the resources and scopes left
@@ -47,7 +42,7 @@ func KeepMetrics(md pmetric.Metrics) {
 func KeepLogs(ld plog.Logs) {
 	ld.ResourceLogs().RemoveIf(func(rl plog.ResourceLogs) bool {
 		rl.ScopeLogs().RemoveIf(func(sl plog.ScopeLogs) bool {
-			sl.LogRecords().RemoveIf(func(lr plog.LogRecord) bool { return lr.EventName() != XIDEvent })
+			sl.LogRecords().RemoveIf(func(lr plog.LogRecord) bool { return lr.EventName() != gpunames.EventGPUXID })
 			return sl.LogRecords().Len() == 0
 		})
 		return rl.ScopeLogs().Len() == 0

@@ -19,32 +19,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/staleness"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
-)
-
-// Names the gpu receiver gives what attribution reads.
-const (
-	metricInfo          = "gpu_info"
-	metricUtilization   = "gpu_utilization"
-	metricMemUtil       = "gpu_mem_utilization"
-	metricProcessMemory = "gpu_process_memory_used_bytes"
-	metricProcessSM     = "gpu_process_sm_utilization"
-	metricMIGUsed       = "gpu_mig_memory_used_bytes"
-	metricMIGTotal      = "gpu_mig_memory_total_bytes"
-	metricSMActive      = "gpu_sm_active_percent"
-	metricPipeActive    = "gpu_pipe_active_percent"
-	metricDRAMActive    = "gpu_dram_active_percent"
-	attrPipe            = "pipe"
-	pipeTensor          = "tensor"
-	attrMinor           = "minor_number"
-	attrUUID            = "uuid"
-	attrNodeName        = "node_name"
-	attrSimulated       = "simulated"
-	attrPID             = "pid"
-	attrMIGUUID         = "mig_uuid"
-	attrGPUInstance     = "gpu_instance_id"
-	attrComputeInstance = "compute_instance_id"
-	attrPCIBusID        = "pci_bus_id"
-	attrPartitionDevice = "partition_device"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpunames"
 )
 
 // gpuReading is what one GPU's resource in a gpu receiver batch says.
@@ -238,11 +213,11 @@ func readGPUs(md pmetric.Metrics) []gpuReading {
 	for i := 0; i < md.ResourceMetrics().Len(); i++ {
 		rm := md.ResourceMetrics().At(i)
 		attrs := rm.Resource().Attributes()
-		minor, ok := attrs.Get(attrMinor)
+		minor, ok := attrs.Get(gpunames.KeyMinorNumber)
 		if !ok {
 			continue
 		}
-		uuid, ok := attrs.Get(attrUUID)
+		uuid, ok := attrs.Get(gpunames.KeyUUID)
 		if !ok {
 			continue
 		}
@@ -250,10 +225,10 @@ func readGPUs(md pmetric.Metrics) []gpuReading {
 			gpus = make([]gpuReading, 0, md.ResourceMetrics().Len())
 		}
 		g := gpuReading{minor: minor.AsString(), uuid: uuid.AsString()}
-		if v, ok := attrs.Get(attrNodeName); ok {
+		if v, ok := attrs.Get(gpunames.KeyNodeName); ok {
 			g.nodeName = v.AsString()
 		}
-		if v, ok := attrs.Get(attrSimulated); ok {
+		if v, ok := attrs.Get(gpunames.KeySimulated); ok {
 			g.simulated = v.AsString()
 		}
 		for j := 0; j < rm.ScopeMetrics().Len(); j++ {
@@ -311,70 +286,91 @@ func (g *gpuReading) read(m pmetric.Metric) {
 		if g.ts == 0 {
 			g.ts = dp.Timestamp()
 		}
-		switch m.Name() {
-		case metricInfo:
-			if v, ok := dp.Attributes().Get(attrPCIBusID); ok {
-				g.pciBusID = v.Str()
-			}
-			if v, ok := dp.Attributes().Get(attrPartitionDevice); ok {
-				g.partitionDevice = v.Str()
-			}
-		case metricUtilization:
+		switch name := m.Name(); name {
+		case gpunames.GPUInfo:
+			g.readInfo(dp)
+		case gpunames.GPUUtilization:
 			g.util, g.hasUtil = number(dp), true
-		case metricMemUtil:
+		case gpunames.GPUMemUtilization:
 			g.memUtil, g.hasMemUtil = number(dp), true
-		case metricProcessMemory, metricProcessSM:
+		case gpunames.GPUProcessMemoryUsedBytes, gpunames.GPUProcessSMUtilization:
 			if g.procs == nil {
 				g.procs = make([]gpuProcess, 0, dps.Len())
 			}
-			pidAttr, ok := dp.Attributes().Get(attrPID)
-			if !ok {
-				continue
-			}
-			pr := g.process(pidAttr.Str())
-			if pr == nil {
-				continue
-			}
-			if m.Name() == metricProcessMemory {
-				pr.memory = int64(number(dp))
-			} else {
-				pr.sm, pr.hasSM = int64(number(dp)), true
-			}
-		case metricMIGUsed, metricMIGTotal:
-			u, ok := dp.Attributes().Get(attrMIGUUID)
-			if !ok {
-				continue
-			}
-			mr := g.mig(u.Str())
-			if v, ok := dp.Attributes().Get(attrGPUInstance); ok {
-				mr.gi = v.AsString()
-			}
-			if v, ok := dp.Attributes().Get(attrComputeInstance); ok {
-				mr.ci = v.AsString()
-			}
-			if m.Name() == metricMIGUsed {
-				mr.used = int64(number(dp))
-			} else {
-				mr.total = int64(number(dp))
-			}
-		case metricSMActive, metricPipeActive, metricDRAMActive:
-			var gi string
-			if v, ok := dp.Attributes().Get(attrGPUInstance); ok {
-				gi = v.AsString()
-			}
-			switch m.Name() {
-			case metricSMActive:
-				a := g.activityOf(gi)
-				a.sm, a.hasSM = number(dp), true
-			case metricDRAMActive:
-				a := g.activityOf(gi)
-				a.dram, a.hasDRAM = number(dp), true
-			default:
-				if pipe, ok := dp.Attributes().Get(attrPipe); ok && pipe.Str() == pipeTensor {
-					a := g.activityOf(gi)
-					a.tensor, a.hasTensor = number(dp), true
-				}
-			}
+			g.readProcess(name, dp)
+		case gpunames.GPUMIGMemoryUsedBytes, gpunames.GPUMIGMemoryTotalBytes:
+			g.readMIG(name, dp)
+		case gpunames.GPUSMActivePercent, gpunames.GPUPipeActivePercent, gpunames.GPUDRAMActivePercent:
+			g.readActivity(name, dp)
+		}
+	}
+}
+
+// readInfo takes gpu_info's PCI address and, on an AMD partition, its kernel device.
+func (g *gpuReading) readInfo(dp pmetric.NumberDataPoint) {
+	if v, ok := dp.Attributes().Get(gpunames.KeyPCIBusID); ok {
+		g.pciBusID = v.Str()
+	}
+	if v, ok := dp.Attributes().Get(gpunames.KeyPartitionDevice); ok {
+		g.partitionDevice = v.Str()
+	}
+}
+
+// readProcess takes a process's memory or SM use; a point without a usable pid is skipped.
+func (g *gpuReading) readProcess(name string, dp pmetric.NumberDataPoint) {
+	pidAttr, ok := dp.Attributes().Get(gpunames.KeyPID)
+	if !ok {
+		return
+	}
+	pr := g.process(pidAttr.Str())
+	if pr == nil {
+		return
+	}
+	if name == gpunames.GPUProcessMemoryUsedBytes {
+		pr.memory = int64(number(dp))
+	} else {
+		pr.sm, pr.hasSM = int64(number(dp)), true
+	}
+}
+
+// readMIG takes a MIG instance's memory used or total, and its GPU and compute instances.
+func (g *gpuReading) readMIG(name string, dp pmetric.NumberDataPoint) {
+	u, ok := dp.Attributes().Get(gpunames.KeyMIGUUID)
+	if !ok {
+		return
+	}
+	mr := g.mig(u.Str())
+	if v, ok := dp.Attributes().Get(gpunames.KeyGPUInstanceID); ok {
+		mr.gi = v.AsString()
+	}
+	if v, ok := dp.Attributes().Get(gpunames.KeyComputeInstanceID); ok {
+		mr.ci = v.AsString()
+	}
+	if name == gpunames.GPUMIGMemoryUsedBytes {
+		mr.used = int64(number(dp))
+	} else {
+		mr.total = int64(number(dp))
+	}
+}
+
+// readActivity takes GPM's SM, tensor pipe and DRAM activity, of the GPU or of one of its GPU
+// instances.
+func (g *gpuReading) readActivity(name string, dp pmetric.NumberDataPoint) {
+	var gi string
+	if v, ok := dp.Attributes().Get(gpunames.KeyGPUInstanceID); ok {
+		gi = v.AsString()
+	}
+	switch name {
+	case gpunames.GPUSMActivePercent:
+		a := g.activityOf(gi)
+		a.sm, a.hasSM = number(dp), true
+	case gpunames.GPUDRAMActivePercent:
+		a := g.activityOf(gi)
+		a.dram, a.hasDRAM = number(dp), true
+	default:
+		if pipe, ok := dp.Attributes().Get(gpunames.KeyPipe); ok && pipe.Str() == gpunames.PipeTensor {
+			a := g.activityOf(gi)
+			a.tensor, a.hasTensor = number(dp), true
 		}
 	}
 }
@@ -520,25 +516,7 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 	// the holders it did find would give those the missing one's share.
 	undecidable := make([]bool, len(gpus))
 	out := make([]holding, 0, 4*len(gpus))
-	// A container with a process on a GPU runs, by NVML's word; any other holder is checked, so
-	// that one which stopped leaves at this batch, not at the next refresh.
-	alive := p.scratch.alive
-	for i := range gpus {
-		g := &gpus[i]
-		for _, pr := range g.procs {
-			if pr.owner != nil {
-				alive[pr.owner] = true
-			}
-		}
-	}
-	isAlive := func(c *container) bool {
-		a, ok := alive[c]
-		if !ok {
-			a = unix.Access(c.cgroupDir, unix.F_OK) == nil
-			alive[c] = a
-		}
-		return a
-	}
+	isAlive := p.liveness(gpus)
 	byKubelet, allocated := p.kubeletDecided(gpus, inv, devs)
 	for _, source := range p.sources {
 		var claims []holding
@@ -559,54 +537,11 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 		}
 		switch source {
 		case SourcePodResources:
-			if inv.kubelet == nil || inv.kubelet.answer == nil {
-				continue
-			}
-			kube := inv.kubelet.answer
-			for key, devices := range kube.Devices {
-				// nil: a container not started yet, or whose name the node cannot tell (no log
-				// layout); a container that stopped holds nothing and is no reason to wait.
-				c := inv.byName[key]
-				if c != nil && !isAlive(c) {
-					continue
-				}
-				for _, d := range devices {
-					if !p.isGPURes(d.Resource) {
-						continue
-					}
-					for _, id := range d.IDs {
-						t, ok := devs.resolve(id)
-						switch {
-						case !ok:
-						case c == nil:
-							undecidable[t.gpu] = true
-						default:
-							claim(t, c, claimRef{})
-						}
-					}
-				}
-			}
-			p.claimDRA(kube, inv, devs, isAlive, undecidable, claim)
+			p.claimPodResources(inv, devs, isAlive, undecidable, claim)
 		case SourceNvidiaVisibleDevices, SourceAMDVisibleDevices:
-			for _, c := range inv.containers {
-				if len(c.visible[source]) == 0 || !isAlive(c) {
-					continue
-				}
-				for _, id := range c.visible[source] {
-					if t, ok := devs.resolve(id); ok {
-						claim(t, c, claimRef{})
-					}
-				}
-			}
+			claimVisibleDevices(source, inv, devs, isAlive, claim)
 		case SourceProcess:
-			for i := range gpus {
-				g := &gpus[i]
-				for _, pr := range g.procs {
-					if pr.owner != nil {
-						claim(target{gpu: i, mig: -1}, pr.owner, claimRef{})
-					}
-				}
-			}
+			claimProcesses(gpus, claim)
 		}
 		claims = slices.DeleteFunc(claims, func(h holding) bool { return undecidable[h.t.gpu] })
 		for _, h := range claims {
@@ -625,6 +560,88 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 		return strings.Compare(a.c.id, b.c.id)
 	})
 	return out
+}
+
+// liveness tells whether a container runs. One with a process on a GPU runs, by NVML's word;
+// any other is checked (its cgroup is there), once a batch, so that one which stopped leaves at
+// this batch, not at the next refresh.
+func (p *gpuAttribution) liveness(gpus []gpuReading) func(*container) bool {
+	alive := p.scratch.alive
+	for i := range gpus {
+		for _, pr := range gpus[i].procs {
+			if pr.owner != nil {
+				alive[pr.owner] = true
+			}
+		}
+	}
+	return func(c *container) bool {
+		a, ok := alive[c]
+		if !ok {
+			a = unix.Access(c.cgroupDir, unix.F_OK) == nil
+			alive[c] = a
+		}
+		return a
+	}
+}
+
+// claimPodResources claims what the kubelet allocated to running containers, device plugins'
+// devices and DRA claims; a device of a container the node cannot find makes its GPU
+// undecidable.
+func (p *gpuAttribution) claimPodResources(inv *inventory, devs deviceIndex, isAlive func(*container) bool, undecidable []bool, claim func(target, *container, claimRef)) {
+	if inv.kubelet == nil || inv.kubelet.answer == nil {
+		return
+	}
+	kube := inv.kubelet.answer
+	for key, devices := range kube.Devices {
+		// nil: a container not started yet, or whose name the node cannot tell (no log
+		// layout); a container that stopped holds nothing and is no reason to wait.
+		c := inv.byName[key]
+		if c != nil && !isAlive(c) {
+			continue
+		}
+		for _, d := range devices {
+			if !p.isGPURes(d.Resource) {
+				continue
+			}
+			for _, id := range d.IDs {
+				t, ok := devs.resolve(id)
+				switch {
+				case !ok:
+				case c == nil:
+					undecidable[t.gpu] = true
+				default:
+					claim(t, c, claimRef{})
+				}
+			}
+		}
+	}
+	p.claimDRA(kube, inv, devs, isAlive, undecidable, claim)
+}
+
+// claimVisibleDevices claims the GPUs a running container's environment variable of source
+// names.
+func claimVisibleDevices(source Source, inv *inventory, devs deviceIndex, isAlive func(*container) bool, claim func(target, *container, claimRef)) {
+	for _, c := range inv.containers {
+		if len(c.visible[source]) == 0 || !isAlive(c) {
+			continue
+		}
+		for _, id := range c.visible[source] {
+			if t, ok := devs.resolve(id); ok {
+				claim(t, c, claimRef{})
+			}
+		}
+	}
+}
+
+// claimProcesses claims each GPU for the containers of the processes on it.
+func claimProcesses(gpus []gpuReading, claim func(target, *container, claimRef)) {
+	for i := range gpus {
+		for _, pr := range gpus[i].procs {
+			if pr.owner != nil {
+				claim(target{gpu: i, mig: -1}, pr.owner, claimRef{})
+			}
+		}
+	}
 }
 
 // kubeletDecided are the GPUs of the batch the kubelet decides, and the GPUs it allocated to

@@ -15,8 +15,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor/processortest"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/healthdata"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuhealthfilterprocessor/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpunames"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpureceivertest"
 )
 
@@ -45,7 +45,7 @@ func TestKeepsTheGPUReceiversHealth(t *testing.T) {
 			}
 		}
 	}
-	assert.Equal(t, map[string]int{healthdata.GPUHealth: gpus, healthdata.DevicesDetected: 1}, kept,
+	assert.Equal(t, map[string]int{gpunames.GPUHealth: gpus, gpunames.GPUDevicesDetected: 1}, kept,
 		"the demo sets no configured_gpu_count")
 
 	task := pmetric.NewMetrics()
@@ -61,7 +61,7 @@ func TestKeepsXIDs(t *testing.T) {
 	require.NoError(t, err)
 	ld := plog.NewLogs()
 	lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
-	lrs.AppendEmpty().SetEventName(healthdata.XIDEvent)
+	lrs.AppendEmpty().SetEventName(gpunames.EventGPUXID)
 	lrs.AppendEmpty().SetEventName("k8s.pod.phase.changed")
 	require.NoError(t, p.ConsumeLogs(t.Context(), ld))
 	require.Len(t, sink.AllLogs(), 1)

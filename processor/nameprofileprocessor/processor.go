@@ -15,20 +15,15 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/metricpoints"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/nameprofileprocessor/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpunames"
 )
 
 // Names of the collected vocabulary the profiles read (gpu receiver, gpu_attribution).
 const (
-	attrMinorNumber   = "minor_number"
-	attrUUID          = "uuid"
-	attrNodeName      = "node_name"
 	attrJobName       = "job_name" // on every task resource of gpu_attribution, whose task_gpu_* points name the GPU
 	attrNamespace     = "namespace"
 	attrPodName       = "pod_name"
 	attrContainerName = "container_name"
-	metricGPUInfo     = "gpu_info"
-	metricXIDErrors   = "gpu_xid_errors_total"
-	metricNVLinkBytes = "gpu_nvlink_data_bytes_total"
 	metricTaskGPU     = "task_gpu_percent"
 	metricTaskGPUMem  = "task_gpu_mem_percent" // alone on a MIG slice, which has no utilization
 )
@@ -103,16 +98,16 @@ func (p *nameProfile) processMetrics(_ context.Context, md pmetric.Metrics) (pme
 	if p.profile.nvidiaOnly {
 		rms.RemoveIf(func(rm pmetric.ResourceMetrics) bool {
 			res := resourceAttrs{rm.Resource().Attributes()}
-			id, isGPU := ids[res.str(attrUUID)]
-			return isGPU && res.has(attrMinorNumber) && !res.has(attrJobName) && id.amd()
+			id, isGPU := ids[res.str(gpunames.KeyUUID)]
+			return isGPU && res.has(gpunames.KeyMinorNumber) && !res.has(attrJobName) && id.amd()
 		})
 	}
 	for i := 0; i < rms.Len(); i++ {
 		rm := rms.At(i)
 		res := resourceAttrs{rm.Resource().Attributes()}
-		uuid := res.str(attrUUID)
+		uuid := res.str(gpunames.KeyUUID)
 		id, isGPU := ids[uuid]
-		isGPU = isGPU && res.has(attrMinorNumber) && !res.has(attrJobName)
+		isGPU = isGPU && res.has(gpunames.KeyMinorNumber) && !res.has(attrJobName)
 		if isGPU && rm.ScopeMetrics().Len() > 0 {
 			// The gpu receiver's one scope holds the GPU's counters.
 			p.recordAcrossBatches(rm.ScopeMetrics().At(0).Metrics(), uuid)
@@ -145,15 +140,15 @@ func gpuIdentities(md pmetric.Metrics) map[string]gpuIdentity {
 			}
 			continue
 		}
-		uuid := res.str(attrUUID)
-		if uuid == "" || !res.has(attrMinorNumber) {
+		uuid := res.str(gpunames.KeyUUID)
+		if uuid == "" || !res.has(gpunames.KeyMinorNumber) {
 			continue
 		}
-		id := gpuIdentity{minor: res.str(attrMinorNumber), uuid: uuid, nodeName: res.str(attrNodeName)}
-		if info, ok := findMetric(rm, metricGPUInfo); ok {
+		id := gpuIdentity{minor: res.str(gpunames.KeyMinorNumber), uuid: uuid, nodeName: res.str(gpunames.KeyNodeName)}
+		if info, ok := findMetric(rm, gpunames.GPUInfo); ok {
 			if pts, ok := metricpoints.Numbers(info); ok && pts.Len() > 0 {
 				attrs := resourceAttrs{pts.At(0).Attributes()}
-				id.model, id.pciBusID, id.driverVersion = attrs.str("model"), attrs.str("pci_bus_id"), attrs.str("driver_version")
+				id.model, id.pciBusID, id.driverVersion = attrs.str(gpunames.KeyModel), attrs.str(gpunames.KeyPCIBusID), attrs.str(gpunames.KeyDriverVersion)
 			}
 		}
 		ids[uuid] = id
@@ -177,7 +172,7 @@ func heldGPUs(rm pmetric.ResourceMetrics) map[string]bool {
 			continue
 		}
 		for i := 0; i < m.Gauge().DataPoints().Len(); i++ {
-			if uuid, ok := m.Gauge().DataPoints().At(i).Attributes().Get(attrUUID); ok && uuid.Str() != "" {
+			if uuid, ok := m.Gauge().DataPoints().At(i).Attributes().Get(gpunames.KeyUUID); ok && uuid.Str() != "" {
 				held[uuid.Str()] = true
 			}
 		}
@@ -213,7 +208,7 @@ func (p *nameProfile) recordAcrossBatches(ms pmetric.MetricSlice, uuid string) {
 // restart. dcgm-exporter types it a counter though it is this rate. A GPU without NVLink has no
 // counters and gets no series.
 func (p *nameProfile) recordNVLinkBandwidth(ms pmetric.MetricSlice, uuid string) {
-	m, ok := findIn(ms, metricNVLinkBytes)
+	m, ok := findIn(ms, gpunames.GPUNVLinkDataBytesTotal)
 	if !ok {
 		return
 	}
@@ -245,7 +240,7 @@ func (p *nameProfile) recordLastXID(ms pmetric.MetricSlice, uuid string) {
 		p.xids[uuid] = st
 	}
 	var now pcommon.Timestamp
-	if xids, ok := findIn(ms, metricXIDErrors); ok {
+	if xids, ok := findIn(ms, gpunames.GPUXIDErrorsTotal); ok {
 		var grew int64 = -1
 		pts, _ := metricpoints.Numbers(xids)
 		for i := 0; i < pts.Len(); i++ {
@@ -255,7 +250,7 @@ func (p *nameProfile) recordLastXID(ms pmetric.MetricSlice, uuid string) {
 				// The receiver restarted (or this is the first batch): counting starts again.
 				st.start, st.counts = pt.StartTimestamp(), map[string]int64{}
 			}
-			code, _ := pt.Attributes().Get("xid")
+			code, _ := pt.Attributes().Get(gpunames.KeyXID)
 			n, prev := pt.IntValue(), st.counts[code.Str()]
 			st.counts[code.Str()] = n
 			if n > prev {

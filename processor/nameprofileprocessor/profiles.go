@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/otelcol-gpu/otelcol-gpu/processor/nameprofileprocessor/internal/metadata"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpunames"
 )
 
 // kind is the type a renamed metric leaves with.
@@ -62,7 +63,7 @@ type profile struct {
 const mib = 1.0 / (1 << 20)
 
 // dcgmMIGKeys is how dcgm-exporter labels a MIG instance's profiling series.
-var dcgmMIGKeys = map[string]string{"gpu_instance_id": "GPU_I_ID"}
+var dcgmMIGKeys = map[string]string{gpunames.KeyGPUInstanceID: "GPU_I_ID"}
 
 // dcgmName is a DCGM field's name in one dcgm-exporter generation: its unit, help text and the
 // scale from the collected value (0: as collected).
@@ -126,143 +127,143 @@ func dcgmProfiling(from string, where attribute, v48, v410, desc string) dcgmFie
 // 4.10's help texts are not readable anywhere: they are ours, in 4.8's style.
 var dcgmFields = []dcgmField{
 	{
-		from: "gpu_clock_mhz", where: attribute{"clock", "sm"},
+		from: gpunames.GPUClockMHz, where: attribute{gpunames.KeyClock, gpunames.ClockSM},
 		v48:  &dcgmName{"DCGM_FI_DEV_SM_CLOCK", "MHz", "SM clock frequency (in MHz).", 0},
 		v410: &dcgmName{"DCGM_FI_DEV_SM_CLOCK_HERTZ", "Hz", "SM clock frequency (in Hz).", hertzPerMHz},
 	},
 	{
-		from: "gpu_clock_mhz", where: attribute{"clock", "memory"},
+		from: gpunames.GPUClockMHz, where: attribute{gpunames.KeyClock, gpunames.ClockMemory},
 		v48:  &dcgmName{"DCGM_FI_DEV_MEM_CLOCK", "MHz", "Memory clock frequency (in MHz).", 0},
 		v410: &dcgmName{"DCGM_FI_DEV_MEMORY_CLOCK_HERTZ", "Hz", "Memory clock frequency (in Hz).", hertzPerMHz},
 	},
 	{
-		from: "nvidiasmi_temperature",
+		from: gpunames.NvidiasmiTemperature,
 		v48:  &dcgmName{"DCGM_FI_DEV_GPU_TEMP", "Cel", "GPU temperature (in C).", 0},
 		v410: &dcgmName{"DCGM_FI_DEV_GPU_TEMP_CELSIUS", "Cel", "GPU temperature (in C).", 0},
 	},
 	{
-		from: "gpu_power_watts",
+		from: gpunames.GPUPowerWatts,
 		v48:  &dcgmName{"DCGM_FI_DEV_POWER_USAGE", "W", "Power draw (in W).", 0},
 		v410: &dcgmName{"DCGM_FI_DEV_BOARD_POWER_WATTS", "W", "Power draw (in W).", 0},
 	},
 	{
-		from: "gpu_energy_joules_total", kind: counter,
+		from: gpunames.GPUEnergyJoulesTotal, kind: counter,
 		v48:  &dcgmName{"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "mJ", "Total energy consumption since boot (in mJ).", 1000},
 		v410: &dcgmName{"DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL", "J", "Total energy consumption since the driver was loaded (in J).", 0},
 	},
 	{
-		from: "gpu_pcie_replays_total", kind: counter,
+		from: gpunames.GPUPCIeReplaysTotal, kind: counter,
 		v48:  &dcgmName{"DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "1", "Total number of PCIe retries.", 0},
 		v410: &dcgmName{"DCGM_FI_DEV_PCIE_REPLAY_TOTAL", "1", "Total number of PCIe retries.", 0},
 	},
 	{
-		from: "gpu_utilization", drop: []string{"vender"},
+		from: gpunames.GPUUtilization, drop: []string{gpunames.KeyVender},
 		v48:  &dcgmName{"DCGM_FI_DEV_GPU_UTIL", "%", "GPU utilization (in %).", 0},
 		v410: &dcgmName{"DCGM_FI_DEV_GPU_UTIL_RATIO", "1", "GPU utilization (ratio from 0 to 1).", percent},
 	},
 	{
-		from: "gpu_memory_used_bytes",
+		from: gpunames.GPUMemoryUsedBytes,
 		v48:  &dcgmName{"DCGM_FI_DEV_FB_USED", "MiBy", "Framebuffer memory used (in MiB).", mib},
 	},
 	{
-		from: "gpu_remapped_rows", where: attribute{"error_type", "uncorrected"}, kind: counter,
+		from: gpunames.GPURemappedRows, where: attribute{gpunames.KeyErrorType, gpunames.ErrorTypeUncorrected}, kind: counter,
 		v48:  &dcgmName{"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "1", "Number of remapped rows for uncorrectable errors", 0},
 		v410: &dcgmName{"DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL", "1", "Number of remapped rows for uncorrectable errors.", 0},
 	},
 	{
-		from: "gpu_remapped_rows", where: attribute{"error_type", "corrected"}, kind: counter,
+		from: gpunames.GPURemappedRows, where: attribute{gpunames.KeyErrorType, gpunames.ErrorTypeCorrected}, kind: counter,
 		v48:  &dcgmName{"DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "1", "Number of remapped rows for correctable errors", 0},
 		v410: &dcgmName{"DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL", "1", "Number of remapped rows for correctable errors.", 0},
 	},
 	{
-		from: "gpu_remapped_rows_failed",
+		from: gpunames.GPURemappedRowsFailed,
 		v48:  &dcgmName{"DCGM_FI_DEV_ROW_REMAP_FAILURE", "1", "Whether remapping of rows has failed", 0},
 		v410: &dcgmName{"DCGM_FI_DEV_ROW_REMAP_FAILED", "1", "Whether remapping of rows has failed.", 0},
 	},
 	{
-		from: "gpu_memory_temperature_celsius",
+		from: gpunames.GPUMemoryTemperatureCelsius,
 		v48:  &dcgmName{"DCGM_FI_DEV_MEMORY_TEMP", "Cel", "Memory temperature (in C).", 0},
 		v410: &dcgmName{"DCGM_FI_DEV_MEMORY_TEMP_CELSIUS", "Cel", "Memory temperature (in C).", 0},
 	},
 	{
-		from: "gpu_memory_controller_utilization",
+		from: gpunames.GPUMemoryControllerUtilization,
 		v48:  &dcgmName{"DCGM_FI_DEV_MEM_COPY_UTIL", "%", "Memory utilization (in %).", 0},
 	},
 	{
-		from: "gpu_codec_utilization", where: attribute{"codec", "encoder"},
+		from: gpunames.GPUCodecUtilization, where: attribute{gpunames.KeyCodec, gpunames.CodecEncoder},
 		v48: &dcgmName{"DCGM_FI_DEV_ENC_UTIL", "%", "Encoder utilization (in %).", 0},
 	},
 	{
-		from: "gpu_codec_utilization", where: attribute{"codec", "decoder"},
+		from: gpunames.GPUCodecUtilization, where: attribute{gpunames.KeyCodec, gpunames.CodecDecoder},
 		v48: &dcgmName{"DCGM_FI_DEV_DEC_UTIL", "%", "Decoder utilization (in %).", 0},
 	},
 	{
-		from: "gpu_memory_free_bytes",
+		from: gpunames.GPUMemoryFreeBytes,
 		v48:  &dcgmName{"DCGM_FI_DEV_FB_FREE", "MiBy", "Framebuffer memory free (in MiB).", mib},
 	},
 	{
-		from: "gpu_memory_reserved_bytes",
+		from: gpunames.GPUMemoryReservedBytes,
 		v48:  &dcgmName{"DCGM_FI_DEV_FB_RESERVED", "MiBy", "Framebuffer memory reserved (in MiB).", mib},
 	},
 	{
 		// 4.9 collects the framebuffer's size by default; 4.8 has no field for it.
-		from: "gpu_memory_total_bytes",
+		from: gpunames.GPUMemoryTotalBytes,
 		v410: &dcgmName{"DCGM_FI_DEV_FB_CAPACITY_BYTES", "By", "Framebuffer memory total (in B).", 0},
 	},
 	{
-		from: "gpu_vgpu_licensed",
+		from: gpunames.GPUVGPULicensed,
 		v48:  &dcgmName{"DCGM_FI_DEV_VGPU_LICENSE_STATUS", "1", "vGPU License status", 0},
 		v410: &dcgmName{"DCGM_FI_DEV_VGPU_LICENSE_STATUS", "1", "vGPU License status", 0},
 	},
 	// What the OpenShift console plugin reads its limits from.
 	{
-		from: "gpu_power_limit_max_watts",
+		from: gpunames.GPUPowerLimitMaxWatts,
 		v48:  &dcgmName{"DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX", "W", "Maximum power management limit (in W).", 0},
 		v410: &dcgmName{"DCGM_FI_DEV_BOARD_POWER_LIMIT_MAX_WATTS", "W", "Maximum power management limit (in W).", 0},
 	},
 	{
-		from: "gpu_power_limit_min_watts",
+		from: gpunames.GPUPowerLimitMinWatts,
 		v48:  &dcgmName{"DCGM_FI_DEV_POWER_MGMT_LIMIT_MIN", "W", "Minimum power management limit (in W).", 0},
 		v410: &dcgmName{"DCGM_FI_DEV_BOARD_POWER_LIMIT_MIN_WATTS", "W", "Minimum power management limit (in W).", 0},
 	},
 	{
-		from: "gpu_clock_max_mhz", where: attribute{"clock", "sm"},
+		from: gpunames.GPUClockMaxMHz, where: attribute{gpunames.KeyClock, gpunames.ClockSM},
 		v48:  &dcgmName{"DCGM_FI_DEV_MAX_SM_CLOCK", "MHz", "Maximum SM clock frequency (in MHz).", 0},
 		v410: &dcgmName{"DCGM_FI_DEV_SM_MAX_CLOCK_HERTZ", "Hz", "Maximum SM clock frequency (in Hz).", hertzPerMHz},
 	},
 	{
-		from: "gpu_clock_max_mhz", where: attribute{"clock", "memory"},
+		from: gpunames.GPUClockMaxMHz, where: attribute{gpunames.KeyClock, gpunames.ClockMemory},
 		v48:  &dcgmName{"DCGM_FI_DEV_MAX_MEM_CLOCK", "MHz", "Maximum memory clock frequency (in MHz).", 0},
 		v410: &dcgmName{"DCGM_FI_DEV_MEMORY_MAX_CLOCK_HERTZ", "Hz", "Maximum memory clock frequency (in Hz).", hertzPerMHz},
 	},
-	dcgmProfiling("gpu_graphics_engine_active_percent", attribute{}, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", "Ratio of time the graphics engine is active."),
-	dcgmProfiling("gpu_sm_active_percent", attribute{}, "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_UTIL_RATIO", "The ratio of cycles an SM has at least 1 warp assigned."),
-	dcgmProfiling("gpu_sm_occupancy_percent", attribute{}, "DCGM_FI_PROF_SM_OCCUPANCY", "DCGM_FI_PROF_SM_OCCUPANCY_RATIO", "The ratio of number of warps resident on an SM."),
-	dcgmProfiling("gpu_pipe_active_percent", attribute{"pipe", "tensor"}, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_TENSOR_UTIL_RATIO", "Ratio of cycles the tensor (HMMA) pipe is active."),
-	dcgmProfiling("gpu_pipe_active_percent", attribute{"pipe", "tensor_hmma"}, "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE", "DCGM_FI_PROF_HMMA_UTIL_RATIO", "Ratio of cycles the HMMA tensor pipe is active."),
-	dcgmProfiling("gpu_pipe_active_percent", attribute{"pipe", "tensor_imma"}, "DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE", "DCGM_FI_PROF_IMMA_UTIL_RATIO", "Ratio of cycles the IMMA tensor pipe is active."),
-	dcgmProfiling("gpu_pipe_active_percent", attribute{"pipe", "tensor_dfma"}, "DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE", "DCGM_FI_PROF_DFMA_UTIL_RATIO", "Ratio of cycles the DFMA tensor pipe is active."),
-	dcgmProfiling("gpu_pipe_active_percent", attribute{"pipe", "fp64"}, "DCGM_FI_PROF_PIPE_FP64_ACTIVE", "DCGM_FI_PROF_FP64_UTIL_RATIO", "Ratio of cycles the fp64 pipes are active."),
-	dcgmProfiling("gpu_pipe_active_percent", attribute{"pipe", "fp32"}, "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "DCGM_FI_PROF_FP32_UTIL_RATIO", "Ratio of cycles the fp32 pipes are active."),
-	dcgmProfiling("gpu_pipe_active_percent", attribute{"pipe", "fp16"}, "DCGM_FI_PROF_PIPE_FP16_ACTIVE", "DCGM_FI_PROF_FP16_UTIL_RATIO", "Ratio of cycles the fp16 pipes are active."),
-	dcgmProfiling("gpu_dram_active_percent", attribute{}, "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_DRAM_UTIL_RATIO", "Ratio of cycles the device memory interface is active sending or receiving data."),
+	dcgmProfiling(gpunames.GPUGraphicsEngineActivePercent, attribute{}, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", "Ratio of time the graphics engine is active."),
+	dcgmProfiling(gpunames.GPUSMActivePercent, attribute{}, "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_UTIL_RATIO", "The ratio of cycles an SM has at least 1 warp assigned."),
+	dcgmProfiling(gpunames.GPUSMOccupancyPercent, attribute{}, "DCGM_FI_PROF_SM_OCCUPANCY", "DCGM_FI_PROF_SM_OCCUPANCY_RATIO", "The ratio of number of warps resident on an SM."),
+	dcgmProfiling(gpunames.GPUPipeActivePercent, attribute{gpunames.KeyPipe, gpunames.PipeTensor}, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_TENSOR_UTIL_RATIO", "Ratio of cycles the tensor (HMMA) pipe is active."),
+	dcgmProfiling(gpunames.GPUPipeActivePercent, attribute{gpunames.KeyPipe, gpunames.PipeTensorHMMA}, "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE", "DCGM_FI_PROF_HMMA_UTIL_RATIO", "Ratio of cycles the HMMA tensor pipe is active."),
+	dcgmProfiling(gpunames.GPUPipeActivePercent, attribute{gpunames.KeyPipe, gpunames.PipeTensorIMMA}, "DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE", "DCGM_FI_PROF_IMMA_UTIL_RATIO", "Ratio of cycles the IMMA tensor pipe is active."),
+	dcgmProfiling(gpunames.GPUPipeActivePercent, attribute{gpunames.KeyPipe, gpunames.PipeTensorDFMA}, "DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE", "DCGM_FI_PROF_DFMA_UTIL_RATIO", "Ratio of cycles the DFMA tensor pipe is active."),
+	dcgmProfiling(gpunames.GPUPipeActivePercent, attribute{gpunames.KeyPipe, gpunames.PipeFP64}, "DCGM_FI_PROF_PIPE_FP64_ACTIVE", "DCGM_FI_PROF_FP64_UTIL_RATIO", "Ratio of cycles the fp64 pipes are active."),
+	dcgmProfiling(gpunames.GPUPipeActivePercent, attribute{gpunames.KeyPipe, gpunames.PipeFP32}, "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "DCGM_FI_PROF_FP32_UTIL_RATIO", "Ratio of cycles the fp32 pipes are active."),
+	dcgmProfiling(gpunames.GPUPipeActivePercent, attribute{gpunames.KeyPipe, gpunames.PipeFP16}, "DCGM_FI_PROF_PIPE_FP16_ACTIVE", "DCGM_FI_PROF_FP16_UTIL_RATIO", "Ratio of cycles the fp16 pipes are active."),
+	dcgmProfiling(gpunames.GPUDRAMActivePercent, attribute{}, "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_DRAM_UTIL_RATIO", "Ratio of cycles the device memory interface is active sending or receiving data."),
 	{
-		from: "gpu_pcie_average_bytes_per_second", where: attribute{"direction", "tx"},
+		from: gpunames.GPUPCIeAverageBytesPerSecond, where: attribute{gpunames.KeyDirection, gpunames.DirectionTX},
 		v48:  &dcgmName{"DCGM_FI_PROF_PCIE_TX_BYTES", "By/s", "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", 0},
 		v410: &dcgmName{"DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND", "By/s", "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", 0},
 	},
 	{
-		from: "gpu_pcie_average_bytes_per_second", where: attribute{"direction", "rx"},
+		from: gpunames.GPUPCIeAverageBytesPerSecond, where: attribute{gpunames.KeyDirection, gpunames.DirectionRX},
 		v48:  &dcgmName{"DCGM_FI_PROF_PCIE_RX_BYTES", "By/s", "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", 0},
 		v410: &dcgmName{"DCGM_FI_PROF_PCIE_RX_BYTES_PER_SECOND", "By/s", "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", 0},
 	},
 	{
-		from: "gpu_nvlink_average_bytes_per_second", where: attribute{"direction", "tx"},
+		from: gpunames.GPUNVLinkAverageBytesPerSecond, where: attribute{gpunames.KeyDirection, gpunames.DirectionTX},
 		v48:  &dcgmName{"DCGM_FI_PROF_NVLINK_TX_BYTES", "By/s", "The rate of data transmitted over NVLink, including both protocol headers and data payloads, in bytes per second.", 0},
 		v410: &dcgmName{"DCGM_FI_PROF_NVLINK_TX_BYTES_PER_SECOND", "By/s", "The rate of data transmitted over NVLink, including both protocol headers and data payloads, in bytes per second.", 0},
 	},
 	{
-		from: "gpu_nvlink_average_bytes_per_second", where: attribute{"direction", "rx"},
+		from: gpunames.GPUNVLinkAverageBytesPerSecond, where: attribute{gpunames.KeyDirection, gpunames.DirectionRX},
 		v48:  &dcgmName{"DCGM_FI_PROF_NVLINK_RX_BYTES", "By/s", "The rate of data received over NVLink, including both protocol headers and data payloads, in bytes per second.", 0},
 		v410: &dcgmName{"DCGM_FI_PROF_NVLINK_RX_BYTES_PER_SECOND", "By/s", "The rate of data received over NVLink, including both protocol headers and data payloads, in bytes per second.", 0},
 	},
@@ -277,7 +278,7 @@ type dcgmLabels struct {
 // newDCGM is the dcgm profile in dcgm-exporter generation v.
 func newDCGM(v DCGMVersion) *profile {
 	p := &profile{
-		gpuKeys: map[string]string{"minor_number": "gpu", "uuid": "UUID"},
+		gpuKeys: map[string]string{gpunames.KeyMinorNumber: "gpu", gpunames.KeyUUID: "UUID"},
 		// dcgm-exporter's names are DCGM's fields, which exist for NVIDIA GPUs only.
 		nvidiaOnly: true,
 	}
@@ -314,10 +315,10 @@ func newDCGM(v DCGMVersion) *profile {
 		}
 	}
 	p.labelGPU = func(res resourceAttrs, id gpuIdentity) {
-		res.rename("minor_number", "gpu")
-		res.rename("uuid", "UUID")
+		res.rename(gpunames.KeyMinorNumber, "gpu")
+		res.rename(gpunames.KeyUUID, "UUID")
 		res.put("device", "nvidia"+id.minor)
-		res.put("pci_bus_id", id.pciBusID)
+		res.put(gpunames.KeyPCIBusID, id.pciBusID)
 		res.put("modelName", id.model)
 		res.put(labels.driverVersion, id.driverVersion)
 		for _, k := range labels.hostnames {
@@ -341,22 +342,22 @@ var (
 // go.opentelemetry.io/otel v1.47.0 that collector v0.165.0 builds with), for OTLP backends.
 var semconv = profile{
 	metrics: []rename{
-		{from: "gpu_utilization", to: "hw.gpu.utilization", unit: "1", desc: "Fraction of time spent in a specific task.", scale: 0.01, drop: []string{"vender"}, set: []attribute{{"hw.gpu.task", "general"}}},
-		{from: "gpu_codec_utilization", where: attribute{"codec", "encoder"}, to: "hw.gpu.utilization", unit: "1", desc: "Fraction of time spent in a specific task.", scale: 0.01, drop: []string{"codec"}, set: []attribute{{"hw.gpu.task", "encoder"}}},
-		{from: "gpu_codec_utilization", where: attribute{"codec", "decoder"}, to: "hw.gpu.utilization", unit: "1", desc: "Fraction of time spent in a specific task.", scale: 0.01, drop: []string{"codec"}, set: []attribute{{"hw.gpu.task", "decoder"}}},
-		{from: "gpu_mem_utilization", to: "hw.gpu.memory.utilization", unit: "1", desc: "Fraction of GPU memory used.", scale: 0.01, drop: []string{"vender"}},
-		{from: "gpu_memory_used_bytes", to: "hw.gpu.memory.usage", unit: "By", desc: "GPU memory used.", kind: upDown},
-		{from: "gpu_memory_total_bytes", to: "hw.gpu.memory.limit", unit: "By", desc: "Size of the GPU memory.", kind: upDown},
-		{from: "gpu_power_watts", to: "hw.power", unit: "W", desc: "Instantaneous power consumed by the component."},
-		{from: "gpu_energy_joules_total", to: "hw.energy", unit: "J", desc: "Energy consumed by the component.", kind: counter},
+		{from: gpunames.GPUUtilization, to: "hw.gpu.utilization", unit: "1", desc: "Fraction of time spent in a specific task.", scale: 0.01, drop: []string{gpunames.KeyVender}, set: []attribute{{"hw.gpu.task", "general"}}},
+		{from: gpunames.GPUCodecUtilization, where: attribute{gpunames.KeyCodec, gpunames.CodecEncoder}, to: "hw.gpu.utilization", unit: "1", desc: "Fraction of time spent in a specific task.", scale: 0.01, drop: []string{gpunames.KeyCodec}, set: []attribute{{"hw.gpu.task", "encoder"}}},
+		{from: gpunames.GPUCodecUtilization, where: attribute{gpunames.KeyCodec, gpunames.CodecDecoder}, to: "hw.gpu.utilization", unit: "1", desc: "Fraction of time spent in a specific task.", scale: 0.01, drop: []string{gpunames.KeyCodec}, set: []attribute{{"hw.gpu.task", "decoder"}}},
+		{from: gpunames.GPUMemUtilization, to: "hw.gpu.memory.utilization", unit: "1", desc: "Fraction of GPU memory used.", scale: 0.01, drop: []string{gpunames.KeyVender}},
+		{from: gpunames.GPUMemoryUsedBytes, to: "hw.gpu.memory.usage", unit: "By", desc: "GPU memory used.", kind: upDown},
+		{from: gpunames.GPUMemoryTotalBytes, to: "hw.gpu.memory.limit", unit: "By", desc: "Size of the GPU memory.", kind: upDown},
+		{from: gpunames.GPUPowerWatts, to: "hw.power", unit: "W", desc: "Instantaneous power consumed by the component."},
+		{from: gpunames.GPUEnergyJoulesTotal, to: "hw.energy", unit: "J", desc: "Energy consumed by the component.", kind: counter},
 		// hw.sensor_location tells the GPU's two sensors apart.
-		{from: "nvidiasmi_temperature", to: "hw.temperature", unit: "Cel", desc: "Temperature in degrees Celsius.", set: []attribute{{"hw.sensor_location", "gpu"}}},
-		{from: "gpu_memory_temperature_celsius", to: "hw.temperature", unit: "Cel", desc: "Temperature in degrees Celsius.", set: []attribute{{"hw.sensor_location", "memory"}}},
+		{from: gpunames.NvidiasmiTemperature, to: "hw.temperature", unit: "Cel", desc: "Temperature in degrees Celsius.", set: []attribute{{"hw.sensor_location", "gpu"}}},
+		{from: gpunames.GPUMemoryTemperatureCelsius, to: "hw.temperature", unit: "Cel", desc: "Temperature in degrees Celsius.", set: []attribute{{"hw.sensor_location", "memory"}}},
 		// AMD GPUs' edge and junction (hotspot) sensors.
-		{from: "rocmsmi_temperature", to: "hw.temperature", unit: "Cel", desc: "Temperature in degrees Celsius.", set: []attribute{{"hw.sensor_location", "edge"}}},
-		{from: "gpu_junction_temperature_celsius", to: "hw.temperature", unit: "Cel", desc: "Temperature in degrees Celsius.", set: []attribute{{"hw.sensor_location", "junction"}}},
-		{from: "gpu_xid_errors_total", to: "hw.errors", unit: "{error}", desc: "Number of errors encountered by the component.", kind: counter, set: []attribute{{"error.type", "xid"}}},
-		{from: "gpu_pcie_replays_total", to: "hw.errors", unit: "{error}", desc: "Number of errors encountered by the component.", kind: counter, set: []attribute{{"error.type", "pcie_replay"}}},
+		{from: gpunames.RocmsmiTemperature, to: "hw.temperature", unit: "Cel", desc: "Temperature in degrees Celsius.", set: []attribute{{"hw.sensor_location", "edge"}}},
+		{from: gpunames.GPUJunctionTemperatureCelsius, to: "hw.temperature", unit: "Cel", desc: "Temperature in degrees Celsius.", set: []attribute{{"hw.sensor_location", "junction"}}},
+		{from: gpunames.GPUXIDErrorsTotal, to: "hw.errors", unit: "{error}", desc: "Number of errors encountered by the component.", kind: counter, set: []attribute{{"error.type", "xid"}}},
+		{from: gpunames.GPUPCIeReplaysTotal, to: "hw.errors", unit: "{error}", desc: "Number of errors encountered by the component.", kind: counter, set: []attribute{{"error.type", "pcie_replay"}}},
 	},
 	pointIdentity: func(id gpuIdentity) []attribute {
 		name, vendor := "nvidia", "NVIDIA"

@@ -35,8 +35,19 @@ var amdCompareOptions = []pmetrictest.CompareMetricsOption{
 	pmetrictest.IgnoreMetricValues("cmd_rocm_smi_latency_seconds"),
 }
 
+// amdScraper is an amdgpu backend and the scraper over it, as the receiver runs them.
+type amdScraper struct {
+	*gpuScraper
+	*amdBackend
+}
+
+func newAMDScraper(ss scraperSettings) amdScraper {
+	b := newAMDBackend(ss)
+	return amdScraper{newScraper(ss, b), b}
+}
+
 // amdNode writes n under a new root and returns a scraper of the amdgpu backend on it.
-func amdNode(t *testing.T, n amdgpufixture.Node) (*amdScraper, string, *clock.Fake) {
+func amdNode(t *testing.T, n amdgpufixture.Node) (amdScraper, string, *clock.Fake) {
 	t.Helper()
 	root := t.TempDir()
 	require.NoError(t, amdgpufixture.Write(root, n))
@@ -44,7 +55,7 @@ func amdNode(t *testing.T, n amdgpufixture.Node) (*amdScraper, string, *clock.Fa
 	cfg.Backend = BackendAMDGPU
 	cfg.RootPath = root
 	clk := newFakeClock()
-	return newAMDScraper(settingsFor(cfg, clk, nil)), root, clk
+	return newAMDScraper(settingsFor(cfg, clk)), root, clk
 }
 
 // TestAMDGolden is the whole output for an MI300X node (its second collection, after GPU 2
@@ -323,7 +334,7 @@ func TestAMDUnjoinedKFDNodeIsCounted(t *testing.T) {
 	cfg := testConfig()
 	cfg.Backend = BackendAMDGPU
 	cfg.RootPath = root
-	ss := settingsFor(cfg, newFakeClock(), nil)
+	ss := settingsFor(cfg, newFakeClock())
 	core, logs := observer.New(zap.WarnLevel)
 	ss.set.Logger = zap.New(core)
 	s := newAMDScraper(ss)

@@ -78,7 +78,7 @@ func BenchmarkGPM(b *testing.B) {
 			cfg.XID.NVMLEvents = false
 			src := startScraper(b, cfg, srv, clock, nil)
 			src.scrape() // enumerated, the first samples taken
-			g := src.gpus[0]
+			g, mb := src.gpus[0], src.mbs[src.gpus[0]]
 			instances := make([]int, migs)
 			for i := range instances {
 				instances[i] = i + 1
@@ -86,12 +86,12 @@ func BenchmarkGPM(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				clock.Advance(10 * time.Second)
-				r := &gpuRead{s: src, gpu: g, dev: g.id.handle, mb: g.mb, now: 1, instances: instances, instancesKnown: true}
+				r := &gpuRead{s: src.nvmlBackend, gpu: g, dev: g.id.handle, mb: mb, now: 1, instances: instances, instancesKnown: true}
 				readGPM(r)
 				if r.down != nvml.SUCCESS {
 					b.Fatal("the GPU went down")
 				}
-				g.mb.Emit()
+				mb.Emit()
 			}
 		})
 	}
@@ -107,7 +107,7 @@ func BenchmarkAMDScrape(b *testing.B) {
 			require.NoError(b, amdgpufixture.Write(root, n))
 			cfg := testConfig()
 			cfg.Backend, cfg.RootPath = BackendAMDGPU, root
-			s := newAMDScraper(settingsFor(cfg, newFakeClock(), nil))
+			s := newAMDScraper(settingsFor(cfg, newFakeClock()))
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {

@@ -197,7 +197,7 @@ func TestInitRetrySucceeds(t *testing.T) {
 	// pauses are the only waits within max_interval: Init's deadline (call_timeout) is later.
 	pause := func() time.Duration { return nextWait(t, clock, cfg.InitRetry.MaxInterval) }
 	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, []time.Duration{pause(), pause(), pause()})
-	poll.Until(t, 10*time.Second, "NVML to be ready after the driver loaded", src.ready.Load)
+	poll.Until(t, 10*time.Second, "NVML to be ready after the driver loaded", src.lib.ready.Load)
 	md := src.scrape()
 	assert.Equal(t, int64(1), value(t, md.ResourceMetrics().At(0), "gpu_nvml_up"))
 	assert.Equal(t, int64(8), value(t, md.ResourceMetrics().At(0), "gpu_devices_detected"))
@@ -404,11 +404,11 @@ func TestTimeoutDuringEnumeration(t *testing.T) {
 	set.Logger = zap.New(core)
 	cfg := testConfig()
 	cfg.XID.NVMLEvents = false
-	ss := settingsFor(cfg, clock, nil)
+	ss := settingsFor(cfg, clock)
 	ss.set = set
-	src := newScraper(ss, lib, lib.Close)
+	src := newNVMLNode(ss, lib, lib.Close)
 	started := make(chan struct{})
-	go func() { defer close(started); src.start() }()
+	go func() { defer close(started); src.start(nil) }()
 	t.Cleanup(func() {
 		close(lib.release)
 		src.shutdown()

@@ -63,8 +63,8 @@ faults:
 `)
 	cfg := testConfig()
 	cfg.XID.NVMLEvents = false
-	src := newScraper(settingsFor(cfg, clock, nil), srv, func() {})
-	src.start()
+	src := newNVMLNode(settingsFor(cfg, clock), srv, func() {})
+	src.start(nil)
 
 	md := src.scrape()
 	for _, gpu := range []string{"0", "1", "2"} {
@@ -186,8 +186,8 @@ func TestGPMLateCall(t *testing.T) {
 	}
 	cfg := testConfig()
 	cfg.XID.NVMLEvents = false
-	src := newScraper(settingsFor(cfg, clock, nil), lib, func() {})
-	src.start()
+	src := newNVMLNode(settingsFor(cfg, clock), lib, func() {})
+	src.start(nil)
 	src.scrape()
 	clock.Advance(10 * time.Second)
 	lib.armed.Store(true)

@@ -44,32 +44,38 @@ func simServer(tb testing.TB, scenario string, clock *clock.Fake) *simulated.Ser
 	return srv
 }
 
-// settingsFor is what the receiver hands a scraper, on the test's clock.
-func settingsFor(cfg *Config, clock *clock.Fake, emit func(plog.Logs)) scraperSettings {
-	return scraperSettings{cfg: cfg, set: receivertest.NewNopSettings(metadata.Type), nodeName: "gpu-node-07", clock: clock, emitLogs: emit}
+// settingsFor is what the receiver hands the scraper and its backend, on the test's clock.
+func settingsFor(cfg *Config, clock *clock.Fake) scraperSettings {
+	return scraperSettings{cfg: cfg, set: receivertest.NewNopSettings(metadata.Type), nodeName: "gpu-node-07", clock: clock}
+}
+
+// nvmlNode is an NVML backend and the scraper over it, as the receiver runs them.
+type nvmlNode struct {
+	*gpuScraper
+	*nvmlBackend
+}
+
+// newNVMLNode makes an NVML backend on lib, and its scraper, without starting them.
+func newNVMLNode(ss scraperSettings, lib nvml.Interface, release func()) nvmlNode {
+	b := newNVMLBackend(ss, lib, release)
+	return nvmlNode{newScraper(ss, b), b}
 }
 
 // startScraper starts a scraper on lib as the receiver does and stops it at the end of the test.
-func startScraper(tb testing.TB, cfg *Config, lib nvml.Interface, clock *clock.Fake, emit func(plog.Logs)) *gpuScraper {
-	tb.Helper()
-	return startWith(tb, settingsFor(cfg, clock, emit), lib)
-}
-
-// startWith is startScraper with the settings given.
-func startWith(tb testing.TB, ss scraperSettings, lib nvml.Interface) *gpuScraper {
+func startScraper(tb testing.TB, cfg *Config, lib nvml.Interface, clock *clock.Fake, emit func(plog.Logs)) nvmlNode {
 	tb.Helper()
 	release := func() {}
 	if c, ok := lib.(interface{ Close() }); ok {
 		release = c.Close
 	}
-	s := newScraper(ss, lib, release)
-	s.start()
+	n := newNVMLNode(settingsFor(cfg, clock), lib, release)
+	n.start(emit)
 	tb.Cleanup(func() {
-		s.shutdown()
+		n.shutdown()
 		// The simulation wakes the event watcher when it closes; a test waits for it.
-		waitOrFail(tb, s.watcher.Wait, "the XID event watcher did not stop after shutdown")
+		waitOrFail(tb, n.watcher.Wait, "the XID event watcher did not stop after shutdown")
 	})
-	return s
+	return n
 }
 
 // nextWait waits until one timer of clock is due within d, and no other, moves the clock to it

@@ -29,7 +29,7 @@ func TestAgainstNvidiaSMI(t *testing.T) {
 	clock := newFakeClock()
 	src := startScraper(t, cfg, lib, clock, nil)
 	defer release()
-	if !src.ready.Load() {
+	if !src.lib.ready.Load() {
 		t.Skip("NVML is not available on this machine (no NVIDIA driver): nothing to compare")
 	}
 	smi, err := exec.LookPath("nvidia-smi")
@@ -129,7 +129,7 @@ func TestGPMAgainstNvidiaSMI(t *testing.T) {
 	clock := newFakeClock()
 	src := startScraper(t, cfg, lib, clock, nil)
 	defer release()
-	if !src.ready.Load() {
+	if !src.lib.ready.Load() {
 		t.Skip("NVML is not available on this machine (no NVIDIA driver): nothing to compare")
 	}
 	src.scrape() // the first samples

@@ -186,7 +186,7 @@ func TestXIDNVLinkVerdict(t *testing.T) {
 	clock := newFakeClock()
 	sink := &logSink{}
 	tr := newTestTracker(clock, sink, nil)
-	src := &gpuScraper{xids: tr}
+	src := &nvmlBackend{xids: tr}
 	a := &gpuIdentity{index: 0, uuid: "GPU-a", pciBusID: "00000000:04:00.0", pci: pciAddr{bus: 4}}
 	b := &gpuIdentity{index: 1, uuid: "GPU-b", pciBusID: "00000000:05:00.0", pci: pciAddr{bus: 5}}
 	src.identities.Store(&[]*gpuIdentity{a, b})
@@ -431,8 +431,8 @@ func (h *heldWait) recorded() []string {
 func TestEventWatcherSleepsUntilDue(t *testing.T) {
 	clock := newFakeClock()
 	lib := &heldWait{Server: simServer(t, "dgxa100.yaml", clock), waits: make(chan uint32, 10), unblock: make(chan struct{})}
-	src := newScraper(settingsFor(testConfig(), clock, nil), lib, func() {})
-	src.start()
+	src := newNVMLNode(settingsFor(testConfig(), clock), lib, func() {})
+	src.start(nil)
 	select {
 	case timeout := <-lib.waits:
 		assert.Equal(t, uint32(eventWait/time.Millisecond), timeout)

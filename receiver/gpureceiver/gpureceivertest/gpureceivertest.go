@@ -19,6 +19,7 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpunames"
 )
 
 // batchWait bounds the wait for the first collection, which the receiver makes at start.
@@ -101,8 +102,8 @@ func GPUs(md pmetric.Metrics) map[int]demonode.GPU {
 	gpus := map[int]demonode.GPU{}
 	for i := 0; i < md.ResourceMetrics().Len(); i++ {
 		rm := md.ResourceMetrics().At(i)
-		minor, ok1 := rm.Resource().Attributes().Get("minor_number")
-		uuid, ok2 := rm.Resource().Attributes().Get("uuid")
+		minor, ok1 := rm.Resource().Attributes().Get(gpunames.KeyMinorNumber)
+		uuid, ok2 := rm.Resource().Attributes().Get(gpunames.KeyUUID)
 		if !ok1 || !ok2 {
 			continue
 		}
@@ -114,9 +115,9 @@ func GPUs(md pmetric.Metrics) map[int]demonode.GPU {
 		for j := 0; j < rm.ScopeMetrics().Len(); j++ {
 			ms := rm.ScopeMetrics().At(j).Metrics()
 			for k := 0; k < ms.Len(); k++ {
-				if m := ms.At(k); m.Name() == "gpu_mig_memory_total_bytes" {
+				if m := ms.At(k); m.Name() == gpunames.GPUMIGMemoryTotalBytes {
 					for l := 0; l < m.Gauge().DataPoints().Len(); l++ {
-						if v, ok := m.Gauge().DataPoints().At(l).Attributes().Get("mig_uuid"); ok {
+						if v, ok := m.Gauge().DataPoints().At(l).Attributes().Get(gpunames.KeyMIGUUID); ok {
 							g.MIG = append(g.MIG, v.Str())
 						}
 					}

@@ -18,38 +18,23 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/xid"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpunames"
 )
 
-// Metric and label names of the contract (docs/metrics.md) that the report reads.
+// Metric and label names of the contract (docs/metrics.md) that the report reads, beside the
+// gpu receiver's (package gpunames). Its gpu_xid_errors_total carries the XID's resolution class
+// (gpunames.KeyResolution) from the receiver's table as the site configured it; older agents
+// lack it, and the report looks the code up in the shipped table.
 const (
 	metricTaskGPU       = "task_gpu_percent"
 	metricTaskGPUMemory = "task_gpu_mem_percent"
 	// GPM's activity per task (Hopper and newer GPUs): what its utilization was made of.
-	metricTaskSM       = "task_gpu_sm_active_percent"
-	metricTaskTensor   = "task_gpu_tensor_active_percent"
-	metricGPUUtil      = "gpu_utilization"
-	metricGPUUp        = "gpu_up"
-	metricXID          = "gpu_xid_errors_total"
-	metricECC          = "nvidiasmi_ecc_error_count"
-	metricRetiredPages = "nvidiasmi_retired_page_count"
-	metricRemappedRows = "gpu_remapped_rows"
-	metricRemapPending = "gpu_remapped_rows_pending"
-	metricRemapFailed  = "gpu_remapped_rows_failed"
+	metricTaskSM     = "task_gpu_sm_active_percent"
+	metricTaskTensor = "task_gpu_tensor_active_percent"
 
 	labelJob            = "job_name"
 	labelUser           = "username"
 	labelVirtualCluster = "virtual_cluster"
-	labelNode           = "node_name"
-	labelMinor          = "minor_number"
-	labelUUID           = "uuid"
-	labelXID            = "xid"
-	// labelXIDResolution is the XID's resolution class from the receiver's table as the site
-	// configured it, carried by gpu_xid_errors_total; older agents lack it, and the report
-	// looks the code up in the shipped table.
-	labelXIDResolution = "resolution"
-	labelType          = "type"
-	labelSimulated     = "simulated"
-	labelErrType       = "error_type"
 )
 
 // Options are the report's period and thresholds.
@@ -232,7 +217,7 @@ func Build(ctx context.Context, api querier, o Options) (*Report, error) {
 	}
 	f := fetcher{api: api, chunk: o.Chunk}
 	from, to := o.Start.Add(-o.MaxGap), o.End.Add(o.MaxGap)
-	nodes, warns, _, err := api.LabelValues(ctx, labelNode, []string{metricGPUUp, metricGPUUtil, metricTaskGPU}, from, to)
+	nodes, warns, _, err := api.LabelValues(ctx, gpunames.KeyNodeName, []string{gpunames.GPUUp, gpunames.GPUUtilization, metricTaskGPU}, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
@@ -248,7 +233,7 @@ func Build(ctx context.Context, api querier, o Options) (*Report, error) {
 		batches[len(batches)-1] = append(batches[len(batches)-1], regexp.QuoteMeta(string(node)))
 	}
 	for _, batch := range batches {
-		matcher := fmt.Sprintf("{%s=~%s}", labelNode, strconv.Quote(strings.Join(batch, "|")))
+		matcher := fmt.Sprintf("{%s=~%s}", gpunames.KeyNodeName, strconv.Quote(strings.Join(batch, "|")))
 		var in inputs
 		for _, q := range []struct {
 			dst    *[]series
@@ -258,14 +243,14 @@ func Build(ctx context.Context, api querier, o Options) (*Report, error) {
 			{&in.taskMem, metricTaskGPUMemory},
 			{&in.taskSM, metricTaskSM},
 			{&in.taskTensor, metricTaskTensor},
-			{&in.gpuUtil, metricGPUUtil},
-			{&in.gpuUp, metricGPUUp},
-			{&in.xid, metricXID},
-			{&in.ecc, metricECC},
-			{&in.retired, metricRetiredPages},
-			{&in.remapped, metricRemappedRows},
-			{&in.remapPending, metricRemapPending},
-			{&in.remapFailed, metricRemapFailed},
+			{&in.gpuUtil, gpunames.GPUUtilization},
+			{&in.gpuUp, gpunames.GPUUp},
+			{&in.xid, gpunames.GPUXIDErrorsTotal},
+			{&in.ecc, gpunames.NvidiasmiECCErrorCount},
+			{&in.retired, gpunames.NvidiasmiRetiredPageCount},
+			{&in.remapped, gpunames.GPURemappedRows},
+			{&in.remapPending, gpunames.GPURemappedRowsPending},
+			{&in.remapFailed, gpunames.GPURemappedRowsFailed},
 		} {
 			s, warns, err := f.raw(ctx, q.metric+matcher, from, to)
 			if err != nil {
@@ -343,7 +328,7 @@ func (a *usageAcc) usageOf(name string) Usage {
 }
 
 func gpuKey(l model.Metric) string {
-	return string(l[labelNode]) + "\x00" + string(l[labelMinor]) + "\x00" + string(l[labelUUID])
+	return string(l[gpunames.KeyNodeName]) + "\x00" + string(l[gpunames.KeyMinorNumber]) + "\x00" + string(l[gpunames.KeyUUID])
 }
 
 // accumulator sums batches of inputs into one report.
@@ -433,7 +418,7 @@ func (a *accumulator) add(in inputs) {
 	}
 	for _, s := range in.gpuUtil {
 		tl := stepTimeline(s.samples, w, maxGap)
-		a.nodeBuckets.add(string(s.labels[labelNode]), tl.segments)
+		a.nodeBuckets.add(string(s.labels[gpunames.KeyNodeName]), tl.segments)
 		for _, seg := range tl.segments {
 			a.utilMsPct += float64(seg.duration()) * seg.v
 			a.utilMs += seg.duration()
@@ -441,7 +426,7 @@ func (a *accumulator) add(in inputs) {
 	}
 	a.gpus = append(a.gpus, gpus(in, w, maxGap)...)
 	for _, s := range slices.Concat(in.gpuUp, in.taskUtil) {
-		a.simulated = a.simulated || s.labels[labelSimulated] == "true"
+		a.simulated = a.simulated || s.labels[gpunames.KeySimulated] == "true"
 	}
 }
 
@@ -571,7 +556,7 @@ func gpus(in inputs, w window, maxGap int64) []GPU {
 		k := gpuKey(l)
 		g := byKey[k]
 		if g == nil {
-			g = &GPU{Node: string(l[labelNode]), MinorNumber: string(l[labelMinor]), UUID: string(l[labelUUID]), XIDs: []XIDCount{}}
+			g = &GPU{Node: string(l[gpunames.KeyNodeName]), MinorNumber: string(l[gpunames.KeyMinorNumber]), UUID: string(l[gpunames.KeyUUID]), XIDs: []XIDCount{}}
 			byKey[k] = g
 		}
 		return g
@@ -597,11 +582,11 @@ func gpus(in inputs, w window, maxGap int64) []GPU {
 			continue
 		}
 		g := get(s.labels)
-		code := string(s.labels[labelXID])
+		code := string(s.labels[gpunames.KeyXID])
 		c, _ := strconv.ParseUint(code, 10, 32)
 		info := xid.Lookup(c)
 		action := info.ActionText()
-		if class := xid.Resolution(s.labels[labelXIDResolution]); class != "" && class != info.Resolution {
+		if class := xid.Resolution(s.labels[gpunames.KeyResolution]); class != "" && class != info.Resolution {
 			// The site reclassified the code: say what its class calls for.
 			info.Resolution = class
 			if a := class.Action(); a != "" {
@@ -617,7 +602,7 @@ func gpus(in inputs, w window, maxGap int64) []GPU {
 	}
 	for _, s := range in.ecc {
 		n := counterIncrease(s.samples, w)
-		switch s.labels[labelType] {
+		switch s.labels[gpunames.KeyType] {
 		case "single":
 			get(s.labels).ECCSingle += n
 		case "double":

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/jobrecord"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpunames"
 )
 
 // FileJobRecords lists the ended jobs' records (the job_record connector's) and their cost.
@@ -70,7 +71,7 @@ func ParsePrices(content []byte) (*Prices, error) {
 				prices.Default, haveDefault = v, true
 				continue
 			}
-			m := r.Labels["model"]
+			m := r.Labels[gpunames.KeyModel]
 			if m == "" {
 				return nil, fmt.Errorf("rule %s: needs a model label (gpu_info's model)", r.Record)
 			}

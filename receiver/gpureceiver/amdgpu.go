@@ -8,90 +8,73 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/plog"
 	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/latency"
-	"github.com/otelcol-gpu/otelcol-gpu/internal/staleness"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 )
 
-// resolveBackend is the backend the receiver runs: auto is amdgpu on a node with the KFD and an
-// amdgpu card and no NVIDIA driver (/proc/driver/nvidia), else nvml. A node with both vendors
-// runs nvml (one backend per receiver).
-func resolveBackend(cfg *Config) Backend {
-	if cfg.Backend != BackendAuto {
-		return cfg.Backend
-	}
-	if _, err := os.Stat(filepath.Join(cfg.RootPath, "proc", "driver", "nvidia")); err == nil {
-		return BackendNVML
-	}
-	if (amdgpu.Reader{Root: cfg.RootPath}).Present() {
-		return BackendAMDGPU
-	}
-	return BackendNVML
-}
-
-// amdScraper reads AMD GPUs from the amdgpu driver's and the KFD's files. Each collection
+// amdBackend reads AMD GPUs from the amdgpu driver's and the KFD's files. Each collection
 // lists the devices (GPUs, or the compute partitions of a partitioned GPU) and the processes'
-// VRAM, then reads every physical GPU's files in parallel, each GPU's under call_timeout on its
-// own lane: a read that hangs (a wedged driver) takes only its GPU down, and the GPU is
-// skipped until the read returns. Touched only by the scrape (scrapes never overlap).
-type amdScraper struct {
-	cfg      *Config
-	logger   *zap.Logger
-	nodeName string
-	version  string
-	clock    clock.Clock
-	reader   amdgpu.Reader
+// VRAM, then reads every physical GPU's files once, in parallel, each GPU's under call_timeout
+// on its own lane: a read that hangs (a wedged driver) takes only its GPU down, and the GPU is
+// skipped until the read returns. The devices of one GPU (its partitions) share its read.
+type amdBackend struct {
+	cfg    *Config
+	logger *zap.Logger
+	reader amdgpu.Reader
 	// readGPU reads a GPU's device directory: amdgpu.ReadGPU, or a test's stand-in.
 	readGPU func(dir string) amdgpu.Snapshot
-	newMB   func() *metadata.MetricsBuilder
-	nodeMB  *metadata.MetricsBuilder
 	guard   deadline.Guard
 	hist    *latency.Histogram
 	// listLane carries the listing of devices and process files.
-	listLane   deadline.Lane
-	driver     string
-	iterations int64
+	listLane deadline.Lane
+	driver   string
+
+	// mu guards errors and unjoined, which the parallel reads count into.
+	mu sync.Mutex
 	// errors counts the files that could not be read, by source.
 	errors map[metadata.AttributeReadSource]int64
 	// unjoined are the KFD nodes already logged as joining no GPU, by properties file: counted
 	// at each collection, logged once.
 	unjoined map[string]bool
-	// devices are every device seen, in minor number order; a device that vanished keeps its
-	// place and labels and reports gpu_up 0.
+
+	// The listing, touched only by discover: devices are every device seen, in minor number
+	// order (a device that vanished keeps its place and labels and reports gpu_up 0); gpus the
+	// physical GPUs' reading state, by PCI address; vram the processes' VRAM of this collection.
 	devices []*amdDevice
-	// gpus are the physical GPUs' reading state, by PCI address.
-	gpus  map[string]*amdGPU
-	stale *staleness.Tracker
+	gpus    map[string]*amdGPU
+	vram    map[uint32]map[int]uint64
 }
 
 // amdDevice is a resource: a whole GPU or a compute partition.
 type amdDevice struct {
 	dev   amdgpu.Device
+	index int
 	uuid  string
 	model string
-	mb    *metadata.MetricsBuilder
 	// present is whether the last listing had it.
 	present bool
+	// gpu is its physical GPU, nil while not present.
+	gpu *amdGPU
 }
 
 // amdGPU is a physical GPU's reading state.
 type amdGPU struct {
 	lane deadline.Lane
+	dir  string
 	// residency is the last gpu_metrics v1_6+ throttler residency, to tell which limiter grew.
 	residency *amdgpu.ThrottleResidency
+	// read is this collection's read of the GPU's files, made once by the first of its devices.
+	read func() amdRead
 }
 
 // amdRead is one physical GPU's reading of a collection.
@@ -100,44 +83,37 @@ type amdRead struct {
 	ok   bool
 }
 
-func newAMDScraper(ss scraperSettings) *amdScraper {
+func newAMDBackend(ss scraperSettings) *amdBackend {
 	cfg := ss.cfg
 	hist := latency.New("cmd_rocm_smi_latency_seconds", "Latency of reading each AMD GPU's sysfs files (and of listing the GPUs), hung reads included once they return.", ss.clock.Now())
-	s := &amdScraper{
+	s := &amdBackend{
 		cfg:      cfg,
 		logger:   ss.set.Logger,
-		nodeName: ss.nodeName,
-		version:  ss.set.BuildInfo.Version,
-		clock:    ss.clock,
 		reader:   amdgpu.Reader{Root: cfg.RootPath},
 		readGPU:  amdgpu.ReadGPU,
-		newMB:    func() *metadata.MetricsBuilder { return metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, ss.set) },
 		guard:    deadline.Guard{Timeout: cfg.CallTimeout, Observe: hist.Observe, Clock: ss.clock},
 		hist:     hist,
 		errors:   map[metadata.AttributeReadSource]int64{},
 		unjoined: map[string]bool{},
 		gpus:     map[string]*amdGPU{},
-		stale:    staleness.NewTracker(),
 	}
-	s.nodeMB = s.newMB()
 	s.driver = s.reader.DriverVersion()
 	return s
 }
 
-func (s *amdScraper) resource(d *amdDevice) pcommon.Resource {
-	rb := metadata.NewResourceBuilder(s.cfg.ResourceAttributes)
-	rb.SetNodeName(s.nodeName)
-	if d != nil {
-		rb.SetMinorNumber(strconv.Itoa(slices.Index(s.devices, d)))
-		rb.SetUUID(d.uuid)
-	}
-	return rb.Emit()
-}
+// start has nothing to start: AMD GPUs have no XIDs, the logs pipeline gets nothing.
+func (*amdBackend) start(func(plog.Logs)) {}
+
+func (s *amdBackend) latency() *latency.Histogram { return s.hist }
+
+func (*amdBackend) shutdown() {}
 
 // countErrors counts errs by source, and logs them: a KFD node that joins no GPU (whose
 // partition and its processes' VRAM are then missing) once as a warning, the others at debug
 // level.
-func (s *amdScraper) countErrors(errs []error) {
+func (s *amdBackend) countErrors(errs []error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, err := range errs {
 		source := metadata.AttributeReadSourceSysfs
 		re, isRead := errors.AsType[amdgpu.ReadError](err)
@@ -164,9 +140,7 @@ type amdListing struct {
 	errs    []error
 }
 
-func (s *amdScraper) scrape() pmetric.Metrics {
-	now := pcommon.NewTimestampFromTime(s.clock.Now())
-	s.iterations++
+func (s *amdBackend) discover(node *metadata.MetricsBuilder, now pcommon.Timestamp) []device {
 	listing, err := deadline.Call(&s.guard, &s.listLane, func() (amdListing, error) {
 		var l amdListing
 		var errs []error
@@ -179,36 +153,37 @@ func (s *amdScraper) scrape() pmetric.Metrics {
 	if listed {
 		s.countErrors(listing.errs)
 		s.merge(listing.devices)
-		s.nodeMB.RecordGpuDevicesDetectedDataPoint(now, int64(len(listing.devices)))
+		node.RecordGpuDevicesDetectedDataPoint(now, int64(len(listing.devices)))
 	} else {
-		s.errors[metadata.AttributeReadSourceDeadline]++
+		s.countError(metadata.AttributeReadSourceDeadline)
 		s.logger.Warn("Listing the AMD GPUs passed call_timeout: every GPU is reported down until it returns", zap.Duration("call_timeout", s.cfg.CallTimeout))
 	}
-	reads := s.readGPUs(listed)
-	for _, d := range s.devices {
-		r := reads[d.dev.PCIAddress]
-		s.record(d, r, listing.vram, now)
+	s.vram = listing.vram
+	s.planReads(listed)
+	devices := make([]device, len(s.devices))
+	for i, d := range s.devices {
+		d.index = i
+		devices[i] = d
 	}
+	return devices
+}
 
-	if c := s.cfg.ConfiguredGPUCount; c != nil {
-		s.nodeMB.RecordConfiguredGpuCountDataPoint(now, int64(*c))
-	}
-	s.nodeMB.RecordCollectorIterationCountTotalDataPoint(now, s.iterations, collectorName)
+// finish records the files that could not be read, by source, since the receiver started.
+func (s *amdBackend) finish(node *metadata.MetricsBuilder, now pcommon.Timestamp) {
 	for source, n := range s.errors {
-		s.nodeMB.RecordCollectorReadErrorsTotalDataPoint(now, n, collectorName, source)
+		node.RecordCollectorReadErrorsTotalDataPoint(now, n, collectorName, source)
 	}
-	md := s.nodeMB.Emit(metadata.WithResource(s.resource(nil)))
-	latency.AppendToScope(md, s.resource(nil), metadata.ScopeName, s.version, now, s.hist)
-	for _, d := range s.devices {
-		d.mb.Emit(metadata.WithResource(s.resource(d))).ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
-	}
-	s.stale.EndGone(md, now)
-	return md
+}
+
+func (s *amdBackend) countError(source metadata.AttributeReadSource) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.errors[source]++
 }
 
 // merge takes a listing: known devices are updated, new ones added in PCI and partition order,
 // those missing kept as not present.
-func (s *amdScraper) merge(listed []amdgpu.Device) {
+func (s *amdBackend) merge(listed []amdgpu.Device) {
 	key := func(d amdgpu.Device) string { return d.PCIAddress + "/" + strconv.Itoa(d.Partition) }
 	byKey := map[string]*amdDevice{}
 	for _, d := range s.devices {
@@ -219,7 +194,7 @@ func (s *amdScraper) merge(listed []amdgpu.Device) {
 	for _, dev := range listed {
 		d, ok := byKey[key(dev)]
 		if !ok {
-			d = &amdDevice{mb: s.newMB()}
+			d = &amdDevice{}
 			s.devices = append(s.devices, d)
 			added = true
 		}
@@ -248,54 +223,62 @@ func deviceUUID(dev amdgpu.Device, uniqueID uint64) string {
 	return uuid
 }
 
-// readGPUs reads each present physical GPU's files in parallel, each under call_timeout on its
-// GPU's lane.
-func (s *amdScraper) readGPUs(listed bool) map[string]amdRead {
-	reads := map[string]amdRead{}
-	if !listed {
-		return reads
+// planReads sets this collection's read of each present physical GPU, made once, by the first
+// of its devices, under call_timeout on the GPU's lane; nothing is read when the listing failed.
+func (s *amdBackend) planReads(listed bool) {
+	for _, g := range s.gpus {
+		g.read = nil
 	}
-	dirs := map[string]string{}
 	for _, d := range s.devices {
-		if d.present {
-			dirs[d.dev.PCIAddress] = d.dev.DeviceDir
+		d.gpu = nil
+		if !listed || !d.present {
+			continue
 		}
-	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for pci, dir := range dirs {
+		pci := d.dev.PCIAddress
 		g := s.gpus[pci]
 		if g == nil {
 			g = &amdGPU{}
 			s.gpus[pci] = g
 		}
-		if g.lane.Hung() {
-			continue // its last read has not returned: down, without a new read
+		d.gpu, g.dir = g, d.dev.DeviceDir
+		if g.read == nil {
+			g.read = sync.OnceValue(func() amdRead { return s.readGPUFiles(pci, g) })
 		}
-		wg.Go(func() {
-			snap, err := deadline.Call(&s.guard, &g.lane, func() (amdgpu.Snapshot, error) { return s.readGPU(dir), nil })
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				s.errors[metadata.AttributeReadSourceDeadline]++
-				s.logger.Warn("Reading an AMD GPU's files passed call_timeout: the GPU is reported down until the read returns; the other GPUs keep reporting",
-					zap.String("pci_bus_id", pci), zap.Duration("call_timeout", s.cfg.CallTimeout))
-				return
-			}
-			s.countErrors(snap.Errors)
-			reads[pci] = amdRead{snap: snap, ok: true}
-		})
 	}
-	wg.Wait()
-	return reads
+}
+
+// readGPUFiles reads a GPU's files under call_timeout on its lane.
+func (s *amdBackend) readGPUFiles(pci string, g *amdGPU) amdRead {
+	if g.lane.Hung() {
+		return amdRead{} // its last read has not returned: down, without a new read
+	}
+	dir := g.dir
+	snap, err := deadline.Call(&s.guard, &g.lane, func() (amdgpu.Snapshot, error) { return s.readGPU(dir), nil })
+	if err != nil {
+		s.countError(metadata.AttributeReadSourceDeadline)
+		s.logger.Warn("Reading an AMD GPU's files passed call_timeout: the GPU is reported down until the read returns; the other GPUs keep reporting",
+			zap.String("pci_bus_id", pci), zap.Duration("call_timeout", s.cfg.CallTimeout))
+		return amdRead{}
+	}
+	s.countErrors(snap.Errors)
+	return amdRead{snap: snap, ok: true}
 }
 
 // record writes a device's metrics. The GPU's own readings go to a whole GPU, and on a
 // partitioned GPU to the partition that is the PCI device (partition 0), except utilization
 // and memory, which the driver gives for the whole GPU only and which are left out on
 // partitions. Process VRAM goes to the device whose KFD gpu_id the file names.
-func (s *amdScraper) record(d *amdDevice, r amdRead, vram map[uint32]map[int]uint64, now pcommon.Timestamp) {
-	mb := d.mb
+func (s *amdBackend) read(dev device, mb *metadata.MetricsBuilder, now pcommon.Timestamp) deviceID {
+	d := dev.(*amdDevice)
+	var r amdRead
+	if d.gpu != nil {
+		r = d.gpu.read()
+	}
+	s.record(d, r, mb, now)
+	return deviceID{index: d.index, uuid: d.uuid}
+}
+
+func (s *amdBackend) record(d *amdDevice, r amdRead, mb *metadata.MetricsBuilder, now pcommon.Timestamp) {
 	up := d.present && r.ok
 	mb.RecordGpuUpDataPoint(now, boolLevel(up, 1))
 	if r.ok && d.model == "" {
@@ -313,7 +296,7 @@ func (s *amdScraper) record(d *amdDevice, r amdRead, vram map[uint32]map[int]uin
 	if !up {
 		return
 	}
-	pids := vram[d.dev.GPUID]
+	pids := s.vram[d.dev.GPUID]
 	for _, pid := range slices.Sorted(maps.Keys(pids)) {
 		mb.RecordGpuProcessMemoryUsedBytesDataPoint(now, int64(pids[pid]), strconv.Itoa(pid))
 	}
@@ -328,7 +311,7 @@ func (s *amdScraper) record(d *amdDevice, r amdRead, vram map[uint32]map[int]uin
 	a.clocks()
 	a.pcie()
 	a.ras()
-	a.throttle(s.gpus[d.dev.PCIAddress])
+	a.throttle(d.gpu)
 	for cond, level := range a.health {
 		mb.RecordGpuHealthDataPoint(now, level, cond)
 	}
@@ -336,7 +319,7 @@ func (s *amdScraper) record(d *amdDevice, r amdRead, vram map[uint32]map[int]uin
 
 // amdValues maps one GPU's snapshot to metrics.
 type amdValues struct {
-	s      *amdScraper
+	s      *amdBackend
 	d      *amdDevice
 	snap   *amdgpu.Snapshot
 	mb     *metadata.MetricsBuilder

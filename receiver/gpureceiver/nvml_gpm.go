@@ -10,7 +10,6 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.uber.org/zap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 )
@@ -78,7 +77,7 @@ var (
 // library, so NVML is not shut down before the buffer is freed.
 type gpmSample struct {
 	nvml.GpmSample
-	s     *gpuScraper
+	lib   *nvmlLibrary
 	holds atomic.Int32
 }
 
@@ -86,17 +85,8 @@ func (g *gpmSample) hold() { g.holds.Add(1) }
 
 func (g *gpmSample) letGo() {
 	if g.holds.Add(-1) == 0 {
-		g.s.freeSample(g.GpmSample)
+		g.lib.freeSample(g.GpmSample)
 	}
-}
-
-// freeSample frees a buffer no one holds, on the library's lane: it may be freed outside any
-// collection (at shutdown, by a late call's goroutine) and is the library's, not a GPU's.
-func (s *gpuScraper) freeSample(smp nvml.GpmSample) {
-	if ret := s.libraryCall("GpmSampleFree", smp.Free); ret != nvml.SUCCESS {
-		s.logger.Debug("NVML GPM sample free failed", zap.String("error", ret.Error()))
-	}
-	s.letGoOfNVML()
 }
 
 // handoff settles who lets go of what a call holds when the call may outlive the collection's
@@ -163,7 +153,7 @@ func (st *gpmState) forgetPrevious() {
 // readGPM samples the GPU and each of its MIG instances, and reports the metrics of the interval
 // since the previous collection's samples.
 func readGPM(r *gpuRead) {
-	if !r.s.symbols[symGPM] {
+	if !r.s.lib.has(symGPM) {
 		return
 	}
 	st := &r.gpu.gpm
@@ -189,7 +179,7 @@ func readGPM(r *gpuRead) {
 		return
 	}
 	sampleGPM(r, st.device, "GpmSampleGet", r.dev.GpmSampleGet, gpmDevice)
-	if !r.s.symbols[symGPMMig] || !r.instancesKnown {
+	if !r.s.lib.has(symGPMMig) || !r.instancesKnown {
 		return
 	}
 	for gi, p := range st.instances {
@@ -291,7 +281,7 @@ func allocSample(r *gpuRead) *gpmSample {
 	var started, done handoff
 	var got nvml.GpmSample
 	var gotRet nvml.Return
-	r.s.nvmlHolds.Add(1) // the buffer's hold on the library, passed on to it once allocated
+	r.s.lib.hold() // the buffer's hold on the library, passed on to it once allocated
 	read(r, "GpmSampleAlloc", func() (struct{}, nvml.Return) {
 		if !started.claim() {
 			return struct{}{}, errDeadline
@@ -299,9 +289,9 @@ func allocSample(r *gpuRead) *gpmSample {
 		smp, ret := r.s.lib.GpmSampleAlloc()
 		if !done.claim() { // the collection gave up on it
 			if ret == nvml.SUCCESS {
-				r.s.freeSample(smp)
+				r.s.lib.freeSample(smp)
 			} else {
-				r.s.letGoOfNVML()
+				r.s.lib.letGo()
 			}
 			return struct{}{}, ret
 		}
@@ -310,15 +300,15 @@ func allocSample(r *gpuRead) *gpmSample {
 	})
 	switch {
 	case started.claim(): // never made
-		r.s.letGoOfNVML()
+		r.s.lib.letGo()
 		return nil
 	case done.claim(): // late: the call lets go of what it gets
 		return nil
 	case gotRet != nvml.SUCCESS:
-		r.s.letGoOfNVML()
+		r.s.lib.letGo()
 		return nil
 	}
-	smp := &gpmSample{GpmSample: got, s: r.s}
+	smp := &gpmSample{GpmSample: got, lib: r.s.lib}
 	smp.holds.Store(1)
 	return smp
 }

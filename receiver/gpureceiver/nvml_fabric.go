@@ -46,13 +46,13 @@ func readFabric(r *gpuRead) {
 	var info fabricInfo
 	var ok bool
 	switch {
-	case r.s.symbols[symFabricInfoV4]:
+	case r.s.lib.has(symFabricInfoV4):
 		// The plain _v4 call, not GetGpuFabricInfoV's handler, which only a real library answers.
 		info, ok = read(r, "GetGpuFabricInfo_v4", func() (fabricInfo, nvml.Return) {
 			v, ret := r.dev.GetGpuFabricInfo_v4()
 			return fabricInfo{state: v.State, status: v.Status, mask: v.HealthMask, haveMask: true}, ret
 		})
-	case r.s.symbols[symFabricInfo]:
+	case r.s.lib.has(symFabricInfo):
 		info, ok = read(r, "GetGpuFabricInfo", func() (fabricInfo, nvml.Return) {
 			v, ret := r.dev.GetGpuFabricInfo()
 			return fabricInfo{state: v.State, status: v.Status}, ret

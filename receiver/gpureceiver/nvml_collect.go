@@ -29,7 +29,7 @@ const (
 // made, while the other GPUs, collected in parallel, go on. Its steps run in order and hand on
 // what later ones need.
 type gpuRead struct {
-	s      *gpuScraper
+	s      *nvmlBackend
 	gpu    *gpuState
 	dev    nvml.Device
 	mb     *metadata.MetricsBuilder
@@ -72,8 +72,8 @@ func read[T any](r *gpuRead, call string, f func() (T, nvml.Return)) (T, bool) {
 }
 
 // collectGPU records one GPU into its own MetricsBuilder (GPUs are collected in parallel).
-func (s *gpuScraper) collectGPU(g *gpuState, now pcommon.Timestamp) {
-	r := &gpuRead{s: s, gpu: g, dev: g.id.handle, mb: g.mb, now: now, down: g.handleErr, health: map[metadata.AttributeCondition]int64{}, util: -1}
+func (s *nvmlBackend) collectGPU(g *gpuState, mb *metadata.MetricsBuilder, now pcommon.Timestamp) {
+	r := &gpuRead{s: s, gpu: g, dev: g.id.handle, mb: mb, now: now, down: g.handleErr, health: map[metadata.AttributeCondition]int64{}, util: -1}
 	if r.down == nvml.SUCCESS {
 		for _, step := range []func(*gpuRead){
 			readUtilization, readMemory, readProcesses, readMemoryLeak, readProcessUtilization,
@@ -83,7 +83,6 @@ func (s *gpuScraper) collectGPU(g *gpuState, now pcommon.Timestamp) {
 			step(r)
 		}
 	}
-	mb := g.mb
 	switch r.down {
 	case nvml.SUCCESS:
 		mb.RecordGpuUpDataPoint(now, 1)
@@ -108,7 +107,7 @@ func (s *gpuScraper) collectGPU(g *gpuState, now pcommon.Timestamp) {
 	for call, n := range g.timeouts {
 		mb.RecordGpuNvmlTimeoutsTotalDataPoint(now, n, call)
 	}
-	mb.RecordGpuInfoDataPoint(now, 1, g.id.model, g.id.pciBusID, s.driver)
+	mb.RecordGpuInfoDataPoint(now, 1, g.id.model, g.id.pciBusID, s.lib.driver)
 }
 
 func (r *gpuRead) worst(cond metadata.AttributeCondition, level int64) {
@@ -143,7 +142,7 @@ func readUtilization(r *gpuRead) {
 // readMemory reads the framebuffer: total, used, free and, from v2, the driver's reserved part.
 func readMemory(r *gpuRead) {
 	var total uint64
-	if r.s.symbols[symMemoryInfoV2] {
+	if r.s.lib.has(symMemoryInfoV2) {
 		// v2 leaves out the driver's reserved memory, which v1 counts as used.
 		var m nvml.Memory_v2
 		if m, r.haveMemory = read(r, "GetMemoryInfo_v2", r.dev.GetMemoryInfo_v2); r.haveMemory {
@@ -238,7 +237,7 @@ func readThermalAndPower(r *gpuRead) {
 	if mw, ok := read(r, "GetPowerUsage", r.dev.GetPowerUsage); ok {
 		mb.RecordGpuPowerWattsDataPoint(r.now, float64(mw)/1000)
 	}
-	if r.s.symbols[symTotalEnergy] {
+	if r.s.lib.has(symTotalEnergy) {
 		if mj, ok := read(r, "GetTotalEnergyConsumption", r.dev.GetTotalEnergyConsumption); ok {
 			mb.RecordGpuEnergyJoulesTotalDataPoint(r.now, float64(mj)/1000)
 		}
@@ -327,7 +326,7 @@ func readClocks(r *gpuRead) {
 
 	var bits uint64
 	var haveReasons bool
-	if r.s.symbols[symClocksEventReasons] {
+	if r.s.lib.has(symClocksEventReasons) {
 		bits, haveReasons = read(r, "GetCurrentClocksEventReasons", r.dev.GetCurrentClocksEventReasons)
 	} else {
 		bits, haveReasons = read(r, "GetCurrentClocksThrottleReasons", r.dev.GetCurrentClocksThrottleReasons)
@@ -507,7 +506,7 @@ type remappedRows struct {
 }
 
 func readRemappedRows(r *gpuRead) {
-	if !r.s.symbols[symRemappedRows] {
+	if !r.s.lib.has(symRemappedRows) {
 		return
 	}
 	rows, ok := read(r, "GetRemappedRows", func() (remappedRows, nvml.Return) {
@@ -538,7 +537,7 @@ type migInstance struct {
 // readMIG reports the MIG instances of a GPU in MIG mode: identity and memory, which is what
 // NVML gives per instance (their activity is GPM's, readGPM), and hands on their GPU instances.
 func readMIG(r *gpuRead) {
-	if !r.s.symbols[symMigMode] {
+	if !r.s.lib.has(symMigMode) {
 		return
 	}
 	mode, ok := read(r, "GetMigMode", func() (int, nvml.Return) {

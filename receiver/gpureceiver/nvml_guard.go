@@ -36,7 +36,7 @@ func guarded[T any](l *deadline.Lane, g *deadline.Guard, f func() (T, nvml.Retur
 // registration, collection): refused, without a call, while an earlier call on the GPU is still
 // past its deadline; a call that passes its deadline is counted in the GPU's
 // gpu_nvml_timeouts_total{call} and logged. The caller holds enumMu.
-func callGPU[T any](s *gpuScraper, g *gpuState, call string, f func() (T, nvml.Return)) (T, nvml.Return) {
+func callGPU[T any](s *nvmlBackend, g *gpuState, call string, f func() (T, nvml.Return)) (T, nvml.Return) {
 	if g.lane.Hung() {
 		var zero T
 		return zero, errDeadline
@@ -52,17 +52,11 @@ func callGPU[T any](s *gpuScraper, g *gpuState, call string, f func() (T, nvml.R
 
 // callLibrary makes one of the library's own calls (Init, the driver version, the device
 // count, the event set, Shutdown) on its lane; a call past its deadline is logged as a GPU's is.
-func callLibrary[T any](s *gpuScraper, call string, f func() (T, nvml.Return)) (T, nvml.Return) {
-	v, ret := guarded(&s.libLane, &s.guard, f)
+func callLibrary[T any](l *nvmlLibrary, call string, f func() (T, nvml.Return)) (T, nvml.Return) {
+	v, ret := guarded(&l.lane, l.guard, f)
 	if ret == errDeadline {
-		s.logger.Warn("NVML call passed its deadline: the library's calls are refused until it returns",
-			zap.String("call", call), zap.Duration("call_timeout", s.cfg.CallTimeout))
+		l.logger.Warn("NVML call passed its deadline: the library's calls are refused until it returns",
+			zap.String("call", call), zap.Duration("call_timeout", l.guard.Timeout))
 	}
 	return v, ret
-}
-
-// libraryCall is callLibrary for a call that returns only its status.
-func (s *gpuScraper) libraryCall(call string, f func() nvml.Return) nvml.Return {
-	_, ret := callLibrary(s, call, func() (struct{}, nvml.Return) { return struct{}{}, f() })
-	return ret
 }
