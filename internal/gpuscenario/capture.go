@@ -4,6 +4,7 @@
 package gpuscenario // import "github.com/otelcol-gpu/otelcol-gpu/internal/gpuscenario"
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 )
@@ -42,6 +43,11 @@ type PCIAddress struct {
 // String is the address in the kernel's form, 0000:c1:00.0.
 func (a PCIAddress) String() string {
 	return fmt.Sprintf("%04x:%02x:%02x.%x", a.Domain, a.Bus, a.Device, a.Function)
+}
+
+// compare orders addresses as the PCI bus enumerates them.
+func (a PCIAddress) compare(b PCIAddress) int {
+	return cmp.Or(cmp.Compare(a.Domain, b.Domain), cmp.Compare(a.Bus, b.Bus), cmp.Compare(a.Device, b.Device), cmp.Compare(a.Function, b.Function))
 }
 
 // readCapture reads a vendor's capture: an nvidia-smi -q -x dump (a file) for NVIDIA, a KFD

@@ -19,7 +19,8 @@ import (
 const partitionBits = 0x7
 
 // ReadKFDTopology reads the GPUs of a KFD topology (a copy of /sys/class/kfd/kfd/topology:
-// nodes/<n>/properties), in node order. CPU nodes (no SIMDs) are left out; a partitioned GPU's
+// nodes/<n>/properties), in PCI address order: the order the amdgpu backend numbers them, so
+// that a scenario's GPU N is the backend's minor_number N. CPU nodes (no SIMDs) are left out; a partitioned GPU's
 // nodes, which share its unique_id and PCI address, are one GPU with one partition each.
 // Errors name the node's file.
 func ReadKFDTopology(dir string) ([]CapturedGPU, error) {
@@ -65,6 +66,7 @@ func ReadKFDTopology(dir string) ([]CapturedGPU, error) {
 	if len(gpus) == 0 || len(gpus) > maxCapturedGPUs {
 		return nil, fmt.Errorf("%s: want 1 to %d GPU nodes, got %d", dir, maxCapturedGPUs, len(gpus))
 	}
+	slices.SortFunc(gpus, func(a, b CapturedGPU) int { return a.PCI.compare(b.PCI) })
 	for _, g := range gpus {
 		// The driver makes 1 (SPX), 2 (DPX), 4 (QPX) or 8 (CPX) partitions of a GPU.
 		if !slices.Contains([]int{1, 2, 4, 8}, g.Partitions) {
