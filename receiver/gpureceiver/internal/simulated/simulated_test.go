@@ -363,7 +363,7 @@ faults:
 	}
 }
 
-// FuzzServer: no scenario file panics the parser, and one that parses can be run.
+// FuzzServer: a scenario that loads can be run without a panic.
 func FuzzServer(f *testing.F) {
 	f.Add([]byte("profile: dgxa100\n"))
 	f.Add([]byte(`
