@@ -145,8 +145,8 @@ type Signals struct {
 	Power       *Signal `yaml:"power"`
 }
 
-// Merged is s with over's signals in place of those it sets.
-func (s Signals) Merged(over Signals) Signals {
+// merged is s with over's signals in place of those it sets.
+func (s Signals) merged(over Signals) Signals {
 	pick := func(a, b *Signal) *Signal {
 		if b != nil {
 			return b
@@ -173,7 +173,7 @@ func (s *Scenario) SignalsOf(i int) Signals {
 	sig := s.Signals
 	for _, d := range s.Devices {
 		if d.Index == i {
-			sig = sig.Merged(d.Signals)
+			sig = sig.merged(d.Signals)
 		}
 	}
 	return sig
