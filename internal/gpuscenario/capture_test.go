@@ -48,6 +48,15 @@ func TestParseNvidiaSMICaptures(t *testing.T) {
 	assert.Equal(t, "GeForce RTX 2080 Ti", rtx[0].Model)
 	assert.Equal(t, uint32(280), rtx[0].PowerMaxW)
 
+	// Driver 535's layout: gpu_power_readings.
+	a100, err := readNvidiaSMI(t, "checkmk-a100-sxm4-80gb.xml")
+	require.NoError(t, err)
+	assert.Equal(t, []CapturedGPU{{
+		Model: "NVIDIA A100-SXM4-80GB", UUID: "GPU-513536b6-7d19-9063-b049-1e69664bb298",
+		PCI: PCIAddress{Bus: 1}, PCIDeviceID: 0x20B210DE, MemoryMiB: 81920,
+		MaxSMClockMHz: 1410, MaxMemClockMHz: 1593, PowerMinW: 100, PowerMaxW: 500,
+	}}, a100)
+
 	// A GPU the driver reports little of: what is missing is named.
 	_, err = readNvidiaSMI(t, "openpai-outdated_gpu.xml")
 	require.EqualError(t, err, `gpu[0].pci.pci_bus_id: want <domain>:<bus>:<device>.<function>, got ""

@@ -74,9 +74,10 @@ func find(ps []point, metric string, minor int, want map[string]string) (float64
 
 // TestReplayNvidiaCaptures runs the gpu receiver's simulated backend on each scenario that
 // replays an nvidia-smi -q -x capture: every GPU of the capture is there, with the capture's
-// UUID, model, PCI bus id, memory, highest clocks and power limits.
+// UUID, model, PCI bus id, memory, highest clocks and power limits (and the scenario's MIG
+// instances: the A100's four).
 func TestReplayNvidiaCaptures(t *testing.T) {
-	for _, name := range []string{"replay-k80.yaml", "replay-gtx1070.yaml", "replay-rtx2080ti.yaml"} {
+	for _, name := range []string{"replay-k80.yaml", "replay-gtx1070.yaml", "replay-rtx2080ti.yaml", "replay-a100.yaml"} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(replays, name)
 			sc, err := gpuscenario.Load(path)
@@ -89,6 +90,7 @@ func TestReplayNvidiaCaptures(t *testing.T) {
 			require.Len(t, gpus, len(sc.Captured))
 			for i, c := range sc.Captured {
 				assert.Equal(t, c.UUID, gpus[i].UUID, "GPU %d", i)
+				assert.Equal(t, sc.MIGUUIDs(i), gpus[i].MIG, "GPU %d's MIG instances", i)
 				busID := fmt.Sprintf("%08X:%02X:%02X.0", c.PCI.Domain, c.PCI.Bus, c.PCI.Device)
 				_, ok := find(ps, "gpu_info", i, map[string]string{"model": c.Model, "pci_bus_id": busID})
 				assert.True(t, ok, "GPU %d: gpu_info{model=%q, pci_bus_id=%q}", i, c.Model, busID)
