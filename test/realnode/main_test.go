@@ -71,8 +71,8 @@ func scenarioGPUs() (map[int]demonode.GPU, error) {
 	if err != nil {
 		return nil, err
 	}
-	gpus, _, err := demonode.ScenarioGPUs(sc)
-	return gpus, err
+	ids, _, err := demonode.ScenarioGPUs(sc)
+	return ids, err
 }
 
 // deviceResources: whole GPUs, then the time-slicing replicas, under nvidia.com/gpu (the plugin
