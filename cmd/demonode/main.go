@@ -8,10 +8,11 @@
 // It writes the node (internal/demonode: a /proc + cgroup tree with the demo jobs' processes,
 // the kubelet's log layout, a pod-resources gRPC server on a unix socket) into a temporary
 // directory, runs the command with OTELCOL_GPU_DEMO_ROOT naming it, passes SIGINT and SIGTERM
-// on, and removes the node when the command exits. A scenario of the gpu receiver's simulated
-// backend names NVIDIA GPUs; an AMD scenario (internal/amdgpu/amdgpufixture's, profile mi300x)
-// names AMD GPUs, whose amdgpu and KFD files demonode writes into the node too and rewrites
-// every tick as the scenario's time passes, for the gpu receiver's amdgpu backend to read.
+// on, and removes the node when the command exits. The scenario (internal/gpuscenario) names
+// the GPUs and their identities: an NVIDIA scenario's, which the gpu receiver's simulated
+// backend plays; an AMD scenario's (profile mi300x), whose amdgpu and KFD files demonode writes
+// into the node too (internal/amdgpu/amdgpufixture) and rewrites every tick as the scenario's
+// time passes, for the gpu receiver's amdgpu backend to read.
 package main
 
 import (
@@ -25,13 +26,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu/amdgpufixture"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
-	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpureceivertest"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/gpuscenario"
 )
 
 func main() {
-	scenario := flag.String("scenario", "distro/scenarios/dgx-a100-demo.yaml", "GPU scenario of the gpu receiver's simulated backend")
+	scenario := flag.String("scenario", "distro/scenarios/dgx-a100-demo.yaml", "GPU scenario (internal/gpuscenario's format)")
 	podsFile := flag.String("pods", "", "pods file (default: pods/<scenario file name> beside the scenario)")
 	tick := flag.Duration("tick", time.Second, "how often an AMD scenario's files are rewritten")
 	flag.Parse()
@@ -57,7 +57,11 @@ func run(scenario, podsFile string, tick time.Duration, command []string) (int, 
 	if err != nil {
 		return 1, err
 	}
-	gpus, amd, err := gpusOf(scenario)
+	sc, err := gpuscenario.Load(scenario)
+	if err != nil {
+		return 1, fmt.Errorf("%s: %w", scenario, err)
+	}
+	gpus, amd, err := demonode.ScenarioGPUs(sc)
 	if err != nil {
 		return 1, err
 	}
@@ -103,25 +107,4 @@ func run(scenario, podsFile string, tick time.Duration, command []string) (int, 
 		return exit.ExitCode(), nil
 	}
 	return 0, err
-}
-
-// gpusOf reads a scenario's GPUs: an AMD scenario's (returned too, for its files to be
-// written), else the gpu receiver's simulated GPUs'.
-func gpusOf(scenario string) (map[int]demonode.GPU, *amdgpufixture.Scenario, error) {
-	isAMD, err := amdgpufixture.IsScenarioFile(scenario)
-	if err != nil {
-		return nil, nil, err
-	}
-	if isAMD {
-		amd, loadErr := amdgpufixture.LoadScenario(scenario)
-		if loadErr != nil {
-			return nil, nil, loadErr
-		}
-		return demonode.AMDGPUs(amd.Node(0)), amd, nil
-	}
-	batch, err := gpureceivertest.SimulatedBatch(scenario)
-	if err != nil {
-		return nil, nil, err
-	}
-	return gpureceivertest.GPUs(batch), nil, nil
 }

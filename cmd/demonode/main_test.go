@@ -14,6 +14,7 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu/amdgpufixture"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/gpuscenario"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpureceivertest"
 )
 
@@ -32,8 +33,7 @@ var demos = map[string][2]string{
 // demoBatch is a collection of the gpu receiver on a demo's GPUs: the simulated backend on an
 // NVIDIA scenario, the amdgpu backend on an AMD scenario's files at its start.
 func demoBatch(t *testing.T, scenario string) pmetric.Metrics {
-	_, amd, err := gpusOf(scenario)
-	require.NoError(t, err)
+	_, amd := scenarioGPUs(t, scenario)
 	if amd == nil {
 		batch, simErr := gpureceivertest.SimulatedBatch(scenario)
 		require.NoError(t, simErr)
@@ -44,6 +44,32 @@ func demoBatch(t *testing.T, scenario string) pmetric.Metrics {
 	batch, err := gpureceivertest.AMDBatch(root)
 	require.NoError(t, err)
 	return batch
+}
+
+// scenarioGPUs are the GPUs of a scenario file as demonode reads them.
+func scenarioGPUs(t *testing.T, scenario string) (map[int]demonode.GPU, *amdgpufixture.Player) {
+	t.Helper()
+	sc, err := gpuscenario.Load(scenario)
+	require.NoError(t, err)
+	gpus, amd, err := demonode.ScenarioGPUs(sc)
+	require.NoError(t, err)
+	return gpus, amd
+}
+
+// TestIdentitiesFromTheScenario: the UUIDs (and MIG UUIDs) demonode reads from each demo
+// scenario, without running the receiver, are those the gpu receiver reports for it.
+func TestIdentitiesFromTheScenario(t *testing.T) {
+	for name, demo := range demos {
+		t.Run(name, func(t *testing.T) {
+			gpus, _ := scenarioGPUs(t, demo[0])
+			reported := gpureceivertest.GPUs(demoBatch(t, demo[0]))
+			require.Len(t, reported, len(gpus))
+			for i, g := range gpus {
+				assert.Equal(t, reported[i].UUID, g.UUID, "GPU %d", i)
+				assert.Equal(t, reported[i].MIG, g.MIG, "GPU %d's MIG instances", i)
+			}
+		})
+	}
 }
 
 // TestDemoPodsOwnTheScenarioProcesses: every GPU process of each demo scenario belongs to a pod
@@ -92,8 +118,7 @@ func podsOwnProcesses(t *testing.T, scenario, podsFile string) {
 func TestRun(t *testing.T) {
 	for name, demo := range demos {
 		t.Run(name, func(t *testing.T) {
-			gpus, amd, err := gpusOf(demo[0])
-			require.NoError(t, err)
+			gpus, amd := scenarioGPUs(t, demo[0])
 			require.Len(t, gpus, 8)
 			if amd == nil {
 				require.Len(t, gpus[6].MIG, 2, "GPU 6 is in MIG mode")

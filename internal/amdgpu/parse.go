@@ -178,6 +178,8 @@ type KFDProperties struct {
 	UniqueID uint64
 	// SIMDCount is 0 on a CPU node.
 	SIMDCount uint64
+	// DeviceID is the GPU's PCI device id (0x74a1: MI300X); 0 on a CPU node.
+	DeviceID uint16
 }
 
 // ParsePCIAddress reads a PCI address in the kernel's form (0000:c1:00.0) into its domain and
@@ -225,6 +227,8 @@ func ParseKFDProperties(s string) (KFDProperties, error) {
 			dst = func(v uint64) error { p.UniqueID = v; return nil }
 		case "simd_count":
 			dst = func(v uint64) error { p.SIMDCount = v; return nil }
+		case "device_id":
+			dst = func(v uint64) error { p.DeviceID = uint16(v); return fitsIn(v, 1<<16) }
 		default:
 			return nil
 		}

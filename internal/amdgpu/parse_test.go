@@ -83,7 +83,7 @@ func TestParseKFDProperties(t *testing.T) {
 	// An MI300 node's properties as the KFD prints them (kfd_topology.c node_show).
 	p, err := ParseKFDProperties("cpu_cores_count 0\nsimd_count 912\nvendor_id 4098\ndevice_id 29856\nlocation_id 49408\ndomain 0\ndrm_render_minor 136\nhive_id 9034655720432782706\nunique_id 11940228331418201223\nnum_xcc 6\n")
 	require.NoError(t, err)
-	assert.Equal(t, KFDProperties{LocationID: 0xc100, DRMRenderMinor: 136, UniqueID: 11940228331418201223, SIMDCount: 912}, p)
+	assert.Equal(t, KFDProperties{LocationID: 0xc100, DRMRenderMinor: 136, UniqueID: 11940228331418201223, SIMDCount: 912, DeviceID: 0x74a0}, p)
 
 	// The reverted partition numbering put node_id in bits 31:28: read, not rejected.
 	p, err = ParseKFDProperties("location_id 268438016\ndomain 65536\ndrm_render_minor 129\n")
@@ -96,7 +96,7 @@ func TestParseKFDProperties(t *testing.T) {
 	require.NoError(t, err)
 	p, err = ParseKFDProperties(string(b))
 	require.NoError(t, err)
-	assert.Equal(t, KFDProperties{LocationID: 0x1900, DRMRenderMinor: 128, UniqueID: 14073402507705256556, SIMDCount: 256}, p)
+	assert.Equal(t, KFDProperties{LocationID: 0x1900, DRMRenderMinor: 128, UniqueID: 14073402507705256556, SIMDCount: 256, DeviceID: 0x6860}, p)
 
 	for _, bad := range []string{"", "location_id 1\ndomain 0\n", "location_id x\ndomain 0\ndrm_render_minor 128\n", "location_id 4294967296\ndomain 0\ndrm_render_minor 128\n", "location_id\n"} {
 		_, err := ParseKFDProperties(bad)

@@ -8,11 +8,11 @@
 // pods, and a real pod-resources gRPC server on a unix socket handing out the GPUs, through
 // device plugins or through DRA claims of NVIDIA's DRA driver (whose CDI specs, and the NVIDIA
 // driver's /proc files, are on the tree too). Pods and their devices come from a pods file
-// beside the GPU scenario. The GPU and MIG UUIDs are the
-// caller's: cmd/demonode reads them from the scenario through the gpu receiver's
-// gpureceivertest, as shared code knows no component. An AMD node's GPUs (AMDGPUs, from an
-// amdgpufixture scenario) are handed out by ROCm's device plugin under amd.com/gpu by their PCI
-// addresses, and the node has no NVIDIA driver files.
+// beside the GPU scenario. The GPUs' identities come from the scenario (ScenarioGPUs): an
+// NVIDIA GPU's UUID, MIG UUIDs and PCI address as internal/gpuscenario derives them or its
+// capture records them; an AMD node's GPUs, as amdgpufixture writes them, are handed out by
+// ROCm's device plugin under amd.com/gpu by their PCI addresses, and the node has no NVIDIA
+// driver files.
 package demonode // import "github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
 
 import (
@@ -29,6 +29,7 @@ import (
 	v1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu/amdgpufixture"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/gpuscenario"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources/podresourcestest"
 )
@@ -115,6 +116,26 @@ type GPU struct {
 	// PCIAddress is an AMD GPU's (0000:05:00.0), by which ROCm's device plugin hands it out;
 	// empty on an NVIDIA GPU.
 	PCIAddress string
+	// NvidiaBusID is an NVIDIA GPU's PCI address (0000:01:00.0), as the driver's /proc files
+	// name it; empty: bus index+1 in domain 0.
+	NvidiaBusID string
+}
+
+// ScenarioGPUs are the GPUs of a scenario, by index, as their device plugins hand them out;
+// for an AMD scenario also what writes its GPUs' files.
+func ScenarioGPUs(sc *gpuscenario.Scenario) (map[int]GPU, *amdgpufixture.Player, error) {
+	if sc.Vendor() == gpuscenario.AMD {
+		player, err := amdgpufixture.NewPlayer(sc)
+		if err != nil {
+			return nil, nil, err
+		}
+		return AMDGPUs(player.Node(0)), player, nil
+	}
+	gpus := map[int]GPU{}
+	for i := range sc.GPUs {
+		gpus[i] = GPU{UUID: sc.UUID(i), MIG: sc.MIGUUIDs(i), NvidiaBusID: sc.PCIAddress(i).String()}
+	}
+	return gpus, nil, nil
 }
 
 // AMDGPUs are the GPUs of an AMD node's files, by index, as ROCm's device plugin hands them out.
@@ -145,7 +166,11 @@ func Start(root string, pods *Pods, gpus map[int]GPU) (*Node, error) {
 		if gpus[i].PCIAddress != "" {
 			continue // AMD: the amdgpu driver's files are the caller's (amdgpufixture)
 		}
-		host.NvidiaGPUs = append(host.NvidiaGPUs, hostfixture.NvidiaGPU{BusID: fmt.Sprintf("0000:%02x:00.0", i+1), Minor: i, UUID: gpus[i].UUID})
+		busID := gpus[i].NvidiaBusID
+		if busID == "" {
+			busID = fmt.Sprintf("0000:%02x:00.0", i+1)
+		}
+		host.NvidiaGPUs = append(host.NvidiaGPUs, hostfixture.NvidiaGPU{BusID: busID, Minor: i, UUID: gpus[i].UUID})
 	}
 	for _, p := range pods.HostProcesses {
 		host.Processes = append(host.Processes, hostfixture.Process{PID: p.PID, Comm: p.Comm, Cmdline: []string{p.Comm}, State: "S", RSSPages: 1000})

@@ -19,6 +19,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu/amdgpufixture"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/cdi"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/gpuscenario"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podlogs"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources"
 )
@@ -174,4 +175,35 @@ func TestStartAMD(t *testing.T) {
 
 	_, err = deviceID("gpu:0::1", gpus)
 	assert.EqualError(t, err, `device "gpu:0::1": ROCm's device plugin has no time-slicing replicas`)
+}
+
+// TestScenarioGPUs: the GPUs' identities come from the scenario, without running the receiver:
+// derived from the seed, or a capture's, whose PCI addresses name the driver's /proc entries.
+func TestScenarioGPUs(t *testing.T) {
+	sc, err := gpuscenario.Load("../../distro/scenarios/dgx-a100-demo.yaml")
+	require.NoError(t, err)
+	gpus, amd, err := ScenarioGPUs(sc)
+	require.NoError(t, err)
+	assert.Nil(t, amd)
+	require.Len(t, gpus, 8)
+	assert.Equal(t, GPU{UUID: sc.UUID(6), MIG: sc.MIGUUIDs(6), NvidiaBusID: "0000:07:00.0"}, gpus[6])
+	assert.Len(t, gpus[6].MIG, 2)
+
+	sc, err = gpuscenario.Load("../gpuscenario/testdata/replay-k80.yaml")
+	require.NoError(t, err)
+	gpus, _, err = ScenarioGPUs(sc)
+	require.NoError(t, err)
+	require.Len(t, gpus, 4)
+	assert.Equal(t, GPU{UUID: "GPU-3341aba2-f01d-2c1f-7dd4-e389779faec2", NvidiaBusID: "f8d6:00:00.0"}, gpus[3])
+	node, err := Start(filepath.Join(t.TempDir(), "node"), &Pods{}, gpus)
+	require.NoError(t, err)
+	t.Cleanup(node.Close)
+	assert.Contains(t, readTrimmed(t, node.Root, "proc", "driver", "nvidia", "gpus", "f8d6:00:00.0", "information"), "GPU-3341aba2-f01d-2c1f-7dd4-e389779faec2")
+
+	sc, err = gpuscenario.Load("../gpuscenario/testdata/replay-mi308x.yaml")
+	require.NoError(t, err)
+	gpus, amd, err = ScenarioGPUs(sc)
+	require.NoError(t, err)
+	require.NotNil(t, amd, "an AMD node's files are demonode's to write")
+	assert.Equal(t, GPU{UUID: "GPU-084cafeae17e7696", PCIAddress: "0000:0a:00.0"}, gpus[0])
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu/amdgpufixture"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/gpuscenario"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 )
 
@@ -27,7 +28,7 @@ func BenchmarkScrape(b *testing.B) {
 	}{{8, true}, {8, false}, {64, true}, {64, false}} {
 		n := c.n
 		b.Run(fmt.Sprintf("gpus=%d/gpm=%t", n, c.gpm), func(b *testing.B) {
-			sc, err := simulated.ParseScenario(fmt.Appendf(nil, `
+			sc, err := gpuscenario.Parse(fmt.Appendf(nil, `
 profile: dgxh100
 gpus: %d
 signals:
@@ -36,7 +37,7 @@ signals:
 processes:
   - {pid: 100, gpu: 0, memory_mib: 20000, sm: 80}
   - {pid: 101, gpu: 1, memory_mib: 20000, sm: 80}
-`, n))
+`, n), "")
 			require.NoError(b, err)
 			clock := newFakeClock()
 			srv := simulated.New(sc, clock)
@@ -69,7 +70,7 @@ func BenchmarkGPM(b *testing.B) {
 			if migs > 0 {
 				scenario += fmt.Sprintf("mig: [{gpu: 0, instances: %d, memory_mib: 20000, busy: 1}]\n", migs)
 			}
-			sc, err := simulated.ParseScenario([]byte(scenario))
+			sc, err := gpuscenario.Parse([]byte(scenario), "")
 			require.NoError(b, err)
 			clock := newFakeClock()
 			srv := simulated.New(sc, clock)

@@ -109,7 +109,7 @@ func (cfg *Config) Validate() error {
 	if cfg.Backend == BackendSimulated {
 		if cfg.Scenario == "" {
 			errs = append(errs, errors.New("scenario must name a scenario file when backend is simulated"))
-		} else if _, err := simulated.LoadScenario(cfg.Scenario); err != nil {
+		} else if _, err := simulated.Load(cfg.Scenario); err != nil {
 			errs = append(errs, fmt.Errorf("scenario %q: %w", cfg.Scenario, err))
 		}
 	}

@@ -66,19 +66,20 @@ func TestValidateErrors(t *testing.T) {
 		{"scenario_with_amdgpu", "scenario is only read with backend: simulated; remove it or set backend: simulated"},
 		{"no_scenario", "scenario must name a scenario file when backend is simulated"},
 		{"missing_scenario", `scenario "testdata/scenarios/does-not-exist.yaml": open testdata/scenarios/does-not-exist.yaml: no such file or directory`},
-		{"invalid_scenario", `scenario "testdata/scenarios/invalid.yaml": profile must be one of dgxa100, dgxh100, dgxh200, dgxb200, got "dgxz100"
+		{"invalid_scenario", `scenario "testdata/scenarios/invalid.yaml": profile: must be one of dgxa100, dgxh100, dgxh200, dgxb200 (NVIDIA) or mi300x (AMD), got "dgxz100"
 signals.utilization: set exactly one of constant, step, sine, random_walk
 activity.sm: a fraction between 0 and 1, got 1.5
 devices[0].activity.dram: a fraction between 0 and 1, got -0.1
-processes[0]: gpu index 5 is outside 0..1
-processes[0]: pid must be set
-processes[0]: sm is a percent, got 150
-mig[0]: busy must be between 0 and instances (2), got 3
+processes[0].gpu: 5 is not a device (the node has 2)
+processes[0].pid: must be set
+processes[0].sm: is a percent, got 150
+mig[0].busy: must be between 0 and instances (2), got 3
 faults[0]: kind hang needs a duration
-faults[1]: kind must be one of xid, gpu_lost, reset_required, hang, ecc, row_remap_pending, row_remap_failed, pcie_downgrade, thermal_slowdown, fabric_down, fabric_degraded, nvlink_down, collective_wait, got "meltdown"
+faults[1].kind: must be one of xid, gpu_lost, reset_required, hang, ecc, row_remap_pending, row_remap_failed, pcie_downgrade, thermal_slowdown, fabric_down, fabric_degraded, nvlink_down, collective_wait, ras, throttle (profile dgxz100), got "meltdown"
 faults[2]: kind nvlink_down needs a link number, got -1
-faults[3]: message is one line of an xid fault
+faults[3].message: is one line of an xid fault
 faults[4]: kind collective_wait needs a share above 0 and at most 1 (1: a hung collective), got 1.5`},
+		{"amd_scenario", `scenario "../../distro/scenarios/mi300x-demo.yaml": profile: mi300x is an AMD node, which the simulated backend does not play: run it with cmd/demonode and backend amdgpu`},
 		{"relative_root", `root_path must be an absolute path, got "hostfs"`},
 		{"negative_gpu_count", "configured_gpu_count must not be negative, got -1"},
 		{"zero_call_timeout", "call_timeout must be positive, got 0s"},

@@ -11,8 +11,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
-	"github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu/amdgpufixture"
-	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/gpuscenario"
 )
 
 // TestDistroScenarios keeps the shipped scenarios (the simulated backend's, and make demo-amd's
@@ -24,13 +23,7 @@ func TestDistroScenarios(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	for _, f := range files {
-		isAMD, sniffErr := amdgpufixture.IsScenarioFile(f)
-		require.NoError(t, sniffErr)
-		if isAMD {
-			_, err = amdgpufixture.LoadScenario(f) // make demo-amd's files, read by the amdgpu backend
-		} else {
-			_, err = simulated.LoadScenario(f)
-		}
+		_, err = gpuscenario.Load(f) // NVIDIA's play in the simulated backend, AMD's in demonode's files
 		require.NoError(t, err, f)
 	}
 

@@ -53,7 +53,7 @@ func createDefaultConfig() component.Config {
 // openLibrary returns the NVML interface of the configured backend and what releases it.
 func openLibrary(cfg *Config) (nvml.Interface, func(), error) {
 	if cfg.Backend == BackendSimulated {
-		sc, err := simulated.LoadScenario(cfg.Scenario)
+		sc, err := simulated.Load(cfg.Scenario)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -32,7 +32,7 @@ func writeScenario(t *testing.T, clock *clock.Fake, body string) *simulated.Serv
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "scenario.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
-	sc, err := simulated.LoadScenario(path)
+	sc, err := simulated.Load(path)
 	require.NoError(t, err)
 	srv := simulated.New(sc, clock)
 	t.Cleanup(srv.Close)

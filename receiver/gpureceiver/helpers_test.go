@@ -37,7 +37,7 @@ func testConfig() *Config {
 
 func simServer(tb testing.TB, scenario string, clock *clock.Fake) *simulated.Server {
 	tb.Helper()
-	sc, err := simulated.LoadScenario(filepath.Join("testdata", "scenarios", scenario))
+	sc, err := simulated.Load(filepath.Join("testdata", "scenarios", scenario))
 	require.NoError(tb, err)
 	srv := simulated.New(sc, clock)
 	tb.Cleanup(srv.Close)

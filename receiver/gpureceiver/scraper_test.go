@@ -52,11 +52,11 @@ func TestScrapeGolden(t *testing.T) {
 
 // scenarioXIDs counts the XIDs a golden scenario injects.
 func scenarioXIDs(t *testing.T, scenario string) int {
-	sc, err := simulated.LoadScenario(filepath.Join("testdata", "scenarios", scenario))
+	sc, err := simulated.Load(filepath.Join("testdata", "scenarios", scenario))
 	require.NoError(t, err)
 	n := 0
-	for _, f := range sc.Faults {
-		if f.Kind == "xid" {
+	for i := range sc.Faults {
+		if sc.Faults[i].Kind == "xid" {
 			n++
 		}
 	}

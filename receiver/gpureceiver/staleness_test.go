@@ -25,7 +25,7 @@ processes:
   - {pid: 4242, gpu: 0, memory_mib: 1024, sm: 50, until: 30s}
   - {pid: 4343, gpu: 0, memory_mib: 2048, sm: 20}
 `), 0o600))
-	sc, err := simulated.LoadScenario(scenario)
+	sc, err := simulated.Load(scenario)
 	require.NoError(t, err)
 	clock := newFakeClock()
 	srv := simulated.New(sc, clock)

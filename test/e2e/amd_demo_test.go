@@ -23,6 +23,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/contract"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/goldentest"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/gpuscenario"
 )
 
 // amdDemo is make demo-amd's agent (distro/demo-amd.yaml, the gpu receiver's amdgpu backend
@@ -57,13 +58,15 @@ func startAMDDemo(t *testing.T) amdDemo {
 	root := repoRoot(t)
 	pods, err := demonode.LoadPods(filepath.Join(root, "distro", "scenarios", "pods", "mi300x-demo.yaml"))
 	require.NoError(t, err)
-	scenario, err := amdgpufixture.LoadScenario(filepath.Join("testdata", "mi300x-compressed.yaml"))
+	sc, err := gpuscenario.Load(filepath.Join("testdata", "mi300x-compressed.yaml"))
+	require.NoError(t, err)
+	gpus, scenario, err := demonode.ScenarioGPUs(sc)
 	require.NoError(t, err)
 	// Short: the pod-resources socket lives below it (unix socket paths are limited to 108 bytes).
 	dir, err := os.MkdirTemp("", "demo") //nolint:usetesting // short, as said above
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	node, err := demonode.Start(filepath.Join(dir, "node"), pods, demonode.AMDGPUs(scenario.Node(0)))
+	node, err := demonode.Start(filepath.Join(dir, "node"), pods, gpus)
 	require.NoError(t, err)
 	t.Cleanup(node.Close)
 	// The node as it starts, until the agent has seen all 8 GPUs: the scenario's clock starts

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
-	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpureceivertest"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/gpuscenario"
 	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
@@ -77,13 +77,15 @@ func startDemoNode(t *testing.T, scenario, podsFile string) string {
 	t.Helper()
 	pods, err := demonode.LoadPods(podsFile)
 	require.NoError(t, err)
-	batch, err := gpureceivertest.SimulatedBatch(scenario)
+	sc, err := gpuscenario.Load(scenario)
+	require.NoError(t, err)
+	gpus, _, err := demonode.ScenarioGPUs(sc)
 	require.NoError(t, err)
 	// Short: the pod-resources socket lives below it (unix socket paths are limited to 108 bytes).
 	dir, err := os.MkdirTemp("", "demo") //nolint:usetesting // short, as said above
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	node, err := demonode.Start(filepath.Join(dir, "node"), pods, gpureceivertest.GPUs(batch))
+	node, err := demonode.Start(filepath.Join(dir, "node"), pods, gpus)
 	require.NoError(t, err)
 	t.Cleanup(node.Close)
 	return node.Root

@@ -25,7 +25,7 @@ import (
 	"text/template"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
-	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpureceivertest"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/gpuscenario"
 	"github.com/otelcol-gpu/otelcol-gpu/test/realnode"
 	"github.com/otelcol-gpu/otelcol-gpu/test/realnode/gpuplugin"
 	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
@@ -60,28 +60,19 @@ func options() (realnode.Options, error) {
 	return realnode.Options{Users: []string{"prometheus"}, Devices: deviceResources(gpus)}, nil
 }
 
-// scenarioGPUs reads the scenario's GPUs (UUIDs, MIG slices) from the gpu receiver's simulated
-// backend itself. They do not depend on the processes: any running PID will do for them.
+// scenarioGPUs reads the scenario's GPUs (UUIDs, MIG slices) from the scenario. They do not
+// depend on the processes: any running PID will do for them.
 func scenarioGPUs() (map[int]demonode.GPU, error) {
-	sc, err := renderScenario(func(string) (int, error) { return os.Getpid(), nil })
+	data, err := renderScenario(func(string) (int, error) { return os.Getpid(), nil })
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "realnode-scenario-")
+	sc, err := gpuscenario.Parse(data, "")
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "scenario.yaml")
-	err = os.WriteFile(path, sc, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	batch, err := gpureceivertest.SimulatedBatch(path)
-	if err != nil {
-		return nil, err
-	}
-	return gpureceivertest.GPUs(batch), nil
+	ids, _, err := demonode.ScenarioGPUs(sc)
+	return ids, err
 }
 
 // deviceResources: whole GPUs, then the time-slicing replicas, under nvidia.com/gpu (the plugin

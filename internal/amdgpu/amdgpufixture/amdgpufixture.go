@@ -7,7 +7,7 @@
 // called again on the same root with new values: it overwrites the files in place, so a reader
 // running meanwhile sees old or new values, and removes the files of readings a GPU no longer
 // has (Missing) and the files of a GPU that fell off the bus (Gone). The gpu receiver's tests and
-// goldens use it; Scenario plays a node over time for `make demo-amd`.
+// goldens use it; Player plays a scenario (internal/gpuscenario) over time for `make demo-amd`.
 package amdgpufixture // import "github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu/amdgpufixture"
 
 import (

@@ -5,8 +5,10 @@ package amdgpufixture
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,10 +16,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/gpuscenario"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 )
 
 const demoScenario = "../../../distro/scenarios/mi300x-demo.yaml"
+
+// player plays the scenario file at path.
+func player(t *testing.T, path string) *Player {
+	t.Helper()
+	sc, err := gpuscenario.Load(path)
+	require.NoError(t, err)
+	p, err := NewPlayer(sc)
+	require.NoError(t, err)
+	return p
+}
 
 // read reads every device of the node under root, by PCI address.
 func read(t *testing.T, root string) ([]amdgpu.Device, map[string]amdgpu.Snapshot) {
@@ -36,8 +49,7 @@ func read(t *testing.T, root string) ([]amdgpu.Device, map[string]amdgpu.Snapsho
 // TestScenarioOverTime plays make demo-amd's scenario: the reader sees the load change and each
 // fault on its GPU, and a lost GPU's files go while the others keep their places.
 func TestScenarioOverTime(t *testing.T) {
-	s, err := LoadScenario(demoScenario)
-	require.NoError(t, err)
+	s := player(t, demoScenario)
 	root := t.TempDir()
 	pci := func(i int) string { return MI300XGPU(i, 0).PCIAddress }
 
@@ -81,37 +93,31 @@ func TestScenarioOverTime(t *testing.T) {
 	assert.Equal(t, amdgpu.ErrcountRAS{}, snaps[pci(2)].RAS["gfx"])
 	assert.Equal(t, 8, *snaps[pci(5)].LinkWidth)
 	assert.Equal(t, 16, *snaps[pci(5)].LinkWidthMax)
-	_, err = os.Stat(filepath.Join(root, "sys/class/kfd/kfd/proc/31004"))
+	_, err := os.Stat(filepath.Join(root, "sys/class/kfd/kfd/proc/31004"))
 	require.NoError(t, err, "the process directory stays: the process still runs")
 	vram, errs = amdgpu.Reader{Root: root}.ProcessVRAM()
 	require.Empty(t, errs)
 	assert.Len(t, vram, 7, "no VRAM on the lost GPU")
 }
 
-func TestScenarioErrors(t *testing.T) {
-	for body, want := range map[string]string{
-		"profile: mi250x\n": `profile must be mi300x, got "mi250x"`,
-		"profile: mi300x\nload: [{at: 0s, busy: 101}]\n":                             "load[0]: busy is a percent and at not negative, got 101 at 0s",
-		"profile: mi300x\ndevices: [{index: 8}]\n":                                   "devices[0]: gpu index 8 is outside 0..7",
-		"profile: mi300x\nprocesses: [{gpu: 0}]\n":                                   "processes[0]: pid must be set",
-		"profile: mi300x\nfaults: [{gpu: 0, kind: ras}]\n":                           "faults[0]: kind ras needs a block and corrected or uncorrected errors",
-		"profile: mi300x\nfaults: [{gpu: 0, kind: pcie_downgrade, generation: 6}]\n": "faults[0]: kind pcie_downgrade needs a width or a generation from 1 to 5",
-		"profile: mi300x\nfaults: [{gpu: 0, kind: throttle, limiter: edge}]\n":       `faults[0]: kind throttle needs a limiter: prochot, ppt, socket_thermal, vr_thermal or hbm_thermal, got "edge"`,
-		"profile: mi300x\nfaults: [{gpu: 0, kind: xid}]\n":                           `faults[0]: kind must be one of ras, pcie_downgrade, throttle, gpu_lost, got "xid"`,
-		"profile: mi300x\nfaults: [{gpu: 0, kind: gpu_lost, at: -1s}]\n":             "faults[0]: at and duration must not be negative",
-		"profile: mi300x\ngpus: 4\n":                                                 "field gpus not found",
-	} {
-		path := filepath.Join(t.TempDir(), "s.yaml")
-		require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
-		_, err := LoadScenario(path)
-		assert.ErrorContains(t, err, want, body)
-	}
+// TestPlayerKnowsTheFormat: every limiter and PCIe generation the scenario format accepts has
+// its counter and link speed here.
+func TestPlayerKnowsTheFormat(t *testing.T) {
+	assert.ElementsMatch(t, gpuscenario.Limiters, slices.Collect(maps.Keys(limiters)))
+	assert.Len(t, linkSpeeds, gpuscenario.MaxPCIeGeneration)
+}
+
+// TestPlayerRejectsNVIDIA: an NVIDIA scenario's GPUs are not this package's to write.
+func TestPlayerRejectsNVIDIA(t *testing.T) {
+	sc, err := gpuscenario.Parse([]byte("profile: dgxa100\n"), "")
+	require.NoError(t, err)
+	_, err = NewPlayer(sc)
+	require.ErrorContains(t, err, "profile dgxa100: not an AMD node")
 }
 
 // TestScenarioStart: the node is on disk when Start returns, and rewritten until stop.
 func TestScenarioStart(t *testing.T) {
-	s, err := LoadScenario(demoScenario)
-	require.NoError(t, err)
+	s := player(t, demoScenario)
 	root := t.TempDir()
 	stop, err := s.Start(root, 10*time.Millisecond)
 	require.NoError(t, err)

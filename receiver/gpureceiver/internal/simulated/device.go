@@ -6,13 +6,14 @@ package simulated // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpurece
 import (
 	"encoding/binary"
 	"math"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/gpuscenario"
 )
 
 // Readings of an idle GPU, for signals a scenario leaves out.
@@ -44,10 +45,10 @@ type Device struct {
 	profile profile
 	pci     nvml.PciInfo
 
-	utilization, memory, temperature, power *signal
-	activity                                Activity
-	processes                               []Process
-	faults                                  []*Fault
+	utilization, memory, temperature, power *gpuscenario.Track
+	activity                                gpuscenario.Activity
+	processes                               []gpuscenario.Process
+	faults                                  []*gpuscenario.Fault
 	migs                                    []*MIGDevice
 
 	// energyMJ and nvlinkKiB integrate power and NVLink traffic over the readings so far.
@@ -74,30 +75,30 @@ func (i *integral) upTo(t time.Duration, f func(time.Duration) float64) float64 
 	return i.sum
 }
 
-func newDevice(s *Server, sc *Scenario, p profile, index int, md *server.Device) *Device {
-	md.UUID = deterministicUUID(sc.Seed, index)
-	sig, activity := sc.Signals, sc.Activity
+func newDevice(s *Server, sc *gpuscenario.Scenario, p profile, index int, md *server.Device) *Device {
+	md.UUID = sc.UUID(index)
+	if index < len(sc.Captured) {
+		p = captured(md, p, sc.Captured[index])
+	}
+	sig, activity := sc.SignalsOf(index), sc.Activity
 	for _, ds := range sc.Devices {
-		if ds.Index == index {
-			sig = mergeSignals(sig, ds.Signals)
-			if ds.Activity != nil {
-				activity = ds.Activity
-			}
+		if ds.Index == index && ds.Activity != nil {
+			activity = ds.Activity
 		}
 	}
 	if activity == nil {
-		activity = &defaultActivity
+		activity = &gpuscenario.DefaultActivity
 	}
 	seed := uint64(sc.Seed)<<16 ^ uint64(index)<<4
 	d := &Device{
 		Device:      md,
 		srv:         s,
 		profile:     p,
-		pci:         pciInfo(index, md.Config.PciDeviceId),
-		utilization: newSignal(sig.Utilization, 0, seed|1),
-		memory:      newSignal(sig.Memory, 0, seed|2),
-		temperature: newSignal(sig.Temperature, idleTemperature, seed|3),
-		power:       newSignal(sig.Power, idlePower, seed|4),
+		pci:         pciInfo(sc.PCIAddress(index), md.Config.PciDeviceId),
+		utilization: gpuscenario.NewTrack(sig.Utilization, 0, seed|1),
+		memory:      gpuscenario.NewTrack(sig.Memory, 0, seed|2),
+		temperature: gpuscenario.NewTrack(sig.Temperature, idleTemperature, seed|3),
+		power:       gpuscenario.NewTrack(sig.Power, idlePower, seed|4),
 		activity:    *activity,
 	}
 	d.gpm = gpmTarget{gpu: d, load: d.load}
@@ -111,12 +112,13 @@ func newDevice(s *Server, sc *Scenario, p profile, index int, md *server.Device)
 			d.faults = append(d.faults, &sc.Faults[i])
 		}
 	}
+	migUUIDs := sc.MIGUUIDs(index)
 	for _, m := range sc.MIG {
 		if m.GPU != index {
 			continue
 		}
 		for i := range m.Instances {
-			uuid := "MIG-" + strings.TrimPrefix(deterministicUUID(sc.Seed, (index+1)*maxGPUs+i), "GPU-")
+			uuid := migUUIDs[len(d.migs)]
 			// Real layouts number GPU instances from 1 up, each with compute instance 0. An
 			// instance has the share of the GPU's SMs that it has of its memory.
 			mig := &MIGDevice{
@@ -130,24 +132,29 @@ func newDevice(s *Server, sc *Scenario, p profile, index int, md *server.Device)
 	return d
 }
 
-func mergeSignals(base, over Signals) Signals {
-	pick := func(a, b *Signal) *Signal {
-		if b != nil {
-			return b
+// captured is a device as a capture recorded it: its model, memory and PCI address, and the
+// clocks and power limits it has (the profile's stand for those it has not).
+func captured(md *server.Device, p profile, c gpuscenario.CapturedGPU) profile {
+	md.Config.Name, md.Config.MemoryMB = c.Model, c.MemoryMiB
+	if c.PCIDeviceID != 0 {
+		md.Config.PciDeviceId = c.PCIDeviceID
+	}
+	for _, v := range []struct{ from, to *uint32 }{
+		{&c.MaxSMClockMHz, &p.smClockMHz},
+		{&c.MaxMemClockMHz, &p.memClockMHz},
+		{&c.PowerMinW, &p.powerMinW},
+		{&c.PowerMaxW, &p.powerMaxW},
+	} {
+		if *v.from != 0 {
+			*v.to = *v.from
 		}
-		return a
 	}
-	return Signals{
-		Utilization: pick(base.Utilization, over.Utilization),
-		Memory:      pick(base.Memory, over.Memory),
-		Temperature: pick(base.Temperature, over.Temperature),
-		Power:       pick(base.Power, over.Power),
-	}
+	return p
 }
 
-// pciInfo gives GPU i bus i+1 (and the next domain every 255 GPUs, for large benchmarks).
-func pciInfo(index int, deviceID uint32) nvml.PciInfo {
-	p := nvml.PciInfo{Domain: uint32(index / 255), Bus: uint32(index%255 + 1), PciDeviceId: deviceID}
+// pciInfo is NVML's PCI info of the GPU at address.
+func pciInfo(a gpuscenario.PCIAddress, deviceID uint32) nvml.PciInfo {
+	p := nvml.PciInfo{Domain: a.Domain, Bus: uint32(a.Bus), Device: uint32(a.Device), PciDeviceId: deviceID}
 	copyCString(p.BusId[:], fmtBusID(p, "%08X:%02X:%02X.0"))
 	copyCString(p.BusIdLegacy[:], fmtBusID(p, "%04X:%02X:%02X.0"))
 	return p
@@ -160,12 +167,12 @@ func (d *Device) check() (time.Duration, nvml.Return) {
 	ret := nvml.SUCCESS
 	for _, f := range d.faults {
 		switch {
-		case f.Kind == FaultHang && f.active(t):
+		case f.Kind == gpuscenario.FaultHang && f.Active(t):
 			d.srv.block(f.At + f.Duration)
 			t = d.srv.elapsed()
-		case f.Kind == FaultGPULost && f.active(t), f.Kind == FaultXID && f.XID == xidFallenOffBus && t >= f.At:
+		case f.Kind == gpuscenario.FaultGPULost && f.Active(t), f.Kind == gpuscenario.FaultXID && f.XID == xidFallenOffBus && t >= f.At:
 			return t, nvml.ERROR_GPU_IS_LOST
-		case f.Kind == FaultResetRequired && f.active(t):
+		case f.Kind == gpuscenario.FaultResetRequired && f.Active(t):
 			ret = nvml.ERROR_RESET_REQUIRED
 		}
 	}
@@ -173,10 +180,10 @@ func (d *Device) check() (time.Duration, nvml.Return) {
 }
 
 // fault returns the latest state fault of a kind in force at t.
-func (d *Device) fault(kind string, t time.Duration) *Fault {
-	var found *Fault
+func (d *Device) fault(kind string, t time.Duration) *gpuscenario.Fault {
+	var found *gpuscenario.Fault
 	for _, f := range d.faults {
-		if f.Kind == kind && f.active(t) {
+		if f.Kind == kind && f.Active(t) {
 			found = f
 		}
 	}
@@ -187,13 +194,13 @@ func (d *Device) fault(kind string, t time.Duration) *Fault {
 // signal, and the time the GPU spins waiting in a collective, which fills its idle time too
 // (NCCL's kernels run until their peers arrive).
 func (d *Device) util(t time.Duration) uint32 {
-	u := clamp(d.utilization.at(t), 100)
+	u := clamp(d.utilization.At(t), 100)
 	return uint32(math.Round(u + d.collectiveWait(t)*(100-u)))
 }
 
 // collectiveWait is the share of its busy time the GPU spends waiting in a collective at t.
 func (d *Device) collectiveWait(t time.Duration) float64 {
-	if f := d.fault(FaultCollectiveWait, t); f != nil {
+	if f := d.fault(gpuscenario.FaultCollectiveWait, t); f != nil {
 		return f.Share
 	}
 	return 0
@@ -203,14 +210,14 @@ func (d *Device) collectiveWait(t time.Duration) float64 {
 // utilization signal less the time it waits in a collective. Its memory controller, NVLink and
 // PCIe traffic follow it.
 func (d *Device) work(t time.Duration) float64 {
-	return math.Round(clamp(d.utilization.at(t), 100) * (1 - d.collectiveWait(t)))
+	return math.Round(clamp(d.utilization.At(t), 100) * (1 - d.collectiveWait(t)))
 }
 
 // load is what GPM measures the GPU busy with at t: its work (unrounded), or in MIG mode its
 // instances' loads weighed by their shares of the GPU.
 func (d *Device) load(t time.Duration) float64 {
 	if len(d.migs) == 0 {
-		return clamp(d.utilization.at(t), 100) * (1 - d.collectiveWait(t))
+		return clamp(d.utilization.At(t), 100) * (1 - d.collectiveWait(t))
 	}
 	var sum float64
 	for _, m := range d.migs {
@@ -219,10 +226,10 @@ func (d *Device) load(t time.Duration) float64 {
 	return sum
 }
 
-func (d *Device) activeProcesses(t time.Duration) []Process {
-	var active []Process
+func (d *Device) activeProcesses(t time.Duration) []gpuscenario.Process {
+	var active []gpuscenario.Process
 	for _, p := range d.processes {
-		if t >= p.From && (p.Until == 0 || t < p.Until) && (!p.WhileRunning || d.srv.hostProcessRuns(p.PID)) {
+		if p.Active(t) && (!p.WhileRunning || d.srv.hostProcessRuns(p.PID)) {
 			active = append(active, p)
 		}
 	}
@@ -234,7 +241,7 @@ func (d *Device) activeProcesses(t time.Duration) []Process {
 func (d *Device) memoryInfo(t time.Duration) (total, used, reserved, free uint64) {
 	total = d.Config.MemoryMB << 20
 	reserved = reservedMiB << 20
-	used = uint64(clamp(d.memory.at(t), 100) / 100 * float64(total))
+	used = uint64(clamp(d.memory.At(t), 100) / 100 * float64(total))
 	for _, p := range d.activeProcesses(t) {
 		used += p.MemoryMiB << 20
 	}
@@ -243,7 +250,7 @@ func (d *Device) memoryInfo(t time.Duration) (total, used, reserved, free uint64
 }
 
 func (d *Device) thermalSlowdown(t time.Duration) bool {
-	return d.fault(FaultThermalSlowdown, t) != nil
+	return d.fault(gpuscenario.FaultThermalSlowdown, t) != nil
 }
 
 // GetPciInfo reports the simulated bus id, which the kernel log's XID lines refer to.
@@ -279,7 +286,7 @@ func (d *Device) GetMemoryInfo_v2() (nvml.Memory_v2, nvml.Return) { //nolint:rev
 }
 
 func (d *Device) coreTemperature(t time.Duration) uint32 {
-	return uint32(math.Round(clamp(d.temperature.at(t), 200)))
+	return uint32(math.Round(clamp(d.temperature.At(t), 200)))
 }
 
 // GetTemperature follows the temperature signal.
@@ -346,7 +353,7 @@ func (d *Device) GetGridLicensableFeatures() (nvml.GridLicensableFeatures, nvml.
 // watts is the power signal at t; while the GPU waits in a collective, the waiting share of
 // its draw above idle falls to spinPowerShare of it.
 func (d *Device) watts(t time.Duration) float64 {
-	w := clamp(d.power.at(t), 5000)
+	w := clamp(d.power.At(t), 5000)
 	if w > idlePower {
 		w -= (w - idlePower) * d.collectiveWait(t) * (1 - spinPowerShare)
 	}
@@ -452,7 +459,7 @@ func (d *Device) GetPcieReplayCounter() (int, nvml.Return) {
 // fault's generation during a pcie_downgrade.
 func (d *Device) GetCurrPcieLinkGeneration() (int, nvml.Return) {
 	t, ret := d.check()
-	if f := d.fault(FaultPCIeDowngrade, t); f != nil && f.Generation > 0 {
+	if f := d.fault(gpuscenario.FaultPCIeDowngrade, t); f != nil && f.Generation > 0 {
 		return f.Generation, ret
 	}
 	if d.util(t) == 0 {
@@ -464,7 +471,7 @@ func (d *Device) GetCurrPcieLinkGeneration() (int, nvml.Return) {
 // GetCurrPcieLinkWidth is x16, or the fault's width during a pcie_downgrade.
 func (d *Device) GetCurrPcieLinkWidth() (int, nvml.Return) {
 	t, ret := d.check()
-	if f := d.fault(FaultPCIeDowngrade, t); f != nil && f.Width > 0 {
+	if f := d.fault(gpuscenario.FaultPCIeDowngrade, t); f != nil && f.Width > 0 {
 		return f.Width, ret
 	}
 	return pcieWidth, ret
@@ -489,7 +496,7 @@ func (d *Device) GetNvLinkState(link int) (nvml.EnableState, nvml.Return) {
 		return nvml.FEATURE_DISABLED, nvml.ERROR_INVALID_ARGUMENT
 	}
 	for _, f := range d.faults {
-		if f.Kind == FaultNVLinkDown && f.Link == link && f.active(t) {
+		if f.Kind == gpuscenario.FaultNVLinkDown && f.Link == link && f.Active(t) {
 			return nvml.FEATURE_DISABLED, ret
 		}
 	}
@@ -522,12 +529,12 @@ func (d *Device) GetGpuFabricInfo_v4() (nvml.GpuFabricInfo_v4, nvml.Return) { //
 	}
 	info := nvml.GpuFabricInfo_v4{State: nvml.GPU_FABRIC_STATE_COMPLETED, Status: uint32(nvml.SUCCESS), HealthMask: fabricHealthy, HealthSummary: nvml.GPU_FABRIC_HEALTH_SUMMARY_HEALTHY}
 	switch {
-	case d.fault(FaultFabricDown, t) != nil:
+	case d.fault(gpuscenario.FaultFabricDown, t) != nil:
 		info.State = nvml.GPU_FABRIC_STATE_NOT_STARTED
 		info.HealthMask = fabricHealthy&^(nvml.GPU_FABRIC_HEALTH_MASK_WIDTH_GFM_STATE<<nvml.GPU_FABRIC_HEALTH_MASK_SHIFT_GFM_STATE) |
 			nvml.GPU_FABRIC_HEALTH_MASK_GFM_STATE_DISCONNECTED<<nvml.GPU_FABRIC_HEALTH_MASK_SHIFT_GFM_STATE
 		info.HealthSummary = nvml.GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY
-	case d.fault(FaultFabricDegraded, t) != nil:
+	case d.fault(gpuscenario.FaultFabricDegraded, t) != nil:
 		info.HealthMask = fabricDegraded
 		info.HealthSummary = nvml.GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY
 	}
@@ -553,7 +560,7 @@ func (d *Device) GetNvLinkErrorCounter(link int, _ nvml.NvLinkErrorCounter) (uin
 // aggregate counts are equal.
 func (d *Device) eccErrors(t time.Duration) (corrected, uncorrected uint64) {
 	for _, f := range d.faults {
-		if f.Kind == FaultECC && t >= f.At {
+		if f.Kind == gpuscenario.FaultECC && t >= f.At {
 			corrected += f.Corrected
 			uncorrected += f.Uncorrected
 		}
@@ -576,8 +583,8 @@ func (d *Device) GetTotalEccErrors(typ nvml.MemoryErrorType, _ nvml.EccCounterTy
 func (d *Device) GetRemappedRows() (int, int, bool, bool, nvml.Return) {
 	t, ret := d.check()
 	_, uncorrected := d.eccErrors(t)
-	pending := d.fault(FaultRowRemapPending, t) != nil
-	failed := d.fault(FaultRowRemapFailed, t) != nil
+	pending := d.fault(gpuscenario.FaultRowRemapPending, t) != nil
+	failed := d.fault(gpuscenario.FaultRowRemapFailed, t) != nil
 	return 0, int(uncorrected), pending, failed, ret
 }
 
@@ -651,7 +658,7 @@ func (d *Device) GetMigMode() (int, int, nvml.Return) {
 // GetMaxMigDeviceCount is seven slots, as on A100, H100, H200 and B200.
 func (d *Device) GetMaxMigDeviceCount() (int, nvml.Return) {
 	_, ret := d.check()
-	return maxMIGInstances, ret
+	return gpuscenario.MaxMIGInstances, ret
 }
 
 // GetMigDeviceHandleByIndex answers ERROR_NOT_FOUND for an empty slot, as NVML does.
@@ -686,7 +693,7 @@ func (m *MIGDevice) load(t time.Duration) float64 {
 	if !m.busy {
 		return 0
 	}
-	return clamp(m.parent.utilization.at(t), 100)
+	return clamp(m.parent.utilization.At(t), 100)
 }
 
 // GetUUID is the instance's MIG-… UUID.
@@ -717,3 +724,7 @@ func (m *MIGDevice) GetMemoryInfo() (nvml.Memory, nvml.Return) {
 func clamp(v, hi float64) float64 {
 	return math.Min(hi, math.Max(0, v))
 }
+
+// xidFallenOffBus is the XID a GPU reports when it drops off the PCIe bus; NVML then answers
+// ERROR_GPU_IS_LOST for it, so the simulation does the same.
+const xidFallenOffBus = 79

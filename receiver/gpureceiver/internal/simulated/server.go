@@ -4,8 +4,6 @@
 package simulated // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,30 +23,40 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/gpuscenario"
 )
 
 // profile is a mock DGX server plus the readings its mocks do not model, from the products'
-// data sheets: the highest clocks, the range the power limit can be set in, NVLink and PCIe, and
-// whether the GPU has GPM (Hopper and newer).
+// data sheets: the highest clocks, the range the power limit can be set in, PCIe, and whether
+// the GPU has GPM (Hopper and newer); NVLink and the fabric are the scenario's profile's.
 type profile struct {
 	gpu                  gpus.Config
 	newServer            func(...gpus.Config) *server.Server
 	smClockMHz           uint32
 	memClockMHz          uint32
 	powerMinW, powerMaxW uint32
-	nvLinks              int
 	pcieGen              int
 	gpm                  bool
-	// fabric: the GPUs register with an NVSwitch fabric, which NVML reports (Hopper and newer;
-	// an A100's NVSwitch fabric is not reported through NVML).
-	fabric bool
+	// nvLinks and fabric are gpuscenario.Profile's, set by New.
+	nvLinks int
+	fabric  bool
 }
 
 var profiles = map[string]profile{
-	"dgxa100": {gpu: gpus.A100_SXM4_40GB, newServer: dgxa100.NewWithGPUs, smClockMHz: 1410, memClockMHz: 1215, powerMinW: 100, powerMaxW: 400, nvLinks: 12, pcieGen: 4},
-	"dgxh100": {gpu: gpus.H100_SXM5_80GB, newServer: dgxh100.NewWithGPUs, smClockMHz: 1980, memClockMHz: 2619, powerMinW: 200, powerMaxW: 700, nvLinks: 18, pcieGen: 5, gpm: true, fabric: true},
-	"dgxh200": {gpu: gpus.H200_SXM5_141GB, newServer: dgxh200.NewWithGPUs, smClockMHz: 1980, memClockMHz: 3201, powerMinW: 200, powerMaxW: 700, nvLinks: 18, pcieGen: 5, gpm: true, fabric: true},
-	"dgxb200": {gpu: gpus.B200_SXM5_180GB, newServer: dgxb200.NewWithGPUs, smClockMHz: 1965, memClockMHz: 3996, powerMinW: 200, powerMaxW: 1000, nvLinks: 18, pcieGen: 5, gpm: true, fabric: true},
+	"dgxa100": {gpu: gpus.A100_SXM4_40GB, newServer: dgxa100.NewWithGPUs, smClockMHz: 1410, memClockMHz: 1215, powerMinW: 100, powerMaxW: 400, pcieGen: 4},
+	"dgxh100": {gpu: gpus.H100_SXM5_80GB, newServer: dgxh100.NewWithGPUs, smClockMHz: 1980, memClockMHz: 2619, powerMinW: 200, powerMaxW: 700, pcieGen: 5, gpm: true},
+	"dgxh200": {gpu: gpus.H200_SXM5_141GB, newServer: dgxh200.NewWithGPUs, smClockMHz: 1980, memClockMHz: 3201, powerMinW: 200, powerMaxW: 700, pcieGen: 5, gpm: true},
+	"dgxb200": {gpu: gpus.B200_SXM5_180GB, newServer: dgxb200.NewWithGPUs, smClockMHz: 1965, memClockMHz: 3996, powerMinW: 200, powerMaxW: 1000, pcieGen: 5, gpm: true},
+}
+
+// Load reads an NVIDIA scenario for the simulated backend: an AMD one's GPUs are driver files,
+// which cmd/demonode writes for the amdgpu backend.
+func Load(path string) (*gpuscenario.Scenario, error) {
+	sc, err := gpuscenario.Load(path)
+	if err == nil && sc.Vendor() != gpuscenario.NVIDIA {
+		err = fmt.Errorf("profile: %s is an AMD node, which the simulated backend does not play: run it with cmd/demonode and backend amdgpu", sc.Profile)
+	}
+	return sc, err
 }
 
 // Server is an nvml.Interface on a go-nvml mock server. It answers the calls the gpu receiver
@@ -80,7 +88,7 @@ type Server struct {
 }
 
 type pendingXID struct {
-	fault     *Fault
+	fault     *gpuscenario.Fault
 	device    *Device
 	delivered bool
 }
@@ -98,8 +106,12 @@ func WithHostRoot(root string) Option {
 
 // New builds the simulated server; the scenario's time 0 is the clock's time now. Nothing in it
 // wakes on its own: a blocked call sleeps until its scenario time is due.
-func New(sc *Scenario, clk clock.Clock, opts ...Option) *Server {
+//
+// sc must be an NVIDIA scenario (Load checks it).
+func New(sc *gpuscenario.Scenario, clk clock.Clock, opts ...Option) *Server {
 	p := profiles[sc.Profile]
+	shape, _ := sc.ProfileOf()
+	p.nvLinks, p.fabric = shape.NVLinks, shape.Fabric
 	cfg := p.gpu
 	if sc.Model != "" {
 		cfg.Name = sc.Model
@@ -124,7 +136,7 @@ func New(sc *Scenario, clk clock.Clock, opts ...Option) *Server {
 	}
 	for i := range sc.Faults {
 		f := &sc.Faults[i]
-		if f.Kind == FaultXID {
+		if f.Kind == gpuscenario.FaultXID {
 			s.xids = append(s.xids, &pendingXID{fault: f, device: s.devices[f.GPU]})
 		}
 	}
@@ -235,7 +247,7 @@ func (s *Server) logXID(ev nvml.EventData) {
 	}
 	msg := "pid='<unknown>', name=<unknown>, simulated"
 	for _, x := range d.faults {
-		if x.Kind == FaultXID && x.XID == ev.EventData && x.Message != "" {
+		if x.Kind == gpuscenario.FaultXID && x.XID == ev.EventData && x.Message != "" {
 			msg = x.Message
 		}
 	}
@@ -298,16 +310,6 @@ func (e *eventSet) sleep(timeout clock.Timer, more bool, next time.Duration) boo
 // Free releases nothing: the set holds no resources.
 func (*eventSet) Free() nvml.Return {
 	return nvml.SUCCESS
-}
-
-// deterministicUUID derives a GPU UUID from the seed and index, so series keep their identity
-// from one run to the next.
-func deterministicUUID(seed int64, index int) string {
-	var in [16]byte
-	binary.LittleEndian.PutUint64(in[:8], uint64(seed))
-	binary.LittleEndian.PutUint64(in[8:], uint64(index))
-	h := sha256.Sum256(in[:])
-	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }
 
 func fmtBusID(p nvml.PciInfo, format string) string {

@@ -17,12 +17,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/gpuscenario"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 )
 
 func newServer(t *testing.T, body string) (*Server, *clock.Fake) {
 	t.Helper()
-	sc, err := ParseScenario([]byte(body))
+	sc, err := gpuscenario.Parse([]byte(body), "")
 	require.NoError(t, err)
 	c := clock.NewFake(time.Unix(0, 0))
 	srv := New(sc, c)
@@ -33,35 +34,6 @@ func newServer(t *testing.T, body string) (*Server, *clock.Fake) {
 // setTo moves the clock to scenario time d.
 func setTo(c *clock.Fake, d time.Duration) {
 	c.Advance(time.Unix(0, 0).Add(d).Sub(c.Now()))
-}
-
-func TestSignals(t *testing.T) {
-	ten := 10.0
-	assert.Equal(t, 10.0, newSignal(&Signal{Constant: &ten}, 0, 1).at(time.Hour))
-	assert.Equal(t, 35.0, newSignal(nil, 35, 1).at(time.Hour), "a missing signal is its fallback constant")
-
-	step := newSignal(&Signal{Step: []StepPoint{{At: time.Minute, Value: 1}, {At: 2 * time.Minute, Value: 2}}}, 0, 1)
-	assert.Equal(t, 1.0, step.at(0), "before the first step, its value")
-	assert.Equal(t, 1.0, step.at(90*time.Second))
-	assert.Equal(t, 2.0, step.at(3*time.Minute))
-
-	sine := newSignal(&Signal{Sine: &Sine{Min: 20, Max: 80, Period: 4 * time.Minute}}, 0, 1)
-	assert.InDelta(t, 50.0, sine.at(0), 1e-9)
-	assert.InDelta(t, 80.0, sine.at(time.Minute), 1e-9)
-	assert.InDelta(t, 20.0, sine.at(3*time.Minute), 1e-9)
-
-	spec := &Signal{RandomWalk: &RandomWalk{Min: 30, Max: 40, Step: 5, Every: time.Second}}
-	a, b := newSignal(spec, 0, 7), newSignal(spec, 0, 7)
-	var seq []float64
-	for s := range 100 {
-		v := a.at(time.Duration(s) * time.Second)
-		require.GreaterOrEqual(t, v, 30.0)
-		require.LessOrEqual(t, v, 40.0)
-		seq = append(seq, v)
-	}
-	assert.Equal(t, seq[99], b.at(99*time.Second), "the same seed walks the same path, read in any order")
-	assert.Equal(t, seq[10], a.at(10*time.Second), "reading an earlier time replays the walk")
-	assert.NotEqual(t, seq[99], newSignal(spec, 0, 8).at(99*time.Second), "another seed walks elsewhere")
 }
 
 func TestServerFollowsScenario(t *testing.T) {
@@ -275,13 +247,13 @@ func TestLimits(t *testing.T) {
 // NVML lists a process until it exits; the others follow the scenario's times only.
 func TestWhileRunning(t *testing.T) {
 	root := t.TempDir()
-	sc, err := ParseScenario([]byte(`
+	sc, err := gpuscenario.Parse([]byte(`
 profile: dgxa100
 gpus: 1
 processes:
   - {pid: 4242, gpu: 0, memory_mib: 100, sm: 40, while_running: true}
   - {pid: 4343, gpu: 0, memory_mib: 50, sm: 10}
-`))
+`), "")
 	require.NoError(t, err)
 	srv := New(sc, clock.NewFake(time.Unix(0, 0)), WithHostRoot(root))
 	t.Cleanup(srv.Close)
@@ -391,8 +363,8 @@ faults:
 	}
 }
 
-// FuzzParseScenario: no scenario file panics the parser, and one that parses can be run.
-func FuzzParseScenario(f *testing.F) {
+// FuzzServer: a scenario that loads can be run without a panic.
+func FuzzServer(f *testing.F) {
 	f.Add([]byte("profile: dgxa100\n"))
 	f.Add([]byte(`
 profile: dgxh100
@@ -407,13 +379,13 @@ devices: [{index: 1, activity: {sm: 1, imma: 1, dram: 0.5}}]
 mig: [{gpu: 1, instances: 3, memory_mib: 10000, used_mib: 10, busy: 2}]
 `))
 	f.Fuzz(func(_ *testing.T, data []byte) {
-		sc, err := ParseScenario(data)
+		sc, err := gpuscenario.Parse(data, "")
 		if err != nil || sc.GPUs > 16 {
 			return
 		}
 		hasHang := false
-		for _, flt := range sc.Faults {
-			hasHang = hasHang || flt.Kind == FaultHang
+		for i := range sc.Faults {
+			hasHang = hasHang || sc.Faults[i].Kind == gpuscenario.FaultHang
 		}
 		if hasHang {
 			return // a hang blocks on purpose

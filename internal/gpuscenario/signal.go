@@ -1,7 +1,7 @@
 // Copyright The otelcol-gpu Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package simulated // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
+package gpuscenario
 
 import (
 	"math"
@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// signal evaluates a Signal at a time since the start of the scenario.
-type signal struct {
+// Track is a Signal played: its value at each time since the start of the scenario.
+type Track struct {
 	spec Signal
 	// seed makes each GPU's random walk its own but reproducible.
 	seed uint64
@@ -24,14 +24,17 @@ type signal struct {
 	value float64
 }
 
-func newSignal(spec *Signal, fallback float64, seed uint64) *signal {
+// NewTrack plays spec, or the constant fallback when spec is nil; seed makes a random walk
+// its own (each GPU's signal its own seed) and reproducible.
+func NewTrack(spec *Signal, fallback float64, seed uint64) *Track {
 	if spec == nil {
 		spec = &Signal{Constant: &fallback}
 	}
-	return &signal{spec: *spec, seed: seed}
+	return &Track{spec: *spec, seed: seed}
 }
 
-func (s *signal) at(t time.Duration) float64 {
+// At is the value at t since the start.
+func (s *Track) At(t time.Duration) float64 {
 	switch {
 	case s.spec.Constant != nil:
 		return *s.spec.Constant
@@ -52,7 +55,7 @@ func (s *signal) at(t time.Duration) float64 {
 	}
 }
 
-func (s *signal) walk(t time.Duration) float64 {
+func (s *Track) walk(t time.Duration) float64 {
 	w := s.spec.RandomWalk
 	steps := int64(t / w.Every)
 	s.mu.Lock()
