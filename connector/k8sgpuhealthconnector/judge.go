@@ -174,7 +174,7 @@ func (j *judge) consumeMetrics(md pmetric.Metrics) []string {
 				count = configured.IntValue()
 			}
 			n, _ := j.node(name)
-			j.collection(n, detected.IntValue(), count, detected.Timestamp().AsTime(), now)
+			touched = j.collection(n, detected.IntValue(), count, detected.Timestamp().AsTime(), now) || touched
 		}
 		if touched && !slices.Contains(changed, name) {
 			changed = append(changed, name)

@@ -94,11 +94,12 @@ func (v *passRun) sample(gpu, minor, condition string, level int64, t time.Time)
 }
 
 // collection judges one collection of the node at data time t: its GPU count (configured < 0:
-// not reported) and the GPUs' newest health. j.mu is held.
-func (j *judge) collection(n *nodeHealth, detected, configured int64, t, now time.Time) {
+// not reported) and the GPUs' newest health. It reports whether the node has just passed enough
+// collections in a row, for the gate to look at it at once. j.mu is held.
+func (j *judge) collection(n *nodeHealth, detected, configured int64, t, now time.Time) (passed bool) {
 	v := &n.validation
 	if now.Sub(t) > j.cfg.MaxDataAge || !t.After(v.collected) {
-		return
+		return false
 	}
 	v.collected = t
 	reported := int64(0)
@@ -110,7 +111,7 @@ func (j *judge) collection(n *nodeHealth, detected, configured int64, t, now tim
 		reported++
 		for _, condition := range slices.Sorted(maps.Keys(g.failing)) {
 			v.fail(fmt.Sprintf("%s: gpu_health{condition=%q} is %d", (&fault{faultKey: faultKey{gpu: uuid}, minor: g.minor}).gpuName(), condition, g.failing[condition]))
-			return
+			return false
 		}
 	}
 	open := n.open()
@@ -128,7 +129,9 @@ func (j *judge) collection(n *nodeHealth, detected, configured int64, t, now tim
 		if extra := len(v.passes) - j.cfg.Validation.Passes; extra > 0 {
 			v.passes = slices.Delete(v.passes, 0, extra)
 		}
+		return len(v.passes) == j.cfg.Validation.Passes
 	}
+	return false
 }
 
 // validated says whether node has passed validation::passes collections in a row, all of them
@@ -233,7 +236,7 @@ func (w *writer) validateNode(ctx context.Context, node *corev1.Node, now time.T
 			g.cfg.TaintKey, g.cfg.TaintEffect, g.cfg.Passes, g.cfg.Timeout, rec.Since.Add(g.cfg.Timeout).UTC().Format(time.RFC3339))
 		if g.cfg.DryRun {
 			g.dryRun[node.Name] = rec
-			w.validationEvent(node, reasonValidationDryRun, corev1.EventTypeNormal, "dry run: the node would be "+text+"; nothing is changed")
+			w.validationEvent(node, reasonValidationPending, reasonValidationDryRun, corev1.EventTypeNormal, "dry run: the node would be "+text+"; nothing is changed")
 		} else if updated := w.patchValidation(ctx, node, rec, node.Spec.Taints, reasonValidationPending, "the node is "+text); updated != nil {
 			node = updated
 		} else {
@@ -247,7 +250,7 @@ func (w *writer) validateNode(ctx context.Context, node *corev1.Node, now time.T
 	switch {
 	case passed && g.cfg.DryRun:
 		rec.passed = true
-		w.validationEvent(node, reasonValidationDryRun, corev1.EventTypeNormal,
+		w.validationEvent(node, reasonValidationPassed, reasonValidationDryRun, corev1.EventTypeNormal,
 			fmt.Sprintf("dry run: would have removed the taint %s:%s: the node's agent reported %d healthy collections in a row; nothing is changed", g.cfg.TaintKey, g.cfg.TaintEffect, g.cfg.Passes))
 	case passed:
 		w.patchValidation(ctx, node, nil, g.withoutTaint(node.Spec.Taints), reasonValidationPassed,
@@ -257,7 +260,7 @@ func (w *writer) validateNode(ctx context.Context, node *corev1.Node, now time.T
 		text := fmt.Sprintf("validation did not pass within %s: %s. The taint %s:%s stays for a person: remove it to let the node in (kubectl taint node %s %s:%s-), or remove the annotation %s to validate again",
 			g.cfg.Timeout, why, g.cfg.TaintKey, g.cfg.TaintEffect, node.Name, g.cfg.TaintKey, g.cfg.TaintEffect, AnnotationValidation)
 		if g.cfg.DryRun {
-			w.validationEvent(node, reasonValidationTimedOut, corev1.EventTypeWarning, "dry run: "+text)
+			w.validationEvent(node, reasonValidationTimedOut, reasonValidationTimedOut, corev1.EventTypeWarning, "dry run: "+text)
 			return
 		}
 		w.patchValidation(ctx, node, rec, node.Spec.Taints, reasonValidationTimedOut, text)
@@ -279,7 +282,7 @@ func (w *writer) patchValidation(ctx context.Context, node *corev1.Node, rec *va
 	}
 	updated, err := w.patchNode(ctx, node, patch)
 	if err != nil {
-		w.validationEvent(node, reasonValidationFailed, corev1.EventTypeWarning, fmt.Sprintf("the validation gate could not write the node: %v; retried on the next pass", err))
+		w.validationEvent(node, reasonValidationFailed, reasonValidationFailed, corev1.EventTypeWarning, fmt.Sprintf("the validation gate could not write the node: %v; retried on the next pass", err))
 		return nil
 	}
 	if reason != "" {
@@ -287,20 +290,22 @@ func (w *writer) patchValidation(ctx context.Context, node *corev1.Node, rec *va
 		if reason == reasonValidationTimedOut {
 			typ = corev1.EventTypeWarning
 		}
-		w.validationEvent(node, reason, typ, text)
+		w.validationEvent(node, reason, reason, typ, text)
 	}
 	return updated
 }
 
-// validationEvent reports what the gate did: a log line and an Event on the node.
-func (w *writer) validationEvent(node *corev1.Node, reason, typ, text string) {
+// validationEvent reports what the gate did, or in dry run would have done (step: the Event
+// reason of the step done for real, so that each step has its own Event): a log line and an
+// Event on the node.
+func (w *writer) validationEvent(node *corev1.Node, step, reason, typ, text string) {
 	now := w.clock.Now()
 	if typ == corev1.EventTypeWarning {
 		w.logger.Warn("GPU validation gate: "+text, zap.String("node", node.Name), zap.String("reason", reason))
 	} else {
 		w.logger.Info("GPU validation gate: "+text, zap.String("node", node.Name), zap.String("reason", reason))
 	}
-	w.recorder.add(node, validationEventKeys+reason, typ, reason, text, 1, now, now)
+	w.recorder.add(node, validationEventKeys+step+"/"+reason, typ, reason, text, 1, now, now)
 }
 
 // recordValidation records the nodes the gate holds: waiting, or left to a person.

@@ -81,7 +81,7 @@ func TestValidationGate(t *testing.T) {
 	clk := newClock()
 	tw := startWriter(t, c, clk, func(cfg *Config) {
 		cfg.Validation.Enabled, cfg.Validation.DryRun, cfg.Validation.Timeout = true, false, 10*time.Minute
-		quarantineOn(false)(cfg)
+		quarantineOn(cfg)
 		cfg.Quarantine.Breaker.MaxShare = 1
 	})
 	tw.waitLeading()
@@ -201,6 +201,8 @@ func TestValidationGateDryRun(t *testing.T) {
 	tw.waitLeading()
 	createGatedNode(t, admin, "v-dry")
 	before := getNode(t, admin, "v-dry")
+	// The gate holds the node from when it first sees it: collections before do not count.
+	waitEvent(t, admin, "v-dry", reasonValidationDryRun, 1, tw.tick)
 	for range 3 {
 		clk.Advance(10 * time.Second)
 		tw.collectOn("v-dry", nil)
@@ -211,7 +213,7 @@ func TestValidationGateDryRun(t *testing.T) {
 				return nil
 			}
 		}
-		tw.tick()
+		tw.w.poke()
 		return fmt.Errorf("events %v", nodeEvents(t, admin, "v-dry"))
 	})
 	after := getNode(t, admin, "v-dry")
