@@ -106,7 +106,8 @@ func (j *judge) collection(n *nodeHealth, detected, configured int64, t, now tim
 	for _, uuid := range slices.Sorted(maps.Keys(v.gpus)) {
 		g := v.gpus[uuid]
 		if t.Sub(g.seen) > j.cfg.MaxDataAge {
-			continue // a GPU taken out
+			delete(v.gpus, uuid) // a GPU taken out
+			continue
 		}
 		reported++
 		for _, condition := range slices.Sorted(maps.Keys(g.failing)) {
@@ -217,9 +218,7 @@ func (w *writer) validateNode(ctx context.Context, node *corev1.Node, now time.T
 	_, annotated := node.Annotations[AnnotationValidation]
 	switch {
 	case taint == nil && g.cfg.DryRun:
-		if rec != nil && !rec.passed {
-			delete(g.dryRun, node.Name)
-		}
+		delete(g.dryRun, node.Name)
 		return
 	case taint == nil:
 		if annotated {

@@ -104,6 +104,13 @@ func TestValidationReadsFreshDataOnly(t *testing.T) {
 	collect(j, t0.Add(-time.Second), 1, 0, healthy)
 	passed, _ = j.validated("n1", t0.Add(-2*time.Hour))
 	assert.True(t, passed, "a collection older than the newest changes nothing")
+
+	// A GPU replaced: the old one, silent for max_data_age, is forgotten.
+	j.consumeMetrics(gpuOn("n1", 9).healthy(t0))
+	collect(j, t0.Add(11*time.Minute), 1, 1, healthy)
+	j.mu.Lock()
+	assert.Len(t, j.nodes["n1"].validation.gpus, 1)
+	j.mu.Unlock()
 }
 
 // TestGateTaints: the gate takes out its own taint only, and every other taint stays exactly
