@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/confmap"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/leaderelection"
 
@@ -50,6 +51,24 @@ type Config struct {
 	LeaderElection LeaderElectionConfig `mapstructure:"leader_election"`
 	// Quarantine takes faulty nodes out of scheduling; off unless enabled.
 	Quarantine QuarantineConfig `mapstructure:"quarantine"`
+	// Validation is the gate before jobs land on a node; off unless enabled.
+	Validation ValidationConfig `mapstructure:"validation"`
+}
+
+// ValidationConfig is the validation gate: a node that carries the taint (set when it joins, by
+// the kubelet's --register-with-taints or a provisioner, and by the quarantine when it returns
+// a node to service) keeps it until the node's agent has reported Passes healthy collections in
+// a row, and keeps it for a person when that has not happened within Timeout.
+type ValidationConfig struct {
+	Enabled bool `mapstructure:"enabled"`
+	// DryRun records what the gate would do and changes no node, as the quarantine's.
+	DryRun      bool               `mapstructure:"dry_run"`
+	TaintKey    string             `mapstructure:"taint_key"`
+	TaintEffect corev1.TaintEffect `mapstructure:"taint_effect"`
+	// Passes is how many collections in a row must pass: one healthy collection may be luck (a
+	// link that has not retrained yet, a fabric not registered yet).
+	Passes  int           `mapstructure:"passes"`
+	Timeout time.Duration `mapstructure:"timeout"`
 }
 
 // QuarantineConfig is the policy that cordons (and taints) nodes whose faults call for action.
@@ -138,7 +157,7 @@ func (cfg *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.key, d.value))
 		}
 	}
-	errs = append(errs, cfg.Faults.validate(), cfg.LeaderElection.validate(), cfg.Quarantine.validate())
+	errs = append(errs, cfg.Faults.validate(), cfg.LeaderElection.validate(), cfg.Quarantine.validate(), cfg.Validation.validate())
 	return errors.Join(errs...)
 }
 
@@ -233,6 +252,30 @@ func (q *QuarantineConfig) validate() error {
 		if !strings.Contains(name, "/") || len(validation.IsQualifiedName(name)) > 0 {
 			errs = append(errs, fmt.Errorf("quarantine::gpu_resource_names: %q is not an extended resource name like nvidia.com/gpu", name))
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// taintEffects are the effects a taint may have (corev1's).
+var taintEffects = []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute}
+
+// validate checks the gate whether or not it is enabled, as the quarantine's.
+func (v *ValidationConfig) validate() error {
+	var errs []error
+	if msgs := validation.IsQualifiedName(v.TaintKey); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("validation::taint_key %q is not a taint key like otelcol-gpu.io/validation-pending: %s", v.TaintKey, strings.Join(msgs, "; ")))
+	}
+	if v.TaintKey == TaintKey {
+		errs = append(errs, fmt.Errorf("validation::taint_key must not be the quarantine's taint %s: the gate would remove what the quarantine set", TaintKey))
+	}
+	if !slices.Contains(taintEffects, v.TaintEffect) {
+		errs = append(errs, fmt.Errorf("validation::taint_effect must be one of NoSchedule, PreferNoSchedule, NoExecute; got %q", v.TaintEffect))
+	}
+	if v.Passes < 1 {
+		errs = append(errs, fmt.Errorf("validation::passes must be at least 1, got %d", v.Passes))
+	}
+	if v.Timeout <= 0 {
+		errs = append(errs, fmt.Errorf("validation::timeout must be positive, got %s", v.Timeout))
 	}
 	return errors.Join(errs...)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/confmap"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/configtest"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/kubeclient"
@@ -43,11 +44,18 @@ func TestLoadConfig(t *testing.T) {
 		Breaker:          BreakerConfig{MaxShare: 0.05, MaxNodes: 4, Window: 2 * time.Hour},
 		GPUResourceNames: []string{"nvidia.com/gpu", "nvidia.com/mig-1g.10gb"},
 	}, custom.Quarantine)
+	assert.Equal(t, ValidationConfig{
+		Enabled: true, DryRun: false, TaintKey: "example.com/gpu-burn-in", TaintEffect: corev1.TaintEffectNoExecute, Passes: 6, Timeout: time.Hour,
+	}, custom.Validation)
 	assert.False(t, custom.Events.GpuQuarantineBreaker.Enabled)
 	assert.True(t, custom.Events.GpuNodeQuarantine.Enabled)
 
 	assert.False(t, def.Quarantine.Enabled, "quarantine is opt-in")
 	assert.True(t, def.Quarantine.DryRun, "and a dry run when enabled")
+	assert.False(t, def.Validation.Enabled, "the validation gate is opt-in")
+	assert.True(t, def.Validation.DryRun, "and a dry run when enabled")
+	assert.Equal(t, "otelcol-gpu.io/validation-pending", def.Validation.TaintKey)
+	assert.Equal(t, corev1.TaintEffectNoSchedule, def.Validation.TaintEffect)
 	assert.Equal(t, Actions, def.Quarantine.Cordon, "the default list is not the one a configuration was decoded into")
 }
 
@@ -81,6 +89,11 @@ func TestValidateErrors(t *testing.T) {
 		{"zero_breaker_window", "quarantine::breaker::window must be positive, got 0s"},
 		{"no_gpu_resources", "quarantine::gpu_resource_names must list at least one resource, e.g. nvidia.com/gpu"},
 		{"bad_gpu_resource", `quarantine::gpu_resource_names: "gpu" is not an extended resource name like nvidia.com/gpu`},
+		{"bad_validation_taint_key", `validation::taint_key "gpu burn-in" is not a taint key like otelcol-gpu.io/validation-pending`},
+		{"validation_taint_is_quarantines", "validation::taint_key must not be the quarantine's taint otelcol-gpu.io/gpu-unhealthy"},
+		{"bad_validation_taint_effect", `validation::taint_effect must be one of NoSchedule, PreferNoSchedule, NoExecute; got "NoScheduling"`},
+		{"zero_validation_passes", "validation::passes must be at least 1, got 0"},
+		{"zero_validation_timeout", "validation::timeout must be positive, got 0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/otelcol-gpu/otelcol-gpu/connector/k8sgpuhealthconnector/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/kubeclient"
@@ -74,6 +75,15 @@ func createDefaultConfig() component.Config {
 			EscalationWindow: 7 * 24 * time.Hour,
 			Breaker:          BreakerConfig{MaxShare: 0.1, Window: time.Hour},
 			GPUResourceNames: []string{"nvidia.com/gpu", "amd.com/gpu"},
+		},
+		Validation: ValidationConfig{
+			DryRun:      true,
+			TaintKey:    ValidationTaintKey,
+			TaintEffect: corev1.TaintEffectNoSchedule,
+			// The gpu receiver collects every 10s by default: three passes are half a minute.
+			Passes: 3,
+			// Long enough for a fabric manager's registration after a boot (minutes).
+			Timeout: 30 * time.Minute,
 		},
 	}
 }

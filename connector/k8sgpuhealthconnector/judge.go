@@ -58,6 +58,8 @@ type nodeHealth struct {
 	rebootedAt, resolved time.Time
 	// adopted: the writer has compared this node with its condition in the API once (adopt).
 	adopted bool
+	// validation is what the validation gate reads.
+	validation passRun
 }
 
 type sample struct{ gpu, condition string }
@@ -156,6 +158,12 @@ func (j *judge) consumeMetrics(md pmetric.Metrics) []string {
 				missing = configured.IntValue() - detected.IntValue()
 			}
 			touched = j.observe(name, "", "", gpuCount, missing, detected.Timestamp().AsTime(), now) || touched
+			count := int64(-1)
+			if haveConfigured {
+				count = configured.IntValue()
+			}
+			n, _ := j.node(name)
+			touched = j.collection(n, detected.IntValue(), count, detected.Timestamp().AsTime(), now) || touched
 		}
 		if touched && !slices.Contains(changed, name) {
 			changed = append(changed, name)
@@ -190,6 +198,9 @@ func (j *judge) observe(name, gpu, minor, condition string, level int64, t, now 
 	n.sampled[s] = t
 	if t.After(n.latest) {
 		n.latest = t
+	}
+	if gpu != "" {
+		n.validation.sample(gpu, minor, condition, level, t)
 	}
 	for i := range faultKinds {
 		k := &faultKinds[i]

@@ -287,7 +287,7 @@ func (w *writer) cordon(ctx context.Context, node *corev1.Node, v verdict, now t
 		Metadata: nodeMeta{ResourceVersion: node.ResourceVersion, Annotations: map[string]*string{AnnotationQuarantine: new(string(record))}},
 		Spec:     nodeSpec{Unschedulable: new(true), Taints: withTaint(node.Spec.Taints, tainted, v.action)},
 	}
-	if err := w.patchNode(ctx, node, patch); err != nil {
+	if _, err := w.patchNode(ctx, node, patch); err != nil {
 		w.quarantineAction(node, metadata.AttributeQuarantineActionCordon, metadata.AttributeOutcomeFailed, v, reasonFailed,
 			fmt.Sprintf("could not be %s %s: %v; retried on the next pass", what, why, err))
 		return false
@@ -322,8 +322,15 @@ func (w *writer) release(ctx context.Context, node *corev1.Node, s quarantineSta
 	}
 	if by != byPerson {
 		patch.Spec.Unschedulable = new(false)
+		if g := w.gate; g != nil && !g.cfg.DryRun {
+			// Back in service through the validation gate, as a node that joins.
+			gated, _ := json.Marshal(validationRecord{By: w.by(), Since: now})
+			patch.Metadata.Annotations[AnnotationValidation] = new(string(gated))
+			patch.Spec.Taints = g.withTaint(patch.Spec.Taints)
+			text += fmt.Sprintf("; tainted %s:%s until the validation gate passes it", g.cfg.TaintKey, g.cfg.TaintEffect)
+		}
 	}
-	if err := w.patchNode(ctx, node, patch); err != nil {
+	if _, err := w.patchNode(ctx, node, patch); err != nil {
 		w.quarantineAction(node, metadata.AttributeQuarantineActionUncordon, metadata.AttributeOutcomeFailed, v, reasonFailed,
 			fmt.Sprintf("could not be released: %v; retried on the next pass", err))
 		return
@@ -358,20 +365,20 @@ func withTaint(taints []corev1.Taint, tainted bool, action Action) []corev1.Tain
 	return out
 }
 
-func (w *writer) patchNode(ctx context.Context, node *corev1.Node, p nodePatch) error {
+func (w *writer) patchNode(ctx context.Context, node *corev1.Node, p nodePatch) (*corev1.Node, error) {
 	data, err := json.Marshal(p)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	updated, err := w.kube.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, data, metav1.PatchOptions{})
 	if err != nil {
 		w.errors[metadata.AttributeOperationNode]++
 		w.markDirty([]string{node.Name})
-		return err
+		return nil, err
 	}
 	_, _ = stripNode(updated)
 	w.nodeCache.Mutation(updated)
-	return nil
+	return updated, nil
 }
 
 // by names this collector in the quarantine's records.

@@ -26,12 +26,10 @@ import (
 
 // quarantineOn is the policy of the tests: quarantine enabled and acting, uncordon after ten
 // minutes healthy.
-func quarantineOn(dryRun bool) func(*Config) {
-	return func(cfg *Config) {
-		cfg.Quarantine.Enabled = true
-		cfg.Quarantine.DryRun = dryRun
-		cfg.Quarantine.UncordonAfter = 10 * time.Minute
-	}
+func quarantineOn(cfg *Config) {
+	cfg.Quarantine.Enabled = true
+	cfg.Quarantine.DryRun = false
+	cfg.Quarantine.UncordonAfter = 10 * time.Minute
 }
 
 func getNode(t *testing.T, admin kubernetes.Interface, name string) *corev1.Node {
@@ -152,7 +150,7 @@ func TestQuarantine(t *testing.T) {
 	admin := c.Admin
 	clk := newClock()
 	policy := func(cfg *Config) {
-		quarantineOn(false)(cfg)
+		quarantineOn(cfg)
 		cfg.Quarantine.Breaker.MaxShare = 1 // the breaker has its own test
 	}
 	tw := startWriter(t, c, clk, policy)
@@ -309,7 +307,7 @@ func TestQuarantineBreaker(t *testing.T) {
 	c := startCluster(t)
 	admin := c.Admin
 	clk := newClock()
-	tw := startWriter(t, c, clk, quarantineOn(false))
+	tw := startWriter(t, c, clk, quarantineOn)
 	tw.waitLeading()
 	var names []string
 	for i := range 30 {
@@ -420,7 +418,7 @@ func TestQuarantineWithoutItsPermission(t *testing.T) {
 	admin := c.Admin
 	clk := newClock()
 	tw := startWriter(t, c, clk, func(cfg *Config) {
-		quarantineOn(false)(cfg)
+		quarantineOn(cfg)
 		cfg.Quarantine.Breaker.MaxShare = 1
 	})
 	tw.waitLeading()

@@ -80,8 +80,9 @@ type writer struct {
 
 	// The loop's own: only its goroutine reads and writes them.
 	recorder *recorder
-	// quarantine is nil unless enabled.
+	// quarantine and gate are nil unless enabled.
 	quarantine *quarantine
+	gate       *gate
 	// verdicts are the conditions of the nodes the writer went over, for the metrics.
 	verdicts map[string]verdict
 	faults   map[faultCount]int64
@@ -110,6 +111,10 @@ func newWriter(cfg *Config, set connector.Settings) *writer {
 	}
 	if cfg.Quarantine.Enabled {
 		w.quarantine = newQuarantine(&cfg.Quarantine)
+		w.errors[metadata.AttributeOperationNode] = 0
+	}
+	if cfg.Validation.Enabled {
+		w.gate = newGate(&cfg.Validation)
 		w.errors[metadata.AttributeOperationNode] = 0
 	}
 	return w
@@ -345,6 +350,18 @@ func (w *writer) pass(all bool) {
 	if w.quarantine != nil {
 		w.endQuarantinePass(w.clock.Now())
 	}
+	if w.gate != nil {
+		// Every node on the interval: a node the gate holds may have no agent reporting at all.
+		if all {
+			names = w.nodes.GetStore().ListKeys()
+			slices.Sort(names)
+		}
+		for _, name := range names {
+			if obj, exists, err := w.nodeCache.GetByKey(name); err == nil && exists {
+				w.validateNode(ctx, obj.(*corev1.Node), w.clock.Now())
+			}
+		}
+	}
 	failed, err := w.recorder.flush(ctx, w.clock.Now())
 	w.errors[metadata.AttributeOperationEvent] += int64(failed)
 	if err != nil {
@@ -551,6 +568,9 @@ func (w *writer) emitMetrics() {
 		}
 		if w.quarantine != nil {
 			w.recordQuarantine(now)
+		}
+		if w.gate != nil {
+			w.recordValidation(now)
 		}
 	} else {
 		w.mb.RecordGpuHealthWriterLeaderDataPoint(now, 0)

@@ -255,7 +255,7 @@ func TestDeployRBAC(t *testing.T) {
 	}
 
 	// The same, read from the manifests: no rule grants more than reading, but the writer's
-	// own and the quarantine's, and none a wildcard.
+	// own, the quarantine's and the validation gate's, and none a wildcard.
 	exception := map[string][]string{"nodes/status": {"patch"}, "events": {"create", "patch"}, "leases": {"create", "get", "update"}, "nodes": {"patch"}}
 	rules := func(name string, rules []rbacv1.PolicyRule) {
 		for _, rule := range rules {
@@ -264,7 +264,7 @@ func TestDeployRBAC(t *testing.T) {
 			assert.NotContains(t, rule.APIGroups, "*", name)
 			for _, resource := range rule.Resources {
 				allowed := readers
-				if strings.HasPrefix(name, "otelcol-gpu-health") || name == "otelcol-gpu-quarantine" {
+				if strings.HasPrefix(name, "otelcol-gpu-health") || name == "otelcol-gpu-quarantine" || name == "otelcol-gpu-validation-gate" {
 					allowed = exception[resource]
 				}
 				for _, verb := range rule.Verbs {

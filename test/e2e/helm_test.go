@@ -44,7 +44,7 @@ var chartValues = map[string][]string{
 	"edge":      {"layout=edge", "agent.gateway=otelcol-gpu-gateway.example.com"},
 	"scale-out": {"layout=scale-out", "scaleOut.remoteWriteEndpoint=http://mimir-distributor.monitoring:8080/api/v1/push"},
 	"components": {
-		"agent.runtimeClassName=nvidia", "textfile.enabled=true", "quarantine.enabled=true",
+		"agent.runtimeClassName=nvidia", "textfile.enabled=true", "quarantine.enabled=true", "validationGate.enabled=true",
 		// deploy/components/prometheus-otlp: its flags in gateway.extraArgs, as its comment says
 		// (Helm's --set takes \, for a comma inside a value).
 		`gateway.extraArgs={` +
@@ -238,6 +238,7 @@ func TestHelmLint(t *testing.T) {
 		{[]string{"serviceMonitor.enabled=true", "podMonitor.enabled=true"}, "/podMonitor/enabled"},
 		{[]string{"layout=edge", "agent.gateway=gateway.example.com", "quarantine.enabled=true"}, "/quarantine/enabled"},
 		{[]string{"quarantine.dryRun=no"}, "dryRun"},
+		{[]string{"layout=edge", "agent.gateway=gateway.example.com", "validationGate.enabled=true"}, "/validationGate/enabled"},
 	} {
 		t.Run(strings.Join(tc.values, ","), func(t *testing.T) {
 			out, err := helm(t, append([]string{"lint", "--strict", chart}, setFlags(tc.values)...)...)

@@ -619,6 +619,31 @@ func (n *Node) RestartKubelet() error {
 func (n *Node) StopKubelet()        { n.daemons["kubelet"].stop() }
 func (n *Node) StartKubelet() error { return n.run(n.daemons["kubelet"]) }
 
+// Reregister makes the kubelet register the node anew, as a node joins the cluster: the kubelet
+// stopped, the Node object deleted, and the kubelet started again with flags added for this
+// start only (--register-with-taints applies when the kubelet creates its Node, never to one that
+// exists). Containers keep running, and the pods bound to the node stay: the pod garbage
+// collector deletes a pod only once its node has been gone for 40 s, and the kubelet registers
+// within seconds. It returns once the Node exists again.
+func (n *Node) Reregister(ctx context.Context, flags ...string) error {
+	d := n.daemons["kubelet"]
+	d.stop()
+	if err := n.Admin.CoreV1().Nodes().Delete(ctx, NodeName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return errors.Join(err, n.run(d))
+	}
+	argv := d.argv
+	d.argv = append(append([]string(nil), argv...), flags...)
+	err := n.run(d)
+	d.argv = argv
+	if err != nil {
+		return err
+	}
+	return d.waitUntil(time.Minute, "the kubelet to register the node again", func(ctx context.Context) bool {
+		_, err := n.Admin.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		return err == nil
+	})
+}
+
 // APIServerPID is kube-apiserver's PID (a test stops and continues it with SIGSTOP/SIGCONT).
 func (n *Node) APIServerPID() int { return n.daemons["kube-apiserver"].pid }
 

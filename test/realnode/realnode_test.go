@@ -60,6 +60,9 @@ func TestRealNode(t *testing.T) {
 				t.Run("kubelet as it behaves", func(t *testing.T) { testKubeletAsItBehaves(t, w) })
 			}
 			t.Run("gpu health", func(t *testing.T) { testGPUHealth(t, in) })
+			if in.name == "helm" {
+				t.Run("validation gate", testValidationGate)
+			}
 		})
 	}
 	t.Run("edge queue", func(t *testing.T) { testEdgeQueue(t, w) })

@@ -106,6 +106,26 @@ func (ms *GpuNodeUnhealthyMetricConfig) Unmarshal(parser *confmap.Conf) error {
 	return nil
 }
 
+// GpuNodeValidationPendingMetricConfig provides config for the gpu_node_validation_pending metric.
+type GpuNodeValidationPendingMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuNodeValidationPendingMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
 // GpuQuarantineActionsTotalMetricConfig provides config for the gpu_quarantine_actions_total metric.
 type GpuQuarantineActionsTotalMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
@@ -173,6 +193,7 @@ type MetricsConfig struct {
 	GpuNodeFaultsTotal         GpuNodeFaultsTotalMetricConfig         `mapstructure:"gpu_node_faults_total"`
 	GpuNodeQuarantined         GpuNodeQuarantinedMetricConfig         `mapstructure:"gpu_node_quarantined"`
 	GpuNodeUnhealthy           GpuNodeUnhealthyMetricConfig           `mapstructure:"gpu_node_unhealthy"`
+	GpuNodeValidationPending   GpuNodeValidationPendingMetricConfig   `mapstructure:"gpu_node_validation_pending"`
 	GpuQuarantineActionsTotal  GpuQuarantineActionsTotalMetricConfig  `mapstructure:"gpu_quarantine_actions_total"`
 	GpuQuarantineBreakerOpen   GpuQuarantineBreakerOpenMetricConfig   `mapstructure:"gpu_quarantine_breaker_open"`
 	GpuQuarantineRecentNodes   GpuQuarantineRecentNodesMetricConfig   `mapstructure:"gpu_quarantine_recent_nodes"`
@@ -193,6 +214,9 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled: true,
 		},
 		GpuNodeUnhealthy: GpuNodeUnhealthyMetricConfig{
+			Enabled: true,
+		},
+		GpuNodeValidationPending: GpuNodeValidationPendingMetricConfig{
 			Enabled: true,
 		},
 		GpuQuarantineActionsTotal: GpuQuarantineActionsTotalMetricConfig{

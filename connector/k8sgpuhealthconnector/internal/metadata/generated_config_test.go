@@ -41,6 +41,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpuNodeUnhealthy: GpuNodeUnhealthyMetricConfig{
 						Enabled: true,
 					},
+					GpuNodeValidationPending: GpuNodeValidationPendingMetricConfig{
+						Enabled: true,
+					},
 					GpuQuarantineActionsTotal: GpuQuarantineActionsTotalMetricConfig{
 						Enabled: true,
 					},
@@ -72,6 +75,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpuNodeUnhealthy: GpuNodeUnhealthyMetricConfig{
 						Enabled: false,
 					},
+					GpuNodeValidationPending: GpuNodeValidationPendingMetricConfig{
+						Enabled: false,
+					},
 					GpuQuarantineActionsTotal: GpuQuarantineActionsTotalMetricConfig{
 						Enabled: false,
 					},
@@ -88,7 +94,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpuHealthWriterErrorsTotalMetricConfig{}, GpuHealthWriterLeaderMetricConfig{}, GpuNodeFaultsTotalMetricConfig{}, GpuNodeQuarantinedMetricConfig{}, GpuNodeUnhealthyMetricConfig{}, GpuQuarantineActionsTotalMetricConfig{}, GpuQuarantineBreakerOpenMetricConfig{}, GpuQuarantineRecentNodesMetricConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpuHealthWriterErrorsTotalMetricConfig{}, GpuHealthWriterLeaderMetricConfig{}, GpuNodeFaultsTotalMetricConfig{}, GpuNodeQuarantinedMetricConfig{}, GpuNodeUnhealthyMetricConfig{}, GpuNodeValidationPendingMetricConfig{}, GpuQuarantineActionsTotalMetricConfig{}, GpuQuarantineBreakerOpenMetricConfig{}, GpuQuarantineRecentNodesMetricConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}

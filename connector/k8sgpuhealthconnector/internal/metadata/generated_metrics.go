@@ -283,6 +283,10 @@ var MetricsInfo = metricsInfo{
 		Name:       "gpu_node_unhealthy",
 		Attributes: []string{"node_name", "fault", "action", "severity"},
 	},
+	GpuNodeValidationPending: metricInfo{
+		Name:       "gpu_node_validation_pending",
+		Attributes: []string{"node_name", "timed_out", "dry_run"},
+	},
 	GpuQuarantineActionsTotal: metricInfo{
 		Name:       "gpu_quarantine_actions_total",
 		Attributes: []string{"quarantine_action", "outcome"},
@@ -301,6 +305,7 @@ type metricsInfo struct {
 	GpuNodeFaultsTotal         metricInfo
 	GpuNodeQuarantined         metricInfo
 	GpuNodeUnhealthy           metricInfo
+	GpuNodeValidationPending   metricInfo
 	GpuQuarantineActionsTotal  metricInfo
 	GpuQuarantineBreakerOpen   metricInfo
 	GpuQuarantineRecentNodes   metricInfo
@@ -580,6 +585,60 @@ func newMetricGpuNodeUnhealthy(cfg GpuNodeUnhealthyMetricConfig) metricGpuNodeUn
 	return m
 }
 
+type metricGpuNodeValidationPending struct {
+	data     pmetric.Metric                       // data buffer for generated metric.
+	config   GpuNodeValidationPendingMetricConfig // metric config provided by user.
+	capacity int                                  // max observed number of data points added to the metric.
+}
+
+// init fills gpu_node_validation_pending metric with initial data.
+func (m *metricGpuNodeValidationPending) init() {
+	m.data.SetName("gpu_node_validation_pending")
+	m.data.SetDescription("1 while the validation gate holds the node (it carries the gate's taint) until its agent reports enough healthy collections in a row; timed_out true - its time ran out and the node is left to a person; dry_run true - the gate only records (the Lease holder only, with validation enabled).")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGpuNodeValidationPending) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, nodeNameAttributeValue string, timedOutAttributeValue bool, dryRunAttributeValue bool) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+	dp.Attributes().PutStr("node_name", nodeNameAttributeValue)
+	dp.Attributes().PutBool("timed_out", timedOutAttributeValue)
+	dp.Attributes().PutBool("dry_run", dryRunAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuNodeValidationPending) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuNodeValidationPending) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuNodeValidationPending(cfg GpuNodeValidationPendingMetricConfig) metricGpuNodeValidationPending {
+	m := metricGpuNodeValidationPending{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricGpuQuarantineActionsTotal struct {
 	data     pmetric.Metric                        // data buffer for generated metric.
 	config   GpuQuarantineActionsTotalMetricConfig // metric config provided by user.
@@ -748,6 +807,7 @@ type MetricsBuilder struct {
 	metricGpuNodeFaultsTotal         metricGpuNodeFaultsTotal
 	metricGpuNodeQuarantined         metricGpuNodeQuarantined
 	metricGpuNodeUnhealthy           metricGpuNodeUnhealthy
+	metricGpuNodeValidationPending   metricGpuNodeValidationPending
 	metricGpuQuarantineActionsTotal  metricGpuQuarantineActionsTotal
 	metricGpuQuarantineBreakerOpen   metricGpuQuarantineBreakerOpen
 	metricGpuQuarantineRecentNodes   metricGpuQuarantineRecentNodes
@@ -781,6 +841,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings connector.Settings, op
 		metricGpuNodeFaultsTotal:         newMetricGpuNodeFaultsTotal(mbc.Metrics.GpuNodeFaultsTotal),
 		metricGpuNodeQuarantined:         newMetricGpuNodeQuarantined(mbc.Metrics.GpuNodeQuarantined),
 		metricGpuNodeUnhealthy:           newMetricGpuNodeUnhealthy(mbc.Metrics.GpuNodeUnhealthy),
+		metricGpuNodeValidationPending:   newMetricGpuNodeValidationPending(mbc.Metrics.GpuNodeValidationPending),
 		metricGpuQuarantineActionsTotal:  newMetricGpuQuarantineActionsTotal(mbc.Metrics.GpuQuarantineActionsTotal),
 		metricGpuQuarantineBreakerOpen:   newMetricGpuQuarantineBreakerOpen(mbc.Metrics.GpuQuarantineBreakerOpen),
 		metricGpuQuarantineRecentNodes:   newMetricGpuQuarantineRecentNodes(mbc.Metrics.GpuQuarantineRecentNodes),
@@ -854,6 +915,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGpuNodeFaultsTotal.emit(ils.Metrics())
 	mb.metricGpuNodeQuarantined.emit(ils.Metrics())
 	mb.metricGpuNodeUnhealthy.emit(ils.Metrics())
+	mb.metricGpuNodeValidationPending.emit(ils.Metrics())
 	mb.metricGpuQuarantineActionsTotal.emit(ils.Metrics())
 	mb.metricGpuQuarantineBreakerOpen.emit(ils.Metrics())
 	mb.metricGpuQuarantineRecentNodes.emit(ils.Metrics())
@@ -901,6 +963,11 @@ func (mb *MetricsBuilder) RecordGpuNodeQuarantinedDataPoint(ts pcommon.Timestamp
 // RecordGpuNodeUnhealthyDataPoint adds a data point to gpu_node_unhealthy metric.
 func (mb *MetricsBuilder) RecordGpuNodeUnhealthyDataPoint(ts pcommon.Timestamp, val int64, nodeNameAttributeValue string, faultAttributeValue AttributeFault, actionAttributeValue AttributeAction, severityAttributeValue AttributeSeverity) {
 	mb.metricGpuNodeUnhealthy.recordDataPoint(mb.startTime, ts, val, nodeNameAttributeValue, faultAttributeValue.String(), actionAttributeValue.String(), severityAttributeValue.String())
+}
+
+// RecordGpuNodeValidationPendingDataPoint adds a data point to gpu_node_validation_pending metric.
+func (mb *MetricsBuilder) RecordGpuNodeValidationPendingDataPoint(ts pcommon.Timestamp, val int64, nodeNameAttributeValue string, timedOutAttributeValue bool, dryRunAttributeValue bool) {
+	mb.metricGpuNodeValidationPending.recordDataPoint(mb.startTime, ts, val, nodeNameAttributeValue, timedOutAttributeValue, dryRunAttributeValue)
 }
 
 // RecordGpuQuarantineActionsTotalDataPoint adds a data point to gpu_quarantine_actions_total metric.

@@ -74,6 +74,9 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordGpuNodeUnhealthyDataPoint(ts, 1, "node_name-val", AttributeFaultXid, AttributeActionResetGpu, AttributeSeverityInfo)
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGpuNodeValidationPendingDataPoint(ts, 1, "node_name-val", false, false)
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGpuQuarantineActionsTotalDataPoint(ts, 1, AttributeQuarantineActionCordon, AttributeOutcomeApplied)
 			defaultMetricsCount++
 			allMetricsCount++
@@ -207,6 +210,27 @@ func TestMetricsBuilder(t *testing.T) {
 					severityAttrVal, ok := dp.Attributes().Get("severity")
 					assert.True(t, ok)
 					assert.Equal(t, "info", severityAttrVal.Str())
+				case "gpu_node_validation_pending":
+					assert.False(t, validatedMetrics["gpu_node_validation_pending"], "Found a duplicate in the metrics slice: gpu_node_validation_pending")
+					validatedMetrics["gpu_node_validation_pending"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "1 while the validation gate holds the node (it carries the gate's taint) until its agent reports enough healthy collections in a row; timed_out true - its time ran out and the node is left to a person; dry_run true - the gate only records (the Lease holder only, with validation enabled).", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					nodeNameAttrVal, ok := dp.Attributes().Get("node_name")
+					assert.True(t, ok)
+					assert.Equal(t, "node_name-val", nodeNameAttrVal.Str())
+					timedOutAttrVal, ok := dp.Attributes().Get("timed_out")
+					assert.True(t, ok)
+					assert.False(t, timedOutAttrVal.Bool())
+					dryRunAttrVal, ok := dp.Attributes().Get("dry_run")
+					assert.True(t, ok)
+					assert.False(t, dryRunAttrVal.Bool())
 				case "gpu_quarantine_actions_total":
 					assert.False(t, validatedMetrics["gpu_quarantine_actions_total"], "Found a duplicate in the metrics slice: gpu_quarantine_actions_total")
 					validatedMetrics["gpu_quarantine_actions_total"] = true

@@ -98,12 +98,18 @@ spec:
 {{- end }}
 {{- end }}
 
-{{- /* deploy/components/quarantine's arguments of every gateway Deployment (the one that writes
+{{- /* deploy/components/quarantine's and validation-gate's arguments of every gateway Deployment (the one that writes
 is the base's gateway, or the scale-out layout's watchdog), as a YAML list. */}}
 {{- define "otelcol-gpu.quarantineArgs" -}}
+{{- if or .Values.quarantine.enabled .Values.validationGate.enabled }}
 {{- if .Values.quarantine.enabled }}
 - --set=connectors::k8s_gpu_health::quarantine::enabled=true
 - --set=connectors::k8s_gpu_health::quarantine::dry_run={{ .Values.quarantine.dryRun }}
+{{- end }}
+{{- if .Values.validationGate.enabled }}
+- --set=connectors::k8s_gpu_health::validation::enabled=true
+- --set=connectors::k8s_gpu_health::validation::dry_run={{ .Values.validationGate.dryRun }}
+{{- end }}
 {{- else }}
 []
 {{- end }}
