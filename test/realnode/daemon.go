@@ -9,11 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
+	"github.com/otelcol-gpu/otelcol-gpu/test/testproc"
 )
 
 // daemon is one of the node's processes (etcd, the control plane, containerd, the kubelet,
@@ -53,7 +53,7 @@ func (n *Node) run(d *daemon) error {
 		log.Close()
 		close(d.exited)
 	}()
-	start, _ := startTime(d.pid)
+	start, _ := testproc.StartTime(d.pid)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for i, r := range n.state.Daemons {
@@ -95,17 +95,7 @@ func (d *daemon) waitUntil(within time.Duration, what string, ready func(context
 		return fmt.Errorf("%s: not %s after %s", d.name, what, within)
 	})
 	if err != nil {
-		return fmt.Errorf("%w; the end of %s:\n%s", err, d.log, tail(d.log, 30))
+		return fmt.Errorf("%w; the end of %s:\n%s", err, d.log, testproc.Tail(d.log, 30))
 	}
 	return nil
-}
-
-// tail is the last lines of a log.
-func tail(path string, lines int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	return strings.Join(all[max(0, len(all)-lines):], "\n")
 }

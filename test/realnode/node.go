@@ -52,6 +52,7 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/test/kube"
 	"github.com/otelcol-gpu/otelcol-gpu/test/realnode/gpuplugin"
+	"github.com/otelcol-gpu/otelcol-gpu/test/testproc"
 )
 
 // Options are what a test package needs of its node.
@@ -649,7 +650,7 @@ func (n *Node) APIServerPID() int { return n.daemons["kube-apiserver"].pid }
 
 // Log is the end of a daemon's log.
 func (n *Node) Log(daemon string, lines int) string {
-	return tail(filepath.Join(n.Dir, "logs", daemon+".log"), lines)
+	return testproc.Tail(filepath.Join(n.Dir, "logs", daemon+".log"), lines)
 }
 
 func randomHex() string {

@@ -4,7 +4,6 @@
 package realnode
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
+	"github.com/otelcol-gpu/otelcol-gpu/test/testproc"
 )
 
 // lockPath is the machine's one real node: the kubelet hard-codes paths such as
@@ -195,7 +195,7 @@ func teardown(s *state, logf func(string, ...any)) error {
 // stopRecorded stops a recorded daemon that still runs as itself: SIGTERM, then SIGKILL after
 // stopGrace, and waits until it is gone.
 func stopRecorded(d daemonRecord, logf func(string, ...any)) {
-	if start, ok := startTime(d.PID); !ok || start != d.Start {
+	if start, ok := testproc.StartTime(d.PID); !ok || start != d.Start {
 		return
 	}
 	_ = syscall.Kill(d.PID, syscall.SIGTERM)
@@ -215,7 +215,7 @@ const stopGrace = 3 * time.Second
 // waitGone waits until d has exited (reaped by its parent, or by init); false after within.
 func waitGone(d daemonRecord, within time.Duration) bool {
 	return poll.For(within, func() error {
-		if start, ok := startTime(d.PID); !ok || start != d.Start || zombie(d.PID) {
+		if start, ok := testproc.StartTime(d.PID); !ok || start != d.Start || testproc.Zombie(d.PID) {
 			return nil
 		}
 		return errors.New("running")
@@ -267,34 +267,6 @@ func children(pid int) []int {
 		}
 	}
 	return out
-}
-
-// stat reads the fields of /proc/<pid>/stat after the command name (which may hold spaces).
-func stat(pid int) ([]string, bool) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return nil, false
-	}
-	i := bytes.LastIndexByte(raw, ')')
-	if i < 0 {
-		return nil, false
-	}
-	return strings.Fields(string(raw[i+1:])), true
-}
-
-// startTime is field 22 of /proc/<pid>/stat: when the process started, in clock ticks.
-func startTime(pid int) (uint64, bool) {
-	f, ok := stat(pid)
-	if !ok || len(f) < 20 {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(f[19], 10, 64)
-	return v, err == nil
-}
-
-func zombie(pid int) bool {
-	f, ok := stat(pid)
-	return ok && f[0] == "Z"
 }
 
 // removeKubepods removes the kubelet's cgroups (kubepods and everything under it, deepest

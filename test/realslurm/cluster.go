@@ -9,7 +9,6 @@
 package realslurm // import "github.com/otelcol-gpu/otelcol-gpu/test/realslurm"
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
+	"github.com/otelcol-gpu/otelcol-gpu/test/testproc"
 )
 
 const (
@@ -73,7 +73,7 @@ type state struct {
 type daemon struct {
 	Name  string `json:"name"`
 	PID   int    `json:"pid"`
-	Start string `json:"start"` // /proc/<pid>/stat's start time: tells it from a later PID's
+	Start uint64 `json:"start"` // /proc/<pid>/stat's start time: tells it from a later PID's
 	Log   string `json:"log"`
 }
 
@@ -297,8 +297,8 @@ func (c *Cluster) alive(name string, err error) error {
 		if d.Name != name {
 			continue
 		}
-		err = fmt.Errorf("%w; the end of %s:\n%s", err, d.Log, tail(d.Log, 20))
-		if start, ok := startTime(d.PID); !ok || start != d.Start {
+		err = fmt.Errorf("%w; the end of %s:\n%s", err, d.Log, testproc.Tail(d.Log, 20))
+		if start, ok := testproc.StartTime(d.PID); !ok || start != d.Start {
 			return poll.Permanent(fmt.Errorf("%s exited: %w", name, err))
 		}
 	}
@@ -322,7 +322,7 @@ func (c *Cluster) startDaemon(name string, argv []string) error {
 	}
 	// Reaped as it exits: its PID stays its own until the teardown has seen it gone.
 	go func() { _ = cmd.Wait() }()
-	start, _ := startTime(cmd.Process.Pid)
+	start, _ := testproc.StartTime(cmd.Process.Pid)
 	c.state.Daemons = append(c.state.Daemons, daemon{Name: name, PID: cmd.Process.Pid, Start: start, Log: logPath})
 	return c.save()
 }
@@ -426,7 +426,7 @@ func teardown(s state) error {
 }
 
 func stopDaemon(d daemon) error {
-	if start, ok := startTime(d.PID); !ok || start != d.Start {
+	if start, ok := testproc.StartTime(d.PID); !ok || start != d.Start {
 		return nil // gone already, or the PID is another process's now
 	}
 	_ = syscall.Kill(d.PID, syscall.SIGTERM)
@@ -438,7 +438,7 @@ func stopDaemon(d daemon) error {
 }
 
 func gone(d daemon) error {
-	if start, ok := startTime(d.PID); ok && start == d.Start && !zombie(d.PID) {
+	if start, ok := testproc.StartTime(d.PID); ok && start == d.Start && !testproc.Zombie(d.PID) {
 		return fmt.Errorf("%s (PID %d) still runs", d.Name, d.PID)
 	}
 	return nil
@@ -473,7 +473,7 @@ func killNamespace(nsFile string) error {
 			if err != nil {
 				continue
 			}
-			if l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid)); err == nil && l == link && !zombie(pid) {
+			if l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid)); err == nil && l == link && !testproc.Zombie(pid) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 				left = append(left, pid)
 			}
@@ -524,45 +524,9 @@ func removeCgroups() error {
 	return errors.Join(errs...)
 }
 
-// stat is /proc/<pid>/stat's fields after the command.
-func stat(pid int) ([]string, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return nil, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return nil, false
-	}
-	return strings.Fields(string(b[i+1:])), true
-}
-
-func startTime(pid int) (string, bool) {
-	f, ok := stat(pid)
-	if !ok || len(f) < 20 {
-		return "", false
-	}
-	return f[19], true
-}
-
-func zombie(pid int) bool {
-	f, ok := stat(pid)
-	return ok && f[0] == "Z"
-}
-
 func run(name string, args ...string) error {
 	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
 		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, out)
 	}
 	return nil
-}
-
-// tail is the last lines of a log.
-func tail(path string, lines int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	return strings.Join(all[max(0, len(all)-lines):], "\n")
 }
