@@ -47,5 +47,3 @@ func (r *refusedSeries) seen(key uint64) bool {
 }
 
 func (r *refusedSeries) add(key uint64) { r.current[key] = struct{}{} }
-
-func (r *refusedSeries) len() int { return len(r.current) + len(r.before) }
