@@ -7,6 +7,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -26,6 +28,7 @@ import (
 	_ "google.golang.org/grpc/encoding/gzip" // the otlp exporter compresses by default
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/goldentest"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/poll"
 	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
@@ -347,19 +350,43 @@ func TestDCGMPage(t *testing.T) {
 				"processors::gpu_attribution::zombie_after=2s",
 				dcgmVersionSet(tc.version),
 			)
+			// The demo settles after a few collections (a pod gone, a zombie seen zombie_after
+			// later): the wait bounds a hung agent on a loaded machine and says what is missing.
 			var page string
-			eventually(t, "the demo's steady state on the page", func() bool {
+			poll.UntilNoError(t, 3*time.Minute, "the demo's steady state on the page", func() error {
 				_, body, err := scrape(metrics)
+				if err != nil {
+					return err
+				}
 				page = string(body)
-				return err == nil && strings.Contains(page, `simulated="true",type="pod_gone"} 1`) &&
-					strings.Count(page, tc.util) == 7 && strings.Contains(page, "gpu_used_by_zombie_container_count{") &&
-					strings.Count(page, tc.sm) == 10 && strings.Count(page, "task_gpu_sm_active_percent{") == 8
+				return demoSettled(page, map[string]int{
+					`simulated="true",type="pod_gone"} 1`: 1,
+					tc.util:                               7,
+					"gpu_used_by_zombie_container_count{": 1,
+					tc.sm:                                 10,
+					"task_gpu_sm_active_percent{":         8,
+				})
 			})
 			// Not linted: dcgm-exporter's names are what promtool objects to (modelName, Hostname,
 			// counters without _total), and dashboards query them as they are.
 			goldentest.Text(t, filepath.Join("testdata", golden), withoutValues(page))
 		})
 	}
+}
+
+// demoSettled says which of want's substrings the page does not hold as many times as wanted.
+func demoSettled(page string, want map[string]int) error {
+	var missing []string
+	for sub, n := range want {
+		if got := strings.Count(page, sub); got != n {
+			missing = append(missing, fmt.Sprintf("%q %d times, want %d", sub, got, n))
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return errors.New("the page holds " + strings.Join(missing, "; "))
+	}
+	return nil
 }
 
 // TestUnknownProfile: a profile the processor does not know stops the collector at start-up
