@@ -8,6 +8,7 @@ import (
 	"compress/flate"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"slices"
 	"sort"
@@ -28,12 +29,16 @@ import (
 
 // The exposition is held in pieces: a family's header, and each resource's series of that
 // family. A piece is immutable once made (a new one replaces it), so a scrape writes the
-// pieces of a view outside the lock while batches make new ones.
+// pieces of a view outside the lock while batches make new ones. A piece keeps its text only
+// compressed (about a fourteenth of its size: a gateway's page is mostly its text): a gzip
+// scrape writes it as it is, a scrape without gzip inflates it.
 type piece struct {
-	text []byte
-	// deflated is text compressed on its own and ended by a sync flush: byte-aligned, with no
-	// reference to any other piece, so the pieces of a view concatenate into one deflate stream.
+	// deflated is the text compressed on its own and ended by a sync flush: byte-aligned, with
+	// no reference to any other piece, so the pieces of a view concatenate into one deflate
+	// stream.
 	deflated []byte
+	size     int    // bytes of text
+	crc      uint32 // CRC-32 of the text: the view's, for the gzip trailer, is made of them
 }
 
 // family is a Prometheus metric family: its series stay together on the page.
@@ -183,6 +188,8 @@ type page struct {
 
 	deflater *flate.Writer
 	scratch  bytes.Buffer
+	// text is the buffer a piece is rendered in before it is compressed.
+	text []byte
 }
 
 func newPage(cfg *Config, logger *zap.Logger) (*page, error) {
@@ -788,15 +795,12 @@ func (p *page) render(src *source) {
 	}
 	clear(src.stale)
 	for fam, list := range src.order {
-		var text []byte
-		if last := fam.pieces[src.key]; last != nil {
-			// This render's text is about as long as the last one's.
-			text = make([]byte, 0, len(last.text)+len(last.text)/8)
-		}
+		text := p.text[:0]
 		for _, s := range list {
 			text = p.appendSeries(text, s)
 		}
 		fam.pieces[src.key] = p.makePiece(text)
+		p.text = text
 	}
 	if len(src.resources) == 0 {
 		delete(p.sources, src.key)
@@ -934,5 +938,5 @@ func (p *page) makePiece(text []byte) *piece {
 	p.deflater.Reset(&p.scratch)
 	_, _ = p.deflater.Write(text)
 	_ = p.deflater.Flush()
-	return &piece{text: text, deflated: bytes.Clone(p.scratch.Bytes())}
+	return &piece{deflated: bytes.Clone(p.scratch.Bytes()), size: len(text), crc: crc32.ChecksumIEEE(text)}
 }

@@ -4,8 +4,10 @@
 package prometheuspageexporter // import "github.com/otelcol-gpu/otelcol-gpu/exporter/prometheuspageexporter"
 
 import (
+	"bytes"
+	"compress/flate"
 	"encoding/binary"
-	"hash/crc32"
+	"errors"
 	"io"
 	"math"
 	"slices"
@@ -64,9 +66,9 @@ func (p *page) buildView() *view {
 	keys := []uint64{}
 	add := func(pc *piece) {
 		v.pieces = append(v.pieces, pc)
-		v.size += len(pc.text)
+		v.size += pc.size
 		v.deflatedSize += len(pc.deflated)
-		v.crc = crc32.Update(v.crc, crc32.IEEETable, pc.text)
+		v.crc = crc32Combine(v.crc, pc.crc, pc.size)
 	}
 	for _, name := range names {
 		fam := p.families[name]
@@ -84,14 +86,16 @@ func (p *page) buildView() *view {
 	return v
 }
 
-// writeText writes the page in the text format.
+// writeText writes the page in the text format: the pieces' one deflate stream, inflated.
 func (v *view) writeText(w io.Writer) error {
+	stream := make([]io.Reader, 0, len(v.pieces)+1)
 	for _, pc := range v.pieces {
-		if _, err := w.Write(pc.text); err != nil {
-			return err
-		}
+		stream = append(stream, bytes.NewReader(pc.deflated))
 	}
-	return nil
+	stream = append(stream, bytes.NewReader(finalBlock))
+	inflater := flate.NewReader(io.MultiReader(stream...))
+	_, err := io.CopyN(w, inflater, int64(v.size)) // the text the pieces were made from, no more
+	return errors.Join(err, inflater.Close())
 }
 
 // writeGzip writes the page gzip-compressed: one gzip member whose deflate stream is the
