@@ -8,6 +8,8 @@ import (
 	"compress/flate"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -27,17 +29,25 @@ import (
 
 // The exposition is held in pieces: a family's header, and each resource's series of that
 // family. A piece is immutable once made (a new one replaces it), so a scrape writes the
-// pieces of a view outside the lock while batches make new ones.
+// pieces of a view outside the lock while batches make new ones. A piece keeps its text only
+// compressed (about a fourteenth of its size: a gateway's page is mostly its text): a gzip
+// scrape writes it as it is, a scrape without gzip inflates it.
 type piece struct {
-	text []byte
-	// deflated is text compressed on its own and ended by a sync flush: byte-aligned, with no
-	// reference to any other piece, so the pieces of a view concatenate into one deflate stream.
+	// deflated is the text compressed on its own and ended by a sync flush: byte-aligned, with
+	// no reference to any other piece, so the pieces of a view concatenate into one deflate
+	// stream.
 	deflated []byte
+	size     int    // bytes of text
+	crc      uint32 // CRC-32 of the text: the view's, for the gzip trailer, is made of them
 }
 
 // family is a Prometheus metric family: its series stay together on the page.
 type family struct {
-	name   string
+	name string
+	// open is what a series line starts with before its labels: the name, or `{"name"` for a
+	// name that expfmt quotes inside the braces.
+	open   []byte
+	quoted bool
 	typ    dto.MetricType
 	header *piece
 	// pieces holds each resource's (or target's) series of this family, by its key.
@@ -67,13 +77,16 @@ type source struct {
 	stale map[*family]struct{}
 }
 
+// label is a Prometheus label a resource gives its series or target_info.
+type label struct{ name, value string }
+
 // resource holds the series of one OTLP resource (all its attributes alike) and the labels
 // that its attributes give every one of them, worked out once when it first arrives.
 type resource struct {
 	key    uint64
 	source *source
 	// labels are the resource_constant_labels and job and instance: on every series.
-	labels []*dto.LabelPair
+	labels []label
 	// overridden are the OTLP keys of labels: a data point attribute of the same key is
 	// replaced by the resource's, as resource_constant_labels does in the contrib exporter.
 	overridden []string
@@ -81,13 +94,13 @@ type resource struct {
 	// each series' key, as they are part of its identity.
 	labelSum uint64
 	labelErr error
-	// targetLabels are the attributes target_info can show; nil without job and instance.
-	targetLabels map[string]string
+	// targetLabels are the attributes target_info can show, sorted by name; nil without job
+	// and instance.
+	targetLabels []label
 	target       *target
 
-	byFamily map[*family][]*series
-	size     int // series held
-	oldest   time.Time
+	series []*series // in no order
+	oldest int64     // the arrival (Unix nanoseconds) of the series that arrived longest ago
 }
 
 type seriesKind uint8
@@ -98,24 +111,41 @@ const (
 	summarySeries
 )
 
-// series is one Prometheus series and its last point.
+// series is one Prometheus series and its last point. A gateway holds one per series of every
+// node, so it is kept small: its labels are shared, and what only histograms and summaries
+// have is apart.
 type series struct {
-	key         uint64
-	res         *resource // the resource whose point it shows: the last one to arrive
-	fam         *family
-	kind        seriesKind
-	ts, start   pcommon.Timestamp
-	arrived     time.Time
-	prefix      []byte // the rendered `name{labels}`: a number series' line, every series' order
-	labelCount  int
-	value       float64
-	labels      []*dto.LabelPair // histograms and summaries, rendered through expfmt
+	key       uint64
+	res       *resource // the resource whose point it shows: the last one to arrive
+	fam       *family
+	labels    *labelSet
+	ts, start pcommon.Timestamp
+	arrived   int64 // Unix nanoseconds
+	value     float64
+	kind      seriesKind
+	dist      *distribution // histograms and summaries
+}
+
+// distribution is the point of a histogram or summary series.
+type distribution struct {
+	labels      []*dto.LabelPair // rendered through expfmt
 	count       uint64
 	sum         float64
 	bounds      []float64
 	buckets     []uint64
 	quantiles   map[float64]float64
 	countOnlyEx bool // an exponential histogram: count and sum only in the text format
+}
+
+// labelSet is the labels of the series that share a resource's labels, a data point's
+// attributes and a scope: every metric a GPU or a container reports has the same ones, so a
+// set is rendered once and held once for all of them.
+type labelSet struct {
+	key uint64
+	// body is `{labels}` as expfmt writes it after a name; empty without labels.
+	body  []byte
+	count int // labels in it: client_golang orders a family's series by it first
+	refs  int // series using it
 }
 
 // nameKey caches a metric's Prometheus name: building it is the costliest step per metric.
@@ -132,7 +162,7 @@ type page struct {
 	withoutScopeInfo bool
 	resourceLabels   *resourceMatcher
 	expiration       time.Duration
-	constLabels      []*dto.LabelPair
+	constLabels      []label
 	// targetInfo is target_info's name, in the namespace if there is one.
 	targetInfo string
 
@@ -144,6 +174,8 @@ type page struct {
 	// series are all series by their identity, as the contrib exporter's: name, type, scope,
 	// labels. Two resources that give a series the same labels share it, the last point wins.
 	series map[uint64]*series
+	// labelSets are the series' labels, each set held once, by its identity.
+	labelSets map[uint64]*labelSet
 	// refused are series whose labels cannot be made: refused once and said once while they keep
 	// coming, forgotten like a series once they stop (so a stream of distinct bad series costs
 	// memory for one expiration, not for the exporter's life).
@@ -156,6 +188,8 @@ type page struct {
 
 	deflater *flate.Writer
 	scratch  bytes.Buffer
+	// text is the buffer a piece is rendered in before it is compressed.
+	text []byte
 }
 
 func newPage(cfg *Config, logger *zap.Logger) (*page, error) {
@@ -175,6 +209,7 @@ func newPage(cfg *Config, logger *zap.Logger) (*page, error) {
 		families:         map[string]*family{},
 		resources:        map[uint64]*resource{},
 		series:           map[uint64]*series{},
+		labelSets:        map[uint64]*labelSet{},
 		refused:          newRefusedSeries(cfg.MetricExpiration),
 		sources:          map[uint64]*source{},
 		dirty:            map[*source]struct{}{},
@@ -190,7 +225,7 @@ func newPage(cfg *Config, logger *zap.Logger) (*page, error) {
 		}
 	}
 	for name, value := range cfg.ConstLabels {
-		p.constLabels = append(p.constLabels, labelPair(name, value))
+		p.constLabels = append(p.constLabels, label{name, value})
 	}
 	p.deflater, err = flate.NewWriter(&p.scratch, flate.BestSpeed)
 	if err != nil {
@@ -222,11 +257,10 @@ func (p *page) consumeResource(rm pmetric.ResourceMetrics, now time.Time) {
 	}
 	sms := rm.ScopeMetrics()
 	for i := 0; i < sms.Len(); i++ {
-		sm := sms.At(i)
-		scopeKey := scopeHash(sm)
-		ms := sm.Metrics()
+		sc := scope{sm: sms.At(i), key: scopeHash(sms.At(i))}
+		ms := sc.sm.Metrics()
 		for j := 0; j < ms.Len(); j++ {
-			p.consumeMetric(res, sm, scopeKey, ms.At(j), now)
+			p.consumeMetric(res, sc, ms.At(j), now)
 		}
 	}
 	if !ok {
@@ -234,8 +268,14 @@ func (p *page) consumeResource(rm pmetric.ResourceMetrics, now time.Time) {
 	}
 }
 
+// scope is a batch's scope and its hash.
+type scope struct {
+	sm  pmetric.ScopeMetrics
+	key uint64
+}
+
 func (p *page) newResource(key uint64, attrs pcommon.Map) *resource {
-	res := &resource{key: key, byFamily: map[*family][]*series{}}
+	res := &resource{key: key}
 	p.resources[key] = res
 	var errs []error
 	for k, v := range attrs.All() {
@@ -247,7 +287,7 @@ func (p *page) newResource(key uint64, attrs pcommon.Map) *resource {
 			errs = append(errs, err)
 			continue
 		}
-		res.labels = append(res.labels, labelPair(name, v.AsString()))
+		res.labels = append(res.labels, label{name, v.AsString()})
 		res.overridden = append(res.overridden, k)
 		res.labelSum += pairHash(k, v)
 	}
@@ -255,11 +295,11 @@ func (p *page) newResource(key uint64, attrs pcommon.Map) *resource {
 	job, hasJob := jobOf(attrs)
 	instance, hasInstance := instanceOf(attrs)
 	if hasJob {
-		res.labels = append(res.labels, labelPair(model.JobLabel, job))
+		res.labels = append(res.labels, label{model.JobLabel, job})
 		res.labelSum += pairHash("\xffjob", pcommon.NewValueStr(job))
 	}
 	if hasInstance {
-		res.labels = append(res.labels, labelPair(model.InstanceLabel, instance))
+		res.labels = append(res.labels, label{model.InstanceLabel, instance})
 		res.labelSum += pairHash("\xffinstance", pcommon.NewValueStr(instance))
 	}
 	if job != "" && instance != "" {
@@ -298,17 +338,17 @@ func instanceOf(attrs pcommon.Map) (string, bool) {
 }
 
 // consumeMetric takes a metric's points into res.
-func (p *page) consumeMetric(res *resource, sm pmetric.ScopeMetrics, scopeKey uint64, m pmetric.Metric, now time.Time) {
+func (p *page) consumeMetric(res *resource, sc scope, m pmetric.Metric, now time.Time) {
 	fam, ok := p.familyOf(m)
 	if !ok {
 		return
 	}
-	metricKey := xxhash.Sum64String(m.Name()) ^ uint64(m.Type())*0x9E3779B97F4A7C15 ^ scopeKey
+	metricKey := xxhash.Sum64String(m.Name()) ^ uint64(m.Type())*0x9E3779B97F4A7C15 ^ sc.key
 	switch m.Type() {
 	case pmetric.MetricTypeGauge:
 		dps := m.Gauge().DataPoints()
 		for i := 0; i < dps.Len(); i++ {
-			p.numberPoint(res, fam, sm, metricKey, dps.At(i), false, now)
+			p.numberPoint(res, fam, sc, metricKey, dps.At(i), false, now)
 		}
 	case pmetric.MetricTypeSum:
 		sum := m.Sum()
@@ -319,24 +359,24 @@ func (p *page) consumeMetric(res *resource, sm pmetric.ScopeMetrics, scopeKey ui
 		delta := sum.AggregationTemporality() == pmetric.AggregationTemporalityDelta
 		dps := sum.DataPoints()
 		for i := 0; i < dps.Len(); i++ {
-			p.numberPoint(res, fam, sm, metricKey, dps.At(i), delta, now)
+			p.numberPoint(res, fam, sc, metricKey, dps.At(i), delta, now)
 		}
 	case pmetric.MetricTypeHistogram:
 		h := m.Histogram()
 		dps := h.DataPoints()
 		for i := 0; i < dps.Len(); i++ {
-			p.histogramPoint(res, fam, sm, metricKey, dps.At(i), h.AggregationTemporality(), now)
+			p.histogramPoint(res, fam, sc, metricKey, dps.At(i), h.AggregationTemporality(), now)
 		}
 	case pmetric.MetricTypeExponentialHistogram:
 		h := m.ExponentialHistogram()
 		dps := h.DataPoints()
 		for i := 0; i < dps.Len(); i++ {
-			p.exponentialPoint(res, fam, sm, metricKey, dps.At(i), h.AggregationTemporality(), now)
+			p.exponentialPoint(res, fam, sc, metricKey, dps.At(i), h.AggregationTemporality(), now)
 		}
 	case pmetric.MetricTypeSummary:
 		dps := m.Summary().DataPoints()
 		for i := 0; i < dps.Len(); i++ {
-			p.summaryPoint(res, fam, sm, metricKey, dps.At(i), now)
+			p.summaryPoint(res, fam, sc, metricKey, dps.At(i), now)
 		}
 	}
 }
@@ -372,8 +412,7 @@ func (p *page) familyOf(m pmetric.Metric) (*family, bool) {
 	}
 	fam, ok := p.families[name]
 	if !ok {
-		fam = &family{name: name, typ: typ, pieces: map[uint64]*piece{}}
-		fam.header = p.makePiece(headerText(name, m.Description(), typ))
+		fam = p.newFamily(name, m.Description(), typ)
 		p.families[name] = fam
 		return fam, true
 	}
@@ -386,6 +425,17 @@ func (p *page) familyOf(m pmetric.Metric) (*family, bool) {
 		return nil, false
 	}
 	return fam, true
+}
+
+func (p *page) newFamily(name, help string, typ dto.MetricType) *family {
+	fam := &family{name: name, typ: typ, pieces: map[uint64]*piece{}}
+	fam.header = p.makePiece(headerText(name, help, typ))
+	// A name expfmt quotes opens the braces its labels go in: `{"name"}` without labels.
+	fam.open = seriesPrefix(name, nil)
+	if fam.quoted = bytes.HasPrefix(fam.open, []byte("{")); fam.quoted {
+		fam.open = bytes.TrimSuffix(fam.open, []byte("}"))
+	}
+	return fam
 }
 
 func familyType(m pmetric.Metric) (dto.MetricType, otlptranslator.MetricType, bool) {
@@ -420,8 +470,12 @@ type point interface {
 // lookup finds the series of dp, making it if it is new. It returns nil when the point ends
 // its series (no recorded value: the series leaves the page at once) or cannot be a series.
 // A series found may belong to another resource: claim moves it once its point is taken.
-func (p *page) lookup(res *resource, fam *family, sm pmetric.ScopeMetrics, metricKey uint64, dp point, kind seriesKind) (s *series, created bool) {
-	key := mix(metricKey ^ mix(attrSum(dp.Attributes(), res.overridden...)+res.labelSum))
+func (p *page) lookup(res *resource, fam *family, sc scope, metricKey uint64, dp point, kind seriesKind) (s *series, created bool) {
+	labelKey := mix(attrSum(dp.Attributes(), res.overridden...) + res.labelSum)
+	if !p.withoutScopeInfo {
+		labelKey = mix(labelKey ^ sc.key) // the otel_scope_* labels
+	}
+	key := mix(metricKey ^ labelKey)
 	if dp.Flags().NoRecordedValue() {
 		if old, ok := p.series[key]; ok {
 			p.remove(old)
@@ -434,15 +488,15 @@ func (p *page) lookup(res *resource, fam *family, sm pmetric.ScopeMetrics, metri
 	if p.refused.seen(key) {
 		return nil, false
 	}
-	labels, err := p.seriesLabels(res, sm, dp.Attributes())
+	ls, labels, err := p.labelSetOf(labelKey, res, sc, dp.Attributes(), kind != numberSeries)
 	if err != nil {
 		p.refused.add(key)
 		p.logger.Warn("series dropped: its labels cannot be Prometheus labels", zap.String("metric", fam.name), zap.Error(err))
 		return nil, false
 	}
-	s = &series{key: key, res: res, fam: fam, kind: kind, prefix: seriesPrefix(fam.name, labels), labelCount: len(labels)}
+	s = &series{key: key, res: res, fam: fam, kind: kind, labels: ls}
 	if kind != numberSeries {
-		s.labels = labels
+		s.dist = &distribution{labels: labels}
 	}
 	p.series[key] = s
 	res.add(s)
@@ -462,9 +516,33 @@ func (p *page) claim(s *series, res *resource) {
 	res.add(s)
 }
 
+// labelSetOf finds or makes the label set of key, and returns its labels as expfmt takes them
+// when asked (a histogram or summary renders through expfmt).
+func (p *page) labelSetOf(key uint64, res *resource, sc scope, attrs pcommon.Map, withLabels bool) (*labelSet, []*dto.LabelPair, error) {
+	ls, ok := p.labelSets[key]
+	if ok && !withLabels {
+		ls.refs++
+		return ls, nil, nil
+	}
+	labels, err := p.seriesLabels(res, sc.sm, attrs)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !ok {
+		ls = &labelSet{key: key, body: labelBody(labels), count: len(labels)}
+		p.labelSets[key] = ls
+	}
+	ls.refs++
+	return ls, labels, nil
+}
+
 // remove ends s.
 func (p *page) remove(s *series) {
 	delete(p.series, s.key)
+	s.labels.refs--
+	if s.labels.refs == 0 {
+		delete(p.labelSets, s.labels.key)
+	}
 	s.res.drop(s)
 	p.dirty[s.res.source] = struct{}{}
 }
@@ -502,8 +580,12 @@ func (p *page) seriesLabels(res *resource, sm pmetric.ScopeMetrics, attrs pcommo
 			labelPair("otel_scope_version", scope.Version()),
 			labelPair("otel_scope_schema_url", sm.SchemaUrl()))
 	}
-	labels = append(labels, res.labels...)
-	labels = append(labels, p.constLabels...)
+	for _, l := range res.labels {
+		labels = append(labels, labelPair(l.name, l.value))
+	}
+	for _, l := range p.constLabels {
+		labels = append(labels, labelPair(l.name, l.value))
+	}
 	sort.Slice(labels, func(i, j int) bool { return labels[i].GetName() < labels[j].GetName() })
 	for i, l := range labels {
 		if !model.UTF8Validation.IsValidLabelName(l.GetName()) || strings.HasPrefix(l.GetName(), model.ReservedLabelPrefix) {
@@ -527,8 +609,8 @@ func labelPair(name, value string) *dto.LabelPair {
 // queue after an outage must not turn a series back.
 func older(s *series, ts pcommon.Timestamp) bool { return ts < s.ts }
 
-func (p *page) numberPoint(res *resource, fam *family, sm pmetric.ScopeMetrics, metricKey uint64, dp pmetric.NumberDataPoint, delta bool, now time.Time) {
-	s, created := p.lookup(res, fam, sm, metricKey, dp, numberSeries)
+func (p *page) numberPoint(res *resource, fam *family, sc scope, metricKey uint64, dp pmetric.NumberDataPoint, delta bool, now time.Time) {
+	s, created := p.lookup(res, fam, sc, metricKey, dp, numberSeries)
 	if s == nil {
 		return
 	}
@@ -543,7 +625,7 @@ func (p *page) numberPoint(res *resource, fam *family, sm pmetric.ScopeMetrics, 
 		start = s.start
 	}
 	p.claim(s, res)
-	s.value, s.ts, s.start, s.arrived = v, dp.Timestamp(), start, now
+	s.value, s.ts, s.start, s.arrived = v, dp.Timestamp(), start, now.UnixNano()
 }
 
 func numberValue(dp pmetric.NumberDataPoint) float64 {
@@ -553,8 +635,8 @@ func numberValue(dp pmetric.NumberDataPoint) float64 {
 	return dp.DoubleValue()
 }
 
-func (p *page) histogramPoint(res *resource, fam *family, sm pmetric.ScopeMetrics, metricKey uint64, dp pmetric.HistogramDataPoint, temporality pmetric.AggregationTemporality, now time.Time) {
-	s, created := p.lookup(res, fam, sm, metricKey, dp, histogramSeries)
+func (p *page) histogramPoint(res *resource, fam *family, sc scope, metricKey uint64, dp pmetric.HistogramDataPoint, temporality pmetric.AggregationTemporality, now time.Time) {
+	s, created := p.lookup(res, fam, sc, metricKey, dp, histogramSeries)
 	if s == nil {
 		return
 	}
@@ -578,30 +660,30 @@ func (p *page) histogramPoint(res *resource, fam *family, sm pmetric.ScopeMetric
 			if ts < s.ts {
 				ts = s.ts
 			}
-			if slices.Equal(bounds, s.bounds) && len(buckets) == len(s.buckets) {
+			if d := s.dist; slices.Equal(bounds, d.bounds) && len(buckets) == len(d.buckets) {
 				for i := range buckets {
-					buckets[i] += s.buckets[i]
+					buckets[i] += d.buckets[i]
 				}
-				count += s.count
-				sum += s.sum
+				count += d.count
+				sum += d.sum
 			}
 		default:
 			return
 		}
 	}
 	p.claim(s, res)
-	s.bounds, s.buckets, s.count, s.sum = bounds, buckets, count, sum
-	s.ts, s.start, s.arrived = ts, start, now
+	s.dist.bounds, s.dist.buckets, s.dist.count, s.dist.sum = bounds, buckets, count, sum
+	s.ts, s.start, s.arrived = ts, start, now.UnixNano()
 }
 
 // exponentialPoint keeps an exponential histogram's count and sum: the text format has no
 // native buckets, so they are all its page shows (and all the contrib exporter's page shows).
-func (p *page) exponentialPoint(res *resource, fam *family, sm pmetric.ScopeMetrics, metricKey uint64, dp pmetric.ExponentialHistogramDataPoint, temporality pmetric.AggregationTemporality, now time.Time) {
+func (p *page) exponentialPoint(res *resource, fam *family, sc scope, metricKey uint64, dp pmetric.ExponentialHistogramDataPoint, temporality pmetric.AggregationTemporality, now time.Time) {
 	if scale := dp.Scale(); scale < -4 || !dp.HasSum() {
 		p.logger.Debug("exponential histogram point dropped: scale below -4 or no sum", zap.String("metric", fam.name))
 		return
 	}
-	s, created := p.lookup(res, fam, sm, metricKey, dp, histogramSeries)
+	s, created := p.lookup(res, fam, sc, metricKey, dp, histogramSeries)
 	if s == nil {
 		return
 	}
@@ -619,7 +701,7 @@ func (p *page) exponentialPoint(res *resource, fam *family, sm pmetric.ScopeMetr
 				}
 				break
 			}
-			start, count, sum = s.start, count+s.count, sum+s.sum
+			start, count, sum = s.start, count+s.dist.count, sum+s.dist.sum
 			if ts < s.ts {
 				ts = s.ts
 			}
@@ -628,12 +710,13 @@ func (p *page) exponentialPoint(res *resource, fam *family, sm pmetric.ScopeMetr
 		}
 	}
 	p.claim(s, res)
-	s.countOnlyEx = true
-	s.count, s.sum, s.ts, s.start, s.arrived = count, sum, ts, start, now
+	s.dist.countOnlyEx = true
+	s.dist.count, s.dist.sum = count, sum
+	s.ts, s.start, s.arrived = ts, start, now.UnixNano()
 }
 
-func (p *page) summaryPoint(res *resource, fam *family, sm pmetric.ScopeMetrics, metricKey uint64, dp pmetric.SummaryDataPoint, now time.Time) {
-	s, created := p.lookup(res, fam, sm, metricKey, dp, summarySeries)
+func (p *page) summaryPoint(res *resource, fam *family, sc scope, metricKey uint64, dp pmetric.SummaryDataPoint, now time.Time) {
+	s, created := p.lookup(res, fam, sc, metricKey, dp, summarySeries)
 	if s == nil {
 		return
 	}
@@ -642,32 +725,28 @@ func (p *page) summaryPoint(res *resource, fam *family, sm pmetric.ScopeMetrics,
 	}
 	p.claim(s, res)
 	qv := dp.QuantileValues()
-	s.quantiles = make(map[float64]float64, qv.Len())
+	s.dist.quantiles = make(map[float64]float64, qv.Len())
 	for i := 0; i < qv.Len(); i++ {
-		s.quantiles[qv.At(i).Quantile()] = qv.At(i).Value()
+		s.dist.quantiles[qv.At(i).Quantile()] = qv.At(i).Value()
 	}
-	s.count, s.sum, s.ts, s.start, s.arrived = dp.Count(), dp.Sum(), dp.Timestamp(), dp.StartTimestamp(), now
+	s.dist.count, s.dist.sum = dp.Count(), dp.Sum()
+	s.ts, s.start, s.arrived = dp.Timestamp(), dp.StartTimestamp(), now.UnixNano()
 }
 
-// add puts s in res's lists.
+// add puts s in res's list.
 func (res *resource) add(s *series) {
-	res.byFamily[s.fam] = append(res.byFamily[s.fam], s)
-	res.size++
+	res.series = append(res.series, s)
 	res.source.stale[s.fam] = struct{}{}
 }
 
-// drop takes s out of res's lists.
+// drop takes s out of res's list.
 func (res *resource) drop(s *series) {
 	res.source.stale[s.fam] = struct{}{}
-	list := res.byFamily[s.fam]
-	i := slices.Index(list, s)
-	list = slices.Delete(list, i, i+1)
-	if len(list) == 0 {
-		delete(res.byFamily, s.fam)
-	} else {
-		res.byFamily[s.fam] = list
-	}
-	res.size--
+	i := slices.Index(res.series, s)
+	last := len(res.series) - 1
+	res.series[i] = res.series[last]
+	res.series[last] = nil
+	res.series = res.series[:last]
 }
 
 // renderDirty renders the sources a batch or a sweep changed.
@@ -685,24 +764,20 @@ func (p *page) render(src *source) {
 	regathered := map[*family][]*series{}
 	kept := src.resources[:0]
 	for _, res := range src.resources {
-		if res.size == 0 {
+		if len(res.series) == 0 {
 			delete(p.resources, res.key)
 			p.leaveTarget(res)
 			continue
 		}
 		kept = append(kept, res)
-		res.oldest = time.Time{}
-		for fam, list := range res.byFamily {
-			for _, s := range list {
-				if res.oldest.IsZero() || s.arrived.Before(res.oldest) {
-					res.oldest = s.arrived
-				}
-			}
-			if _, stale := src.stale[fam]; stale {
-				regathered[fam] = append(regathered[fam], list...)
+		res.oldest = math.MaxInt64
+		for _, s := range res.series {
+			res.oldest = min(res.oldest, s.arrived)
+			if _, stale := src.stale[s.fam]; stale {
+				regathered[s.fam] = append(regathered[s.fam], s)
 			}
 		}
-		if next := res.oldest.Add(p.expiration); p.nextExpiry.IsZero() || next.Before(p.nextExpiry) {
+		if next := time.Unix(0, res.oldest).Add(p.expiration); p.nextExpiry.IsZero() || next.Before(p.nextExpiry) {
 			p.nextExpiry = next
 		}
 	}
@@ -720,15 +795,12 @@ func (p *page) render(src *source) {
 	}
 	clear(src.stale)
 	for fam, list := range src.order {
-		var text []byte
-		if last := fam.pieces[src.key]; last != nil {
-			// This render's text is about as long as the last one's.
-			text = make([]byte, 0, len(last.text)+len(last.text)/8)
-		}
+		text := p.text[:0]
 		for _, s := range list {
 			text = p.appendSeries(text, s)
 		}
 		fam.pieces[src.key] = p.makePiece(text)
+		p.text = text
 	}
 	if len(src.resources) == 0 {
 		delete(p.sources, src.key)
@@ -738,10 +810,10 @@ func (p *page) render(src *source) {
 // seriesOrder is client_golang's order of a family's series: fewer labels first, then by
 // labels (here by the rendered labels, names included; client_golang compares the values).
 func seriesOrder(a, b *series) int {
-	if a.labelCount != b.labelCount {
-		return a.labelCount - b.labelCount
+	if a.labels.count != b.labels.count {
+		return a.labels.count - b.labels.count
 	}
-	return bytes.Compare(a.prefix, b.prefix)
+	return bytes.Compare(a.labels.body, b.labels.body) // a family's series share their name
 }
 
 func (p *page) dropPiece(fam *family, key uint64) {
@@ -756,26 +828,41 @@ func (p *page) dropPiece(fam *family, key uint64) {
 
 func (*page) appendSeries(text []byte, s *series) []byte {
 	if s.kind == numberSeries {
-		text = append(text, s.prefix...)
+		text = appendPrefix(text, s.fam, s.labels)
 		text = append(text, ' ')
 		text = appendFloat(text, s.value)
 		return append(text, '\n')
 	}
-	m := &dto.Metric{Label: s.labels}
+	d := s.dist
+	m := &dto.Metric{Label: d.labels}
 	switch {
 	case s.kind == summarySeries:
-		q := make([]*dto.Quantile, 0, len(s.quantiles))
-		for quantile, value := range s.quantiles {
+		q := make([]*dto.Quantile, 0, len(d.quantiles))
+		for quantile, value := range d.quantiles {
 			q = append(q, &dto.Quantile{Quantile: &quantile, Value: &value})
 		}
 		sort.Slice(q, func(i, j int) bool { return q[i].GetQuantile() < q[j].GetQuantile() })
-		m.Summary = &dto.Summary{SampleCount: &s.count, SampleSum: &s.sum, Quantile: q}
-	case s.countOnlyEx:
-		m.Histogram = &dto.Histogram{SampleCount: &s.count, SampleSum: &s.sum}
+		m.Summary = &dto.Summary{SampleCount: &d.count, SampleSum: &d.sum, Quantile: q}
+	case d.countOnlyEx:
+		m.Histogram = &dto.Histogram{SampleCount: &d.count, SampleSum: &d.sum}
 	default:
-		m.Histogram = &dto.Histogram{SampleCount: &s.count, SampleSum: &s.sum, Bucket: cumulativeBuckets(s.bounds, s.buckets)}
+		m.Histogram = &dto.Histogram{SampleCount: &d.count, SampleSum: &d.sum, Bucket: cumulativeBuckets(d.bounds, d.buckets)}
 	}
-	return appendExpfmt(text, s.fam.name, s.fam.typ, m)
+	return appendExpfmtLine(text, s.fam.name, s.fam.typ, m)
+}
+
+// appendPrefix writes a series' `name{labels}` as expfmt writes it.
+func appendPrefix(text []byte, fam *family, ls *labelSet) []byte {
+	text = append(text, fam.open...)
+	switch {
+	case !fam.quoted:
+		return append(text, ls.body...)
+	case len(ls.body) == 0:
+		return append(text, '}')
+	default:
+		text = append(text, ',')
+		return append(text, ls.body[1:]...)
+	}
 }
 
 // cumulativeBuckets are the classic buckets as the contrib exporter makes them: each distinct
@@ -802,8 +889,8 @@ func cumulativeBuckets(bounds []float64, counts []uint64) []*dto.Bucket {
 	return out
 }
 
-// appendExpfmt renders one series with expfmt, without the family's TYPE line.
-func appendExpfmt(text []byte, name string, typ dto.MetricType, m *dto.Metric) []byte {
+// appendExpfmtLine renders one series with expfmt, without the family's TYPE line.
+func appendExpfmtLine(text []byte, name string, typ dto.MetricType, m *dto.Metric) []byte {
 	var buf bytes.Buffer
 	if _, err := expfmt.MetricFamilyToText(&buf, &dto.MetricFamily{Name: &name, Type: &typ, Metric: []*dto.Metric{m}}); err != nil {
 		return text // the series was checked when made: expfmt has nothing left to refuse
@@ -812,10 +899,15 @@ func appendExpfmt(text []byte, name string, typ dto.MetricType, m *dto.Metric) [
 	return append(text, b[bytes.IndexByte(b, '\n')+1:]...)
 }
 
-// seriesPrefix is `name{labels}` as expfmt writes it, made once per series.
+// labelBody is `{labels}` as expfmt writes it after a name that needs no quotes; empty
+// without labels.
+func labelBody(labels []*dto.LabelPair) []byte {
+	return bytes.TrimPrefix(seriesPrefix("x", labels), []byte("x"))
+}
+
+// seriesPrefix is `name{labels}` as expfmt writes it.
 func seriesPrefix(name string, labels []*dto.LabelPair) []byte {
-	zero := 0.0
-	line := appendExpfmt(nil, name, dto.MetricType_GAUGE, &dto.Metric{Label: labels, Gauge: &dto.Gauge{Value: &zero}})
+	line := appendExpfmtLine(nil, name, dto.MetricType_GAUGE, &dto.Metric{Label: labels, Gauge: &dto.Gauge{Value: new(float64)}})
 	return bytes.TrimSuffix(line, []byte(" 0\n"))
 }
 
@@ -846,5 +938,5 @@ func (p *page) makePiece(text []byte) *piece {
 	p.deflater.Reset(&p.scratch)
 	_, _ = p.deflater.Write(text)
 	_ = p.deflater.Flush()
-	return &piece{text: text, deflated: bytes.Clone(p.scratch.Bytes())}
+	return &piece{deflated: bytes.Clone(p.scratch.Bytes()), size: len(text), crc: crc32.ChecksumIEEE(text)}
 }

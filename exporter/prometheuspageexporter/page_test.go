@@ -70,6 +70,13 @@ func text(p *page, now time.Time) string {
 	return b.String()
 }
 
+// pieceText is a piece's text, inflated as a scrape without gzip inflates it.
+func pieceText(t *testing.T, pc *piece) string {
+	var b bytes.Buffer
+	require.NoError(t, (&view{pieces: []*piece{pc}, size: pc.size}).writeText(&b))
+	return b.String()
+}
+
 func TestOlderPointNeverOverwritesNewer(t *testing.T) {
 	p := testPage(t, zap.NewNop())
 	p.consume(gaugeBatch(t0.Add(time.Minute), 70, "GPU-a"), t0)
@@ -138,7 +145,7 @@ func TestBatchRendersOnlyItsAgent(t *testing.T) {
 	for k, pc := range fam.pieces {
 		if before[k] != pc {
 			changed++
-			assert.Contains(t, string(pc.text), `gpu_temperature{instance="10.0.0.2:9102",service_instance_id="10.0.0.2:9102",uuid="GPU-c"} 71`)
+			assert.Contains(t, pieceText(t, pc), `gpu_temperature{instance="10.0.0.2:9102",service_instance_id="10.0.0.2:9102",uuid="GPU-c"} 71`)
 		}
 	}
 	assert.Equal(t, 1, changed)
@@ -307,3 +314,49 @@ func TestScrapeTextAndGzip(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// A GPU's metrics share one set of labels (held once, not per series), and a set leaves with
+// its last series.
+func TestSeriesShareLabelSetsUntilTheLastLeaves(t *testing.T) {
+	p := testPage(t, zap.NewNop())
+	md := gaugeBatch(t0, 70, "GPU-a", "GPU-b")
+	for i := range md.ResourceMetrics().Len() {
+		power := md.ResourceMetrics().At(i).ScopeMetrics().At(0).Metrics().AppendEmpty()
+		power.SetName("gpu.power")
+		dp := power.SetEmptyGauge().DataPoints().AppendEmpty()
+		dp.SetTimestamp(pcommon.NewTimestampFromTime(t0))
+		dp.SetDoubleValue(300)
+	}
+	p.consume(md, t0)
+	require.Len(t, p.series, 4)
+	require.Len(t, p.labelSets, 2, "one label set per GPU, whatever its metrics")
+
+	ended := gaugeBatch(t0.Add(time.Second), 0, "GPU-a")
+	ended.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints().At(0).SetFlags(pmetric.DefaultDataPointFlags.WithNoRecordedValue(true))
+	p.consume(ended, t0.Add(time.Second))
+	assert.Len(t, p.labelSets, 2, "GPU-a's power still uses its labels")
+	page := text(p, t0.Add(time.Second))
+	assert.Contains(t, page, `gpu_power{uuid="GPU-a"} 300`)
+	assert.NotContains(t, page, `gpu_temperature{uuid="GPU-a"}`)
+
+	p.expire(t0.Add(3 * time.Minute))
+	assert.Empty(t, p.series)
+	assert.Empty(t, p.labelSets, "a label set outlived its series")
+	assert.Empty(t, p.resources)
+}
+
+// A name expfmt quotes goes inside the braces, before the labels, as expfmt writes it.
+func TestQuotedNameOpensTheBraces(t *testing.T) {
+	cfg := agentConfig()
+	cfg.TranslationStrategy = "NoTranslation"
+	p, err := newPage(cfg, zap.NewNop())
+	require.NoError(t, err)
+	md := gaugeBatch(t0, 70, "GPU-a")
+	bare := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	bare.SetName("gpu.temperature")
+	bare.SetEmptyGauge().DataPoints().AppendEmpty().SetDoubleValue(40)
+	p.consume(md, t0)
+	page := text(p, t0)
+	assert.Contains(t, page, "{\"gpu.temperature\",uuid=\"GPU-a\"} 70\n")
+	assert.Contains(t, page, "{\"gpu.temperature\"} 40\n")
+}

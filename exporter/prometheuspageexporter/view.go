@@ -4,10 +4,11 @@
 package prometheuspageexporter // import "github.com/otelcol-gpu/otelcol-gpu/exporter/prometheuspageexporter"
 
 import (
+	"bytes"
+	"compress/flate"
 	"encoding/binary"
-	"hash/crc32"
+	"errors"
 	"io"
-	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -65,9 +66,9 @@ func (p *page) buildView() *view {
 	keys := []uint64{}
 	add := func(pc *piece) {
 		v.pieces = append(v.pieces, pc)
-		v.size += len(pc.text)
+		v.size += pc.size
 		v.deflatedSize += len(pc.deflated)
-		v.crc = crc32.Update(v.crc, crc32.IEEETable, pc.text)
+		v.crc = crc32Combine(v.crc, pc.crc, pc.size)
 	}
 	for _, name := range names {
 		fam := p.families[name]
@@ -85,14 +86,16 @@ func (p *page) buildView() *view {
 	return v
 }
 
-// writeText writes the page in the text format.
+// writeText writes the page in the text format: the pieces' one deflate stream, inflated.
 func (v *view) writeText(w io.Writer) error {
+	stream := make([]io.Reader, 0, len(v.pieces)+1)
 	for _, pc := range v.pieces {
-		if _, err := w.Write(pc.text); err != nil {
-			return err
-		}
+		stream = append(stream, bytes.NewReader(pc.deflated))
 	}
-	return nil
+	stream = append(stream, bytes.NewReader(finalBlock))
+	inflater := flate.NewReader(io.MultiReader(stream...))
+	_, err := io.CopyN(w, inflater, int64(v.size)) // the text the pieces were made from, no more
+	return errors.Join(err, inflater.Close())
 }
 
 // writeGzip writes the page gzip-compressed: one gzip member whose deflate stream is the
@@ -120,20 +123,18 @@ func (p *page) expireDue(now time.Time) {
 	if p.nextExpiry.IsZero() || now.Before(p.nextExpiry) {
 		return
 	}
-	cutoff := now.Add(-p.expiration)
+	cutoff := now.Add(-p.expiration).UnixNano()
 	p.nextExpiry = time.Time{}
 	for _, res := range p.resources {
-		if !res.oldest.Before(cutoff) {
-			if next := res.oldest.Add(p.expiration); p.nextExpiry.IsZero() || next.Before(p.nextExpiry) {
+		if res.oldest >= cutoff {
+			if next := time.Unix(0, res.oldest).Add(p.expiration); p.nextExpiry.IsZero() || next.Before(p.nextExpiry) {
 				p.nextExpiry = next
 			}
 			continue
 		}
-		for _, list := range res.byFamily {
-			for _, s := range slices.Clone(list) {
-				if s.arrived.Before(cutoff) {
-					p.remove(s)
-				}
+		for _, s := range slices.Clone(res.series) {
+			if s.arrived < cutoff {
+				p.remove(s)
 			}
 		}
 	}
@@ -144,7 +145,7 @@ func (p *page) expireDue(now time.Time) {
 const targetInfo = "target_info"
 
 func (p *page) joinTarget(res *resource, attrs pcommon.Map, job, instance string) {
-	labels := map[string]string{}
+	labels := make([]label, 0, attrs.Len())
 	for k, v := range attrs.All() {
 		switch k {
 		case "service.name", "service.namespace", "service.instance.id":
@@ -154,13 +155,11 @@ func (p *page) joinTarget(res *resource, attrs pcommon.Map, job, instance string
 		if err != nil {
 			return // the contrib exporter shows no target_info for such a resource either
 		}
-		if old, ok := labels[name]; ok {
-			labels[name] = old + ";" + v.AsString()
-		} else {
-			labels[name] = v.AsString()
-		}
+		labels = append(labels, label{name, v.AsString()})
 	}
-	res.targetLabels = labels
+	// Attributes that become one label are joined with ";", in the attributes' order.
+	slices.SortStableFunc(labels, func(a, b label) int { return strings.Compare(a.name, b.name) })
+	res.targetLabels = joinSameName(labels)
 	key := xxhash.Sum64String(targetInfo + "\xff" + job + "\xff" + instance)
 	t, ok := p.targets[key]
 	if !ok {
@@ -196,32 +195,44 @@ func (p *page) renderTarget(t *target) {
 		return
 	}
 	if !ok {
-		fam = &family{name: p.targetInfo, typ: dto.MetricType_GAUGE, pieces: map[uint64]*piece{}}
-		fam.header = p.makePiece(headerText(p.targetInfo, "Target metadata", dto.MetricType_GAUGE))
+		fam = p.newFamily(p.targetInfo, "Target metadata", dto.MetricType_GAUGE)
 		p.families[p.targetInfo] = fam
 	}
-	var shared map[string]string
+	var shared []label
 	for res := range t.members {
 		if shared == nil {
-			shared = maps.Clone(res.targetLabels)
+			shared = slices.Clone(res.targetLabels)
 			continue
 		}
-		for k, v := range shared {
-			if res.targetLabels[k] != v {
-				delete(shared, k)
-			}
-		}
+		shared = slices.DeleteFunc(shared, func(l label) bool {
+			i, found := slices.BinarySearchFunc(res.targetLabels, l.name, func(m label, name string) int { return strings.Compare(m.name, name) })
+			return !found || res.targetLabels[i].value != l.value
+		})
 	}
 	labels := []*dto.LabelPair{labelPair("job", t.job), labelPair("instance", t.instance)}
-	for k, v := range shared {
-		if k == "job" || k == "instance" {
+	for _, l := range shared {
+		if l.name == "job" || l.name == "instance" {
 			continue
 		}
-		labels = append(labels, labelPair(k, v))
+		labels = append(labels, labelPair(l.name, l.value))
 	}
 	sort.Slice(labels, func(i, j int) bool { return labels[i].GetName() < labels[j].GetName() })
 	text := append(seriesPrefix(p.targetInfo, labels), " 1\n"...)
 	fam.pieces[t.key] = p.makePiece(text)
+}
+
+// joinSameName joins the values of labels of one name (sorted by name) with ";", as the
+// contrib exporter joins attributes that become one label.
+func joinSameName(labels []label) []label {
+	out := labels[:0]
+	for _, l := range labels {
+		if n := len(out); n > 0 && out[n-1].name == l.name {
+			out[n-1].value += ";" + l.value
+			continue
+		}
+		out = append(out, l)
+	}
+	return slices.Clip(out)
 }
 
 // appendFloat writes f as expfmt's text format does.
