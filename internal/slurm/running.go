@@ -6,6 +6,7 @@ package slurm // import "github.com/otelcol-gpu/otelcol-gpu/internal/slurm"
 import (
 	"errors"
 	"io/fs"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,21 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/cgroupfs"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfile"
 )
+
+// WalkRoot is the hierarchy Running walks under a cgroup mount: v2's root, or v1's freezer
+// controller, where proctrack/cgroup keeps every process of a step (memory, cpuacct and devices
+// have a step's directories only where cgroup.conf or jobacct_gather/cgroup make them); "" for a
+// v1 mount without freezer.
+func WalkRoot(mount string, version cgroupfs.Version) string {
+	if version != cgroupfs.V1 {
+		return mount
+	}
+	freezer := filepath.Join(mount, "freezer")
+	if _, err := os.Stat(freezer); err != nil {
+		return ""
+	}
+	return freezer
+}
 
 // RunningStep is a step found in the cgroup tree.
 type RunningStep struct {

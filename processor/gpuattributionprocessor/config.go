@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/enum"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/slurm"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
 )
 
@@ -164,9 +165,8 @@ func (cfg *Config) Validate() error {
 
 func (s SlurmConfig) validate() []error {
 	var errs []error
-	slice := strings.Trim(s.CgroupSlice, "/")
-	if slice == "" || slices.Contains(strings.Split(slice, "/"), "..") {
-		errs = append(errs, fmt.Errorf("slurm::cgroup_slice must name the slice of slurmstepd's scope (cgroup.conf's CgroupSlice, system.slice by default), got %q", s.CgroupSlice))
+	if err := slurm.CheckSlice(s.CgroupSlice); err != nil {
+		errs = append(errs, fmt.Errorf("slurm::cgroup_slice %w", err))
 	}
 	if s.JobMappingDir != "" && !filepath.IsAbs(s.JobMappingDir) {
 		errs = append(errs, fmt.Errorf("slurm::job_mapping_dir must be an absolute path on the host (dcgm-exporter's --hpc-job-mapping-dir) or empty, got %q", s.JobMappingDir))

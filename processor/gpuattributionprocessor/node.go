@@ -191,7 +191,7 @@ func newNode(set nodeSettings) (*node, error) {
 			return nil, fmt.Errorf("root_path: %w", err)
 		}
 		if n.cgroupDir != "" {
-			n.slurmMount = slurmMountOf(mount, n.version)
+			n.slurmMount = slurm.WalkRoot(mount, n.version)
 		}
 	}
 	n.pods, n.releasePods = podlogs.Shared(set.root)

@@ -6,7 +6,6 @@ package gpuattributionprocessor // import "github.com/otelcol-gpu/otelcol-gpu/pr
 import (
 	"errors"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -42,18 +41,11 @@ func stepID(key string) string { return "slurm:" + key }
 
 // newStepTask is the task a step (or a job of the job-mapping files) stands for.
 func newStepTask(p slurm.Process, dir, hostID string, mapped bool) *container {
-	labels := tasklabels.Unlabelled()
-	if p.Job.User != "" {
-		labels.Username = p.Job.User
-	}
-	if p.Job.Name != "" {
-		labels.JobName = p.Job.Name
-	}
 	return &container{
 		id:        stepID(p.Key()),
 		cgroupDir: dir,
 		task:      true,
-		labels:    labels,
+		labels:    p.Job.TaskLabels(),
 		step:      &slurmStep{Process: p, hostID: hostID, mapped: mapped},
 	}
 }
@@ -129,20 +121,6 @@ func (n *node) readSlurm() *slurmView {
 		}
 	}
 	return v
-}
-
-// slurmMountOf is the hierarchy Slurm's steps are walked in: v2's root, or v1's freezer
-// controller, where proctrack/cgroup keeps every process of a step (memory and devices have a
-// step's directories only where cgroup.conf constrains them).
-func slurmMountOf(mount string, version cgroupfs.Version) string {
-	if version == cgroupfs.V1 {
-		freezer := filepath.Join(mount, "freezer")
-		if _, err := os.Stat(freezer); err != nil {
-			return ""
-		}
-		return freezer
-	}
-	return mount
 }
 
 // stepOfProcess is the step task of a process in one of Slurm's steps (the inventory's, or one
