@@ -23,8 +23,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
+	"go.opentelemetry.io/collector/receiver/receivertest"
 
 	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpureceivertest"
 	"github.com/otelcol-gpu/otelcol-gpu/test/realslurm"
 )
@@ -170,4 +172,47 @@ func sorted(m map[string]float64) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// startTaskReceiver is the agent's task receiver on the real node with slurm enabled, collecting
+// every second into the sink it returns.
+func startTaskReceiver(t *testing.T) *consumertest.MetricsSink {
+	t.Helper()
+	f := taskreceiver.NewFactory()
+	cfg := f.CreateDefaultConfig().(*taskreceiver.Config)
+	cfg.CollectionInterval = time.Second
+	cfg.InitialDelay = 0
+	cfg.Slurm.Enabled = true
+	cfg.InfiniBand.Enabled = false
+	sink := new(consumertest.MetricsSink)
+	r, err := f.CreateMetrics(t.Context(), receivertest.NewNopSettings(f.Type()), cfg, sink)
+	require.NoError(t, err)
+	require.NoError(t, r.Start(t.Context(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, r.Shutdown(context.WithoutCancel(t.Context()))) })
+	return sink
+}
+
+// stepTasks are the steps with a live task_mem_usage_byte in the task receiver's latest
+// collection, by "<job>.<step>", with their username and job_name.
+func stepTasks(sink *consumertest.MetricsSink) map[string]string {
+	all := sink.AllMetrics()
+	got := map[string]string{}
+	if len(all) == 0 {
+		return got
+	}
+	md := all[len(all)-1]
+	for i := 0; i < md.ResourceMetrics().Len(); i++ {
+		rm := md.ResourceMetrics().At(i)
+		res := rm.Resource().Attributes().AsRaw()
+		job, ok := res["slurm_job_id"]
+		if !ok {
+			continue
+		}
+		eachPoint(rm, func(name string, dp pmetric.NumberDataPoint) {
+			if name == "task_mem_usage_byte" && !dp.Flags().NoRecordedValue() {
+				got[fmt.Sprintf("%v.%v", job, res["slurm_step"])] = fmt.Sprintf("%v %v", res["username"], res["job_name"])
+			}
+		})
+	}
+	return got
 }

@@ -13,6 +13,7 @@ package realslurm_test
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -199,6 +200,7 @@ func TestJobs(t *testing.T) {
 	// first task process is on its first GPU, but the two-step job's batch step, whose script
 	// only waits: it holds its two GPUs with no process, each shared with one of its steps.
 	agent := startAgentPage(t, filepath.Join(cluster.Dir, "work"))
+	tasks := startTaskReceiver(t)
 	idle := map[string]bool{twoStep + ".batch": true}
 	gpus := map[string][]int{}
 	gpuProcesses := func() []gpuProcess {
@@ -219,6 +221,21 @@ func TestJobs(t *testing.T) {
 			return collectErr
 		}
 		return diffPage(got, wantShare, wantJobs)
+	})
+
+	// The task receiver: each step a task, with the same labels.
+	wantTasks := func() map[string]string {
+		w := map[string]string{}
+		for key, s := range want {
+			w[key] = realslurm.User + " " + s.name
+		}
+		return w
+	}
+	poll.UntilNoError(t, within, "every step a task", func() error {
+		if got := stepTasks(tasks); !maps.Equal(got, wantTasks()) {
+			return fmt.Errorf("task_mem_usage_byte's steps %v, want %v", got, wantTasks())
+		}
+		return nil
 	})
 
 	// The job that ends, and the one cancelled, go with their processes.
@@ -253,6 +270,13 @@ func TestJobs(t *testing.T) {
 		gpu := strconv.Itoa(gpus[job+".batch"][0])
 		assert.True(t, endedSeries[job+".batch|"+gpu], "job %s's series ended, not left to expire: %v", job, endedSeries)
 	}
+
+	poll.UntilNoError(t, within, "the ended and cancelled jobs' tasks gone", func() error {
+		if got := stepTasks(tasks); !maps.Equal(got, wantTasks()) {
+			return fmt.Errorf("task_mem_usage_byte's steps %v, want %v", got, wantTasks())
+		}
+		return nil
+	})
 
 	// The gone steps' environments are forgotten after a sweep with no lookup of them.
 	steps.Sweep()
