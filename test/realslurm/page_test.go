@@ -26,8 +26,8 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
 	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor"
-	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpureceivertest"
+	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver"
 	"github.com/otelcol-gpu/otelcol-gpu/test/realslurm"
 )
 
