@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -232,4 +233,52 @@ func TestSlurmGPUsByDeviceMinor(t *testing.T) {
 	assert.Contains(t, util, "42.batch|6")
 	assert.Contains(t, util, "42.batch|0", "and the GPU its process is on")
 	assert.NotContains(t, util, "42.batch|1", "not NVML's GPU 1")
+}
+
+// TestSlurmSeriesPerNode measures what the slurm source puts on a node's page with 8 GPUs
+// shared by 64 single-step jobs (8 a GPU, each with one process on it): the numbers in
+// docs/metrics.md's Slurm section.
+func TestSlurmSeriesPerNode(t *testing.T) {
+	const gpus, jobs = 8, 64
+	host := hostfixture.Host{CgroupVersion: 2}
+	var scenario strings.Builder
+	scenario.WriteString("profile: dgxa100\nseed: 5\nsignals:\n  utilization: {constant: 50}\nprocesses:\n")
+	for j := range jobs {
+		job, pid, gpu := strconv.Itoa(1000+j), 20000+j, j%gpus
+		host.Containers = append(host.Containers, stepTask(v2Step("", job, "batch"), pid,
+			slurmEnv(job, "job"+job, "acct"+strconv.Itoa(j%4), "SLURM_JOB_GPUS="+strconv.Itoa(gpu))))
+		fmt.Fprintf(&scenario, "  - {pid: %d, gpu: %d, memory_mib: 1000, sm: %d}\n", pid, gpu, 1+j)
+	}
+	path := filepath.Join(t.TempDir(), "scenario.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(scenario.String()), 0o600))
+	e := newTestEnv(t, host, nil, withSources(SourceSlurm, SourceProcess))
+	out := e.process(gpuBatch(t, path))
+
+	series := map[string]int{}
+	total := 0
+	for i := 0; i < out.ResourceMetrics().Len(); i++ {
+		eachGauge(out.ResourceMetrics().At(i), func(name string, n int) {
+			series[name] += n
+			total += n
+		})
+	}
+	t.Logf("series per node, %d GPUs, %d jobs: %v, %d in all", gpus, jobs, series, total)
+	assert.Equal(t, map[string]int{
+		"task_gpu_percent": jobs, "task_gpu_mem_percent": jobs, "slurm_job_info": jobs,
+		"gpu_attribution_source_errors_total": 6, "zombie_container_count": 2,
+	}, series)
+}
+
+// eachGauge calls fn with each metric's name and number of points.
+func eachGauge(rm pmetric.ResourceMetrics, fn func(name string, points int)) {
+	for j := 0; j < rm.ScopeMetrics().Len(); j++ {
+		ms := rm.ScopeMetrics().At(j).Metrics()
+		for k := 0; k < ms.Len(); k++ {
+			if m := ms.At(k); m.Type() == pmetric.MetricTypeGauge {
+				fn(m.Name(), m.Gauge().DataPoints().Len())
+			} else {
+				fn(m.Name(), m.Sum().DataPoints().Len())
+			}
+		}
+	}
 }

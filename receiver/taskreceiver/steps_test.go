@@ -94,3 +94,30 @@ func TestSlurmSteps(t *testing.T) {
 	assert.Equal(t, -1.0, ended["43.batch unknown unknown"], "the ended step's series ends")
 	assert.Equal(t, float64(3<<30), ended["42.0 alice train"])
 }
+
+// TestSlurmStepSeries measures the task_* series of one Slurm step (cgroup v2, second
+// collection: with the rates): the number in docs/metrics.md's Slurm section.
+func TestSlurmStepSeries(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "host")
+	require.NoError(t, hostfixture.Write(root, slurmStepHost()))
+	cfg := testConfig(root)
+	cfg.Slurm.Enabled = true
+	s := newStartedScraper(t, cfg)
+	scrapeOnce(t, s)
+	advance(s, 10*time.Second)
+	md := scrapeOnce(t, s)
+	var names []string
+	for i := 0; i < md.ResourceMetrics().Len(); i++ {
+		rm := md.ResourceMetrics().At(i)
+		if step, ok := rm.Resource().Attributes().Get("slurm_step"); ok && step.Str() == "0" {
+			ms := rm.ScopeMetrics().At(0).Metrics()
+			for k := 0; k < ms.Len(); k++ {
+				names = append(names, ms.At(k).Name())
+			}
+		}
+	}
+	assert.ElementsMatch(t, []string{
+		"task_cpu_percent", "task_cpu_seconds_total", "task_mem_usage_byte", "task_mem_limit_byte",
+		"task_mem_usage_percent", "task_block_in_byte", "task_block_out_byte",
+	}, names, "one series each a step")
+}
