@@ -282,3 +282,28 @@ func eachGauge(rm pmetric.ResourceMetrics, fn func(name string, points int)) {
 		}
 	}
 }
+
+// TestSlurmJobMappingMIG: a job-mapping file named <gpu>.<gpu instance> gives the job that MIG
+// slice, not its GPU; a file naming no GPU of the node, and one not named as dcgm-exporter names
+// them, give nothing.
+func TestSlurmJobMappingMIG(t *testing.T) {
+	batch := gpuBatch(t, scenario) // node.yaml: GPU 3 in MIG mode
+	gpus := readGPUs(batch)
+	var mig migReading
+	for i := range gpus {
+		if gpus[i].minor == "3" {
+			mig = gpus[i].migs[0]
+		}
+	}
+	require.NotEmpty(t, mig.gi)
+	e := newTestEnv(t, hostfixture.Host{CgroupVersion: 2}, nil, withSources(SourceSlurm), withJobMapping("/dcgm-jobs"))
+	dir := filepath.Join(e.root, "dcgm-jobs")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	for name, content := range map[string]string{"3." + mig.gi: "90\n", "12": "91\n", "gpu5": "92\n"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600))
+	}
+	e.refresh()
+	mem := points(e.process(batch), "slurm_job_id", "minor_number", "mig_uuid")["task_gpu_mem_percent"]
+	assert.Equal(t, []string{"90|3|" + mig.uuid}, keys(mem))
+	assert.InDelta(t, float64(mig.used)/float64(mig.total)*100, mem["90|3|"+mig.uuid].value, 1e-9, "the slice's memory")
+}
