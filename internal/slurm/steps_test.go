@@ -129,6 +129,7 @@ func TestProcSteps(t *testing.T) {
 	proc.add(104, "0::/user.slice/user-1000.slice/session-1.scope\n", []string{"SLURM_JOB_ID=42"})
 	proc.add(105, "0::/system.slice/slurmstepd.scope/"+sluid+"/step_1/user/task_0\n", nil)
 	proc.add(106, v1Cgroup("45", "0", "0"), []string{"SLURM_JOB_ID=46"}) // moved in from job 46
+	proc.add(107, v1Cgroup("47", "0", "0"), []string{"SLURM_JOB_ID=47", "SLURM_JOB_USER=bob", "SLURM_STEP_GPUS=0,gpu1"})
 
 	steps, err := NewProcSteps(proc.root, CgroupLayout{})
 	require.NoError(t, err)
@@ -174,11 +175,16 @@ func TestProcSteps(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Job{ID: "45"}, p.Job, "another job's environment is not this step's")
 
+	p, _, err = steps.StepOf(107)
+	require.NoError(t, err)
+	assert.Equal(t, Job{ID: "47", User: "bob", FromEnviron: true}, p.Job, "a malformed GPU list costs the step its GPUs only")
+	assert.Equal(t, int64(1), steps.MalformedGPULists())
+
 	_, _, err = steps.StepOf(999)
 	require.Error(t, err)
 
 	// Read once per step: a changed environment is not read again while the step is looked up.
-	assert.Equal(t, 2, steps.Cached())
+	assert.Equal(t, 3, steps.Cached())
 	proc.add(100, v1Cgroup("42", "batch", "0"), []string{"SLURM_JOB_ID=42", "SLURM_JOB_USER=mallory"})
 	steps.Sweep()
 	p, _, err = steps.StepOf(100)

@@ -475,7 +475,7 @@ func (p *gpuAttribution) attribute(gpus []gpuReading) pmetric.Metrics {
 	}
 	p.mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, p.node.processReadErrors.Load(), metadata.AttributeSourceProcess)
 	if p.node.steps != nil {
-		p.mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, p.node.slurmErrors.Load(), metadata.AttributeSourceSlurm)
+		p.mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, p.node.slurmErrors.Load()+p.node.steps.MalformedGPULists(), metadata.AttributeSourceSlurm)
 	}
 	rb := p.mb.NewResourceBuilder()
 	rb.SetNodeName(gpus[0].nodeName)

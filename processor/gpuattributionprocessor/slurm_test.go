@@ -56,6 +56,8 @@ func slurmHost() hostfixture.Host {
 			stepTask(v2Step("", "43", "0"), 1201, slurmEnv("43", "sweep", "physics", "SLURM_STEP_GPUS=2", "SLURM_JOB_GPUS=2", "SLURM_ARRAY_JOB_ID=40", "SLURM_ARRAY_TASK_ID=3")),
 			stepTask(v2Step("", "44", "0"), 1301, slurmEnv("44", "notebook", "bio", "SLURM_STEP_GPUS=2")),
 			stepTask(v2Step("", "45", "0"), 1401, nil),
+			// A GPU list that is not Slurm's: counted, the step keeps its fields and its process's GPU.
+			stepTask(v2Step("", "46", "0"), 1701, slurmEnv("46", "odd", "bio", "SLURM_STEP_GPUS=GPU-1")),
 			stepTask(v2Step(slinkyCgroup, "50", "0"), 1501, slurmEnv("50", "slinky", "chem", "SLURM_STEP_GPUS=4")),
 			// slurmstepd of job 42's batch step: a step's, but not one of its tasks.
 			{CgroupPath: "/system.slice/slurmstepd.scope/job_42/step_batch/slurm", Processes: []hostfixture.Process{{PID: 1100, Comm: "slurmstepd", Cmdline: []string{"slurmstepd: [42.batch]"}, State: "S", RSSPages: 100}}},
@@ -128,7 +130,7 @@ func TestSlurm(t *testing.T) {
 	device := deviceValues(batch)
 
 	util := stepPoints(out)
-	assert.ElementsMatch(t, []string{"42.batch|0", "42.batch|1", "43.0|2", "44.0|2", "45.0|3", "50.0|4", "77.unknown|6"}, keys(util))
+	assert.ElementsMatch(t, []string{"42.batch|0", "42.batch|1", "43.0|2", "44.0|2", "45.0|3", "46.0|5", "50.0|4", "77.unknown|6"}, keys(util))
 	assert.Equal(t, device["0"].util, util["42.batch|0"].value, "a GPU a step holds alone: the device's")
 	assert.Equal(t, device["1"].util, util["42.batch|1"].value, "the job's idle GPU: held all the same")
 	assert.InDelta(t, device["2"].util*30/40, util["43.0|2"].value, 1e-9, "two jobs on one GPU: split by their processes' SM")
@@ -159,10 +161,11 @@ func TestSlurm(t *testing.T) {
 		"gpu-node-07|||43|alice|sweep|physics|gpu|40|3|":      {value: 1},
 		"gpu-node-07|||44|alice|notebook|bio|gpu|||":          {value: 1},
 		"gpu-node-07|||45|unknown|unknown|unknown|unknown|||": {value: 1},
+		"gpu-node-07|||46|alice|odd|bio|gpu|||":               {value: 1},
 		"gpu-node-07|||50|alice|slinky|chem|gpu|||":           {value: 1},
 		"gpu-node-07|||77|unknown|unknown|unknown|unknown|||": {value: 1},
 	}, byGPU["slurm_job_info"], "one per job")
-	assert.Equal(t, 0.0, byGPU["gpu_attribution_source_errors_total"]["gpu-node-07||||||||||slurm"].value)
+	assert.Equal(t, 1.0, byGPU["gpu_attribution_source_errors_total"]["gpu-node-07||||||||||slurm"].value, "job 46's GPU list")
 
 	// Job 44 ends: its series and its slurm_job_info end at the next batch after the refresh.
 	require.NoError(t, os.RemoveAll(filepath.Join(e.root, "sys/fs/cgroup", "system.slice/slurmstepd.scope/job_44")))
