@@ -157,7 +157,8 @@ realnode: deps image
 
 ## realslurm: a real single-node Slurm (Debian's slurmctld, slurmd and munged, cgroup v1) the
 ## tests bring up in namespaces of their own and tear down (test/realslurm; root), with real
-## sbatch and srun jobs whose steps internal/slurm finds
+## sbatch and srun jobs whose steps internal/slurm finds and gpu_attribution's slurm source puts on
+## the page (simulated GPUs reporting the jobs' real pids)
 realslurm: deps
 	$(GO) test -count=1 -tags realslurm -timeout 10m ./test/realslurm/...
 

@@ -7,6 +7,7 @@
 package slurm // import "github.com/otelcol-gpu/otelcol-gpu/internal/slurm"
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -14,6 +15,15 @@ import (
 // DefaultSlice is the slice of slurmstepd's scope under cgroup v2 when cgroup.conf sets no
 // CgroupSlice (the only slice before 25.11).
 const DefaultSlice = "system.slice"
+
+// CheckSlice checks a configured CgroupSlice: a slice below the hierarchy's root.
+func CheckSlice(slice string) error {
+	s := strings.Trim(slice, "/")
+	if s == "" || strings.Contains("/"+s+"/", "/../") {
+		return fmt.Errorf("must name the slice of slurmstepd's scope (cgroup.conf's CgroupSlice, %s by default), got %q", DefaultSlice, slice)
+	}
+	return nil
+}
 
 // CgroupLayout is what a node's cgroup.conf changes in the paths Slurm makes.
 type CgroupLayout struct {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/tasklabels"
 )
 
 // Job is what a step's environment says of its job, as slurmstepd sets it (src/common/env.c's
@@ -29,6 +31,19 @@ type Job struct {
 	// FromEnviron is false when the environment could not be read and the job is known only by
 	// its cgroup path (the id; none of the other fields).
 	FromEnviron bool
+}
+
+// TaskLabels are the job's task labels: username and job_name from its environment, the others
+// (OpenPAI's) unknown; unknown too where the environment could not be read.
+func (j Job) TaskLabels() tasklabels.Labels {
+	l := tasklabels.Unlabelled()
+	if j.User != "" {
+		l.Username = j.User
+	}
+	if j.Name != "" {
+		l.JobName = j.Name
+	}
+	return l
 }
 
 // JobFromEnviron reads the job of a step (as Location.Step names it) from the environment of one

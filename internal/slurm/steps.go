@@ -6,6 +6,7 @@ package slurm // import "github.com/otelcol-gpu/otelcol-gpu/internal/slurm"
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/procfs"
 
@@ -33,6 +34,8 @@ type ProcSteps struct {
 
 	mu   sync.Mutex
 	jobs map[string]*cachedJob // by Location.Key
+	// malformed counts the steps whose environment had a GPU list that is not Slurm's.
+	malformed atomic.Int64
 }
 
 type cachedJob struct {
@@ -84,8 +87,12 @@ func (s *ProcSteps) StepOf(pid int) (Process, bool, error) {
 	if environ, err := p.Environ(); err == nil {
 		fromEnv, envErr := JobFromEnviron(tasklabels.ParseEnviron(environ), loc.Step)
 		// A job id that is not the path's is another job's environment (a process started
-		// elsewhere and moved into this step): the path's id stands.
-		if envErr == nil && (loc.JobID == "" || fromEnv.ID == loc.JobID) {
+		// elsewhere and moved into this step): the path's id stands. A malformed GPU list costs
+		// the step its GPUs from the environment, not its other fields.
+		if fromEnv.ID != "" && (loc.JobID == "" || fromEnv.ID == loc.JobID) {
+			if envErr != nil {
+				s.malformed.Add(1)
+			}
 			job = fromEnv
 			s.mu.Lock()
 			s.jobs[key] = &cachedJob{job: job, seen: true}
@@ -121,6 +128,10 @@ func (s *ProcSteps) Sweep() {
 		c.seen = false
 	}
 }
+
+// MalformedGPULists is the number of steps whose SLURM_STEP_GPUS or SLURM_JOB_GPUS was not a
+// list of GPU indexes (their GPUs are then only those their processes are on).
+func (s *ProcSteps) MalformedGPULists() int64 { return s.malformed.Load() }
 
 // Cached is the number of steps whose environment is kept.
 func (s *ProcSteps) Cached() int {

@@ -129,6 +129,7 @@ func TestProcSteps(t *testing.T) {
 	proc.add(104, "0::/user.slice/user-1000.slice/session-1.scope\n", []string{"SLURM_JOB_ID=42"})
 	proc.add(105, "0::/system.slice/slurmstepd.scope/"+sluid+"/step_1/user/task_0\n", nil)
 	proc.add(106, v1Cgroup("45", "0", "0"), []string{"SLURM_JOB_ID=46"}) // moved in from job 46
+	proc.add(107, v1Cgroup("47", "0", "0"), []string{"SLURM_JOB_ID=47", "SLURM_JOB_USER=bob", "SLURM_STEP_GPUS=0,gpu1"})
 
 	steps, err := NewProcSteps(proc.root, CgroupLayout{})
 	require.NoError(t, err)
@@ -174,11 +175,16 @@ func TestProcSteps(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Job{ID: "45"}, p.Job, "another job's environment is not this step's")
 
+	p, _, err = steps.StepOf(107)
+	require.NoError(t, err)
+	assert.Equal(t, Job{ID: "47", User: "bob", FromEnviron: true}, p.Job, "a malformed GPU list costs the step its GPUs only")
+	assert.Equal(t, int64(1), steps.MalformedGPULists())
+
 	_, _, err = steps.StepOf(999)
 	require.Error(t, err)
 
 	// Read once per step: a changed environment is not read again while the step is looked up.
-	assert.Equal(t, 2, steps.Cached())
+	assert.Equal(t, 3, steps.Cached())
 	proc.add(100, v1Cgroup("42", "batch", "0"), []string{"SLURM_JOB_ID=42", "SLURM_JOB_USER=mallory"})
 	steps.Sweep()
 	p, _, err = steps.StepOf(100)
@@ -295,4 +301,40 @@ func TestRealSlurmCaptures(t *testing.T) {
 		require.True(t, ok)
 		assert.Equal(t, w, p, "pid %d", pid)
 	}
+}
+
+// TestRunning: the walk finds each step of a v2 tree once, its job from a task's environment,
+// slurmstepd's own cgroup passed over, a step with no readable process left out.
+func TestRunning(t *testing.T) {
+	proc := newFakeProc(t)
+	mount := t.TempDir()
+	scope := filepath.Join(mount, DefaultSlice, "slurmstepd.scope")
+	place := func(dir string, pids ...int) {
+		require.NoError(t, os.MkdirAll(filepath.Join(scope, dir), 0o755))
+		var b strings.Builder
+		for _, pid := range pids {
+			b.WriteString(strconv.Itoa(pid) + "\n")
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(scope, dir, "cgroup.procs"), []byte(b.String()), 0o600))
+	}
+	cgroupOf := func(dir string) string { return "0::/" + DefaultSlice + "/slurmstepd.scope/" + dir + "\n" }
+	place("job_42/step_batch/slurm", 100)
+	proc.add(100, cgroupOf("job_42/step_batch/slurm"), nil)
+	place("job_42/step_batch/user/task_0", 101, 102)
+	proc.add(101, cgroupOf("job_42/step_batch/user/task_0"), nil) // environ unreadable
+	proc.add(102, cgroupOf("job_42/step_batch/user/task_0"), []string{"SLURM_JOB_ID=42", "SLURM_JOB_GPUS=0,1"})
+	place("job_43/step_0/user/task_0", 200) // exited: no /proc entry
+	place("job_44/step_0/user/task_0")
+
+	steps, err := NewProcSteps(proc.root, CgroupLayout{})
+	require.NoError(t, err)
+	running, err := steps.Running(mount)
+	require.NoError(t, err)
+	require.Len(t, running, 1)
+	assert.Equal(t, "/"+DefaultSlice+"/slurmstepd.scope/job_42/step_batch", running[0].Dir)
+	assert.Equal(t, "42.batch", running[0].Key())
+	assert.Equal(t, []int{0, 1}, running[0].Job.GPUs, "the environment of the process that has one")
+
+	_, err = steps.Running(filepath.Join(mount, "absent"))
+	require.Error(t, err, "a hierarchy that is not there")
 }

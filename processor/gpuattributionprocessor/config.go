@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/enum"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/slurm"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
 )
 
@@ -26,10 +27,11 @@ const (
 	SourceNvidiaVisibleDevices Source = "nvidia_visible_devices"
 	SourceAMDVisibleDevices    Source = "amd_visible_devices"
 	SourceProcess              Source = "process"
+	SourceSlurm                Source = "slurm"
 )
 
 // Sources are the values a Source may take.
-var Sources = []Source{SourcePodResources, SourceNvidiaVisibleDevices, SourceAMDVisibleDevices, SourceProcess}
+var Sources = []Source{SourcePodResources, SourceNvidiaVisibleDevices, SourceAMDVisibleDevices, SourceProcess, SourceSlurm}
 
 // Validate accepts one of Sources.
 func (s Source) Validate() error { return enum.Check(s, Sources) }
@@ -49,6 +51,19 @@ type Config struct {
 	// ZombieAfter is how long a container must outlive its pod to be a zombie.
 	ZombieAfter  time.Duration      `mapstructure:"zombie_after"`
 	PodResources PodResourcesConfig `mapstructure:"pod_resources"`
+	// Slurm is how the node's Slurm lays out its steps, where slurm is a source.
+	Slurm SlurmConfig `mapstructure:"slurm"`
+}
+
+// SlurmConfig is what the node's Slurm configuration changes in what the slurm source reads.
+type SlurmConfig struct {
+	// CgroupSlice is cgroup.conf's CgroupSlice (cgroup v2, Slurm 25.11 and later): the slice
+	// slurmstepd's scope is in.
+	CgroupSlice string `mapstructure:"cgroup_slice"`
+	// JobMappingDir is dcgm-exporter's --hpc-job-mapping-dir on the host (read under
+	// root_path): a file per GPU that a site's prolog writes with the ids of the jobs holding
+	// it. Empty: none.
+	JobMappingDir string `mapstructure:"job_mapping_dir"`
 }
 
 // PodResourcesConfig is the kubelet's pod-resources API.
@@ -142,7 +157,21 @@ func (cfg *Config) Validate() error {
 			}
 		}
 	}
+	if cfg.usesSlurm() {
+		errs = append(errs, cfg.Slurm.validate()...)
+	}
 	return errors.Join(errs...)
+}
+
+func (s SlurmConfig) validate() []error {
+	var errs []error
+	if err := slurm.CheckSlice(s.CgroupSlice); err != nil {
+		errs = append(errs, fmt.Errorf("slurm::cgroup_slice %w", err))
+	}
+	if s.JobMappingDir != "" && !filepath.IsAbs(s.JobMappingDir) {
+		errs = append(errs, fmt.Errorf("slurm::job_mapping_dir must be an absolute path on the host (dcgm-exporter's --hpc-job-mapping-dir) or empty, got %q", s.JobMappingDir))
+	}
+	return errs
 }
 
 // checkResourceName accepts an extended resource name (<domain>/<name>), or its prefix
@@ -162,6 +191,10 @@ func checkResourceName(n string) error {
 
 func (cfg *Config) usesPodResources() bool {
 	return slices.Contains(cfg.AllocationSources, SourcePodResources)
+}
+
+func (cfg *Config) usesSlurm() bool {
+	return slices.Contains(cfg.AllocationSources, SourceSlurm)
 }
 
 // readsDRA: DRA claims are read when pod-resources is a source and some driver's are GPUs.

@@ -29,7 +29,11 @@ func TestLoadConfig(t *testing.T) {
 		AgentPod: PodName{Namespace: "otelcol-gpu", Name: "otelcol-gpu-agent-x7k2p"}, KeepLastAnswer: 90 * time.Second,
 	}
 
-	for name, want := range map[string]*Config{"": def, "custom": custom} {
+	slurmNode := createDefaultConfig().(*Config)
+	slurmNode.AllocationSources = []Source{SourceSlurm, SourceProcess}
+	slurmNode.Slurm = SlurmConfig{CgroupSlice: "gpu.slice", JobMappingDir: "/var/run/dcgm-job-mapping"}
+
+	for name, want := range map[string]*Config{"": def, "custom": custom, "slurm": slurmNode} {
 		t.Run(component.NewIDWithName(metadata.Type, name).String(), func(t *testing.T) {
 			cfg := configtest.Load[Config](t, NewFactory(), name)
 			require.NoError(t, confmap.Validate(cfg))
@@ -58,8 +62,8 @@ func TestConfigErrors(t *testing.T) {
 		want   string
 	}{
 		{"relative root", func(c *Config) { c.RootPath = "hostfs" }, `root_path must be an absolute path, got "hostfs"`},
-		{"no sources", func(c *Config) { c.AllocationSources = nil }, "allocation_sources must name at least one of pod_resources, nvidia_visible_devices, amd_visible_devices, process"},
-		{"unknown source", func(c *Config) { c.AllocationSources = []Source{"process", "crystal_ball"} }, `allocation_sources::1: must be one of pod_resources, nvidia_visible_devices, amd_visible_devices, process; got "crystal_ball"`},
+		{"no sources", func(c *Config) { c.AllocationSources = nil }, "allocation_sources must name at least one of pod_resources, nvidia_visible_devices, amd_visible_devices, process, slurm"},
+		{"unknown source", func(c *Config) { c.AllocationSources = []Source{"process", "crystal_ball"} }, `allocation_sources::1: must be one of pod_resources, nvidia_visible_devices, amd_visible_devices, process, slurm; got "crystal_ball"`},
 		{"twice", func(c *Config) { c.AllocationSources = []Source{"process", "process"} }, `allocation_sources::1: "process" is listed twice`},
 		{"refresh", func(c *Config) { c.RefreshInterval = 0 }, "refresh_interval must be positive, got 0s"},
 		{"zombie", func(c *Config) { c.ZombieAfter = -time.Second }, "zombie_after must be positive, got -1s"},
@@ -76,6 +80,9 @@ func TestConfigErrors(t *testing.T) {
 		{"empty driver", func(c *Config) { c.PodResources.Drivers = []string{"gpu.nvidia.com", ""} }, "pod_resources::drivers::1: empty; name a DRA driver, e.g. gpu.nvidia.com"},
 		{"no CDI dirs", func(c *Config) { c.PodResources.CDISpecDirs = nil }, "pod_resources::cdi_spec_dirs must name at least one directory while pod_resources::drivers names DRA drivers"},
 		{"relative CDI dir", func(c *Config) { c.PodResources.CDISpecDirs = []string{"/etc/cdi", "run/cdi"} }, `pod_resources::cdi_spec_dirs::1 must be an absolute path on the host, got "run/cdi"`},
+		{"empty slice", func(c *Config) { c.AllocationSources = []Source{SourceSlurm}; c.Slurm.CgroupSlice = "" }, `slurm::cgroup_slice must name the slice of slurmstepd's scope (cgroup.conf's CgroupSlice, system.slice by default), got ""`},
+		{"slice out of the tree", func(c *Config) { c.AllocationSources = []Source{SourceSlurm}; c.Slurm.CgroupSlice = "../x.slice" }, `slurm::cgroup_slice must name the slice of slurmstepd's scope`},
+		{"relative job mapping", func(c *Config) { c.AllocationSources = []Source{SourceSlurm}; c.Slurm.JobMappingDir = "run/jobs" }, `slurm::job_mapping_dir must be an absolute path on the host (dcgm-exporter's --hpc-job-mapping-dir) or empty, got "run/jobs"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -97,6 +104,11 @@ func TestConfigErrors(t *testing.T) {
 		cfg := createDefaultConfig().(*Config)
 		cfg.AllocationSources = []Source{SourceProcess}
 		cfg.PodResources.Timeout = 0
+		assert.NoError(t, confmap.Validate(cfg))
+	})
+	t.Run("slurm settings unchecked when it is not a source", func(t *testing.T) {
+		cfg := createDefaultConfig().(*Config)
+		cfg.Slurm.CgroupSlice = ""
 		assert.NoError(t, confmap.Validate(cfg))
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/cdi"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/slurm"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
 )
 
@@ -48,6 +49,7 @@ func createDefaultConfig() component.Config {
 			Drivers:     []string{"gpu.nvidia.com"},
 			CDISpecDirs: slices.Clone(cdi.DefaultSpecDirs),
 		},
+		Slurm: SlurmConfig{CgroupSlice: slurm.DefaultSlice},
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/refresh"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/sharedcomponent"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/slurm"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/tasklabels"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
 )
@@ -42,6 +43,9 @@ type container struct {
 	pod      podlogs.Pod
 	podKnown bool
 	name     string // container name in its pod, "" where the kubelet's layout does not tell
+
+	// step is the Slurm job step this task stands for (the slurm source); nil for a container.
+	step *slurmStep
 }
 
 // named is c as the kubelet's log layout names it: its pod and, for a task, its container name.
@@ -78,6 +82,8 @@ type inventory struct {
 	gpuDevices *gpuDevices
 	// kubelet is what this refresh trusts of the kubelet; nil when pod_resources is not a source.
 	kubelet *kubeletView
+	// slurm is what this refresh found of Slurm; nil when slurm is not a source.
+	slurm *slurmView
 }
 
 type nodeSettings struct {
@@ -91,7 +97,9 @@ type nodeSettings struct {
 	// read.
 	kubelet *podresources.Settings
 	dra     *draSettings
-	logger  *zap.Logger
+	// slurm is nil when slurm is not an allocation source.
+	slurm  *slurmSettings
+	logger *zap.Logger
 	// clock paces the refreshes (the kubelet's too) and dates what they see; a seam for tests,
 	// as is refreshed, signaled after each refresh.
 	clock     clock.Clock
@@ -112,10 +120,14 @@ type node struct {
 	releaseKubelet func()
 
 	// Owned by the refresh loop.
-	known        map[string]*container
-	orphanSince  map[string]time.Time
-	cgroupFail   bool
-	cdi          *cdi.Reader // nil when DRA claims are not read
+	known       map[string]*container
+	orphanSince map[string]time.Time
+	cgroupFail  bool
+	cdi         *cdi.Reader // nil when DRA claims are not read
+	// steps finds Slurm's steps (nil when slurm is not a source), walked in slurmMount ("" where
+	// no hierarchy was found).
+	steps        *slurm.ProcSteps
+	slurmMount   string
 	draFailing   bool
 	kubeletState kubeletState
 
@@ -125,6 +137,7 @@ type node struct {
 	visibleDeviceErrors map[Source]*atomic.Int64
 	processReadErrors   atomic.Int64
 	draErrors           atomic.Int64
+	slurmErrors         atomic.Int64
 	// incompleteAnswers count the kubelet's answers that could not be complete.
 	incompleteAnswers atomic.Int64
 	loop              *refresh.Loop
@@ -171,6 +184,14 @@ func newNode(set nodeSettings) (*node, error) {
 		n.cgroupDir = mount
 		if n.version == cgroupfs.V1 {
 			n.cgroupDir = filepath.Join(mount, "memory")
+		}
+	}
+	if set.slurm != nil {
+		if n.steps, err = slurm.NewProcSteps(filepath.Join(set.root, "proc"), set.slurm.layout); err != nil {
+			return nil, fmt.Errorf("root_path: %w", err)
+		}
+		if n.cgroupDir != "" {
+			n.slurmMount = slurm.WalkRoot(mount, n.version)
 		}
 	}
 	n.pods, n.releasePods = podlogs.Shared(set.root)
@@ -259,6 +280,7 @@ func (n *node) refresh() {
 	// the claim, so every claim of the answer has its spec in this reading.
 	inv.gpuDevices = n.readGPUDevices(kube)
 	n.rememberDRAGPUs(inv.kubelet, inv)
+	inv.slurm = n.readSlurm()
 	n.judgeZombies(now, inv, kube)
 	n.known = known
 	n.countUnjoined(kube, inv)
@@ -382,6 +404,21 @@ func (n *node) containerOfProcess(pid int, inv *inventory) (c *container, ok boo
 	cgroups, err := p.Cgroups()
 	if err != nil {
 		return nil, false
+	}
+	// A process of a Slurm step is the step's, even in a container's cgroup (Slinky's slurmd
+	// pod): the job, not the pod that runs slurmd, is what holds the GPU.
+	if n.steps != nil {
+		paths := make([]string, len(cgroups))
+		for i, cg := range cgroups {
+			paths[i] = cg.Path
+		}
+		step, inStep, err := n.stepOfProcess(pid, paths, inv)
+		if err != nil {
+			return nil, false
+		}
+		if inStep {
+			return step, true
+		}
 	}
 	for _, cg := range cgroups {
 		ctr, isContainer := cgroupfs.ContainerOf(cg.Path)

@@ -17,7 +17,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podresources"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/slurm"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/staleness"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/tasklabels"
 	"github.com/otelcol-gpu/otelcol-gpu/processor/gpuattributionprocessor/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpunames"
 )
@@ -173,6 +175,9 @@ func (p *gpuAttribution) start(context.Context, component.Host) error {
 	}
 	if p.cfg.readsDRA() {
 		set.dra = &draSettings{drivers: p.cfg.PodResources.Drivers, cdiSpecDirs: p.cfg.PodResources.CDISpecDirs}
+	}
+	if p.cfg.usesSlurm() {
+		set.slurm = &slurmSettings{layout: slurm.CgroupLayout{Slice: p.cfg.Slurm.CgroupSlice}, jobMappingDir: p.cfg.Slurm.JobMappingDir}
 	}
 	if p.adjustNode != nil {
 		p.adjustNode(&set)
@@ -424,6 +429,10 @@ func (p *gpuAttribution) attribute(gpus []gpuReading) pmetric.Metrics {
 		p.mb.EmitForResource(metadata.WithResource(p.taskResource(c, &gpus[0])))
 	}
 
+	if inv.slurm != nil {
+		p.recordSlurmJobs(ts, inv, tasks)
+	}
+
 	// Processes outside any pod, and zombies, per GPU.
 	for i := range gpus {
 		g := &gpus[i]
@@ -465,6 +474,9 @@ func (p *gpuAttribution) attribute(gpus []gpuReading) pmetric.Metrics {
 		p.mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, p.node.visibleDeviceErrors[es.source].Load(), metadata.MapAttributeSource[string(es.source)])
 	}
 	p.mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, p.node.processReadErrors.Load(), metadata.AttributeSourceProcess)
+	if p.node.steps != nil {
+		p.mb.RecordGpuAttributionSourceErrorsTotalDataPoint(ts, p.node.slurmErrors.Load()+p.node.steps.MalformedGPULists(), metadata.AttributeSourceSlurm)
+	}
 	rb := p.mb.NewResourceBuilder()
 	rb.SetNodeName(gpus[0].nodeName)
 	if gpus[0].simulated != "" {
@@ -527,7 +539,9 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 				return
 			}
 			// The kubelet's GPUs are its alone; a container it gave GPUs gets no other.
-			if own, held := allocated[c]; source != SourcePodResources && (byKubelet[t.gpu] || held && !own[t.gpu]) {
+			// ... unless it gave them to the container slurmd runs in, for Slurm's jobs (Slinky).
+			if own, held := allocated[c]; source != SourcePodResources && (byKubelet[t.gpu] || held && !own[t.gpu]) &&
+				(source != SourceSlurm || !hostHolds(c, inv, allocated, t)) {
 				return
 			}
 			// A task holds a target once, under the first claim that names it.
@@ -542,6 +556,8 @@ func (p *gpuAttribution) holdings(gpus []gpuReading, inv *inventory, devs device
 			claimVisibleDevices(source, inv, devs, isAlive, claim)
 		case SourceProcess:
 			claimProcesses(gpus, claim)
+		case SourceSlurm:
+			claimSlurm(gpus, inv, devs, isAlive, claim)
 		}
 		claims = slices.DeleteFunc(claims, func(h holding) bool { return undecidable[h.t.gpu] })
 		for _, h := range claims {
@@ -831,6 +847,17 @@ func (p *gpuAttribution) taskResource(c *container, g *gpuReading) pcommon.Resou
 		rb.SetSimulated(g.simulated)
 	}
 	c.taskLabels().SetOn(rb)
+	if s := c.step; s != nil {
+		rb.SetSlurmJobID(s.JobID)
+		step := s.Step
+		if s.mapped {
+			step = tasklabels.Unknown
+		}
+		rb.SetSlurmStep(step)
+		res := rb.Emit()
+		p.resources[c] = res
+		return res
+	}
 	rb.SetContainerID(c.id)
 	if c.podUID != "" {
 		rb.SetPodUID(c.podUID)

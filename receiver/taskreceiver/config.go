@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/slurm"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
 )
 
@@ -37,6 +38,17 @@ type Config struct {
 	Disk DiskConfig `mapstructure:"disk"`
 	// InfiniBand reports the RDMA ports of /sys/class/infiniband (InfiniBand and RoCE).
 	InfiniBand InfiniBandConfig `mapstructure:"infiniband"`
+	// Slurm makes each Slurm job step a task.
+	Slurm SlurmConfig `mapstructure:"slurm"`
+}
+
+// SlurmConfig makes each Slurm job step on the node a task: its processes' usage (its cgroup's)
+// as task_* series with slurm_job_id, slurm_step, username and job_name, as gpu_attribution's
+// slurm source labels its GPUs.
+type SlurmConfig struct {
+	Enabled bool `mapstructure:"enabled"`
+	// CgroupSlice is cgroup.conf's CgroupSlice (cgroup v2, Slurm 25.11 and later).
+	CgroupSlice string `mapstructure:"cgroup_slice"`
 }
 
 // InfiniBandConfig switches the InfiniBand collection and states what the node's fabric should
@@ -94,6 +106,11 @@ func (cfg *Config) Validate() error {
 	} else if ib.ExpectedActivePorts > 0 && !ib.Enabled {
 		// The alerts would see ports missing that are only not read.
 		errs = append(errs, errors.New("infiniband::expected_active_ports needs infiniband::enabled: the ports are not read"))
+	}
+	if cfg.Slurm.Enabled {
+		if err := slurm.CheckSlice(cfg.Slurm.CgroupSlice); err != nil {
+			errs = append(errs, fmt.Errorf("slurm::cgroup_slice %w", err))
+		}
 	}
 	if cfg.Filesystem.StatfsTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("filesystem::statfs_timeout must be positive, got %s", cfg.Filesystem.StatfsTimeout))

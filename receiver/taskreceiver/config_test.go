@@ -34,6 +34,7 @@ func TestLoadConfig(t *testing.T) {
 	}, custom.Filesystem)
 	assert.Equal(t, `^loop\d+$`, custom.Disk.DeviceExclude)
 	assert.Equal(t, InfiniBandConfig{Enabled: true, ExpectedActivePorts: 8, ExpectedRateGbps: 400}, custom.InfiniBand)
+	assert.Equal(t, SlurmConfig{Enabled: true, CgroupSlice: "gpu.slice"}, custom.Slurm)
 	assert.False(t, configtest.Load[Config](t, NewFactory(), "no_infiniband").InfiniBand.Enabled)
 }
 
@@ -52,6 +53,7 @@ func TestValidateErrors(t *testing.T) {
 		{"negative_ib_ports", "infiniband::expected_active_ports and expected_rate_gbps must not be negative, got -1 and 0"},
 		{"ib_rate_without_ports", "infiniband::expected_rate_gbps needs expected_active_ports: it is the rate of those ports"},
 		{"ib_expectation_disabled", "infiniband::expected_active_ports needs infiniband::enabled: the ports are not read"},
+		{"slurm_bad_slice", `slurm::cgroup_slice must name the slice of slurmstepd's scope (cgroup.conf's CgroupSlice, system.slice by default), got "../x.slice"`},
 		{"zero_interval", `"collection_interval": requires positive value`},
 	}
 	for _, tt := range tests {

@@ -81,6 +81,7 @@ func (s *taskScraper) scrapeContainers(now pcommon.Timestamp) {
 	for _, f := range found {
 		s.scrapeContainer(now, f, hostNetNS)
 	}
+	s.scrapeSteps(now)
 	for id, st := range s.containers {
 		if st.seenIn != s.iterations {
 			delete(s.containers, id)
@@ -215,6 +216,15 @@ func (s *taskScraper) readNet(containerID string, pids []int, hostNetNS uint64, 
 }
 
 func (s *taskScraper) recordContainer(now pcommon.Timestamp, f cgroupfs.Found, st *containerState, stats cgroupfs.Stats, net netCounters, netOK bool) {
+	s.recordUsage(now, st, stats, net, netOK)
+	if key := s.resourceKey(f, st); !st.hasResource || key != st.resourceKey {
+		st.resource, st.resourceKey, st.hasResource = s.containerResource(f, st, key), key, true
+	}
+	s.containerMB.EmitForResource(metadata.WithResource(st.resource))
+}
+
+// recordUsage records a task's or service's usage, rates against its previous sample.
+func (s *taskScraper) recordUsage(now pcommon.Timestamp, st *containerState, stats cgroupfs.Stats, net netCounters, netOK bool) {
 	r := s.tasks
 	if st.kind == kindService {
 		r = s.services
@@ -260,18 +270,16 @@ func (s *taskScraper) recordContainer(now pcommon.Timestamp, f cgroupfs.Found, s
 		r.blockIn(now, int64(stats.ReadBytes))
 		r.blockOut(now, int64(stats.WriteBytes))
 	}
-
-	if key := s.resourceKey(f, st); !st.hasResource || key != st.resourceKey {
-		st.resource, st.resourceKey, st.hasResource = s.containerResource(f, st, key), key, true
-	}
-	s.containerMB.EmitForResource(metadata.WithResource(st.resource))
 }
 
 // containerResourceKey is what can change in a container's resource attributes: the names the
-// kubelet's log layout gives (absent until it has written them) and the network namespace.
+// kubelet's log layout gives (absent until it has written them) and the network namespace; in a
+// Slurm step's, whether its environment could be read.
 type containerResourceKey struct {
 	namespace, podName, containerName string
 	hostNetwork                       bool
+	// stepFromEnviron: a Slurm step's labels were read from its environment (not its path only).
+	stepFromEnviron bool
 }
 
 func (s *taskScraper) resourceKey(f cgroupfs.Found, st *containerState) containerResourceKey {

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/scraper"
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/slurm"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
 )
 
@@ -47,6 +48,7 @@ func createDefaultConfig() component.Config {
 		},
 		Disk:       DiskConfig{DeviceExclude: defaultDiskDeviceExclude},
 		InfiniBand: InfiniBandConfig{Enabled: true},
+		Slurm:      SlurmConfig{CgroupSlice: slurm.DefaultSlice},
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfile"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/nodename"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/podlogs"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/slurm"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/staleness"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver/internal/metadata"
 )
@@ -54,6 +55,9 @@ type taskScraper struct {
 	block    blockdevice.FS
 	sys      sysfs.FS
 	cgroups  *cgroupfs.Hierarchy // nil on a node without a cgroup hierarchy
+	// steps finds Slurm's job steps, walked in stepsRoot; nil unless slurm is enabled.
+	steps     *slurm.ProcSteps
+	stepsRoot string
 	// procFiles reads the /proc files of every container each collection (procRoot/<pid>/…).
 	procFiles hostfile.Reader
 	procRoot  string
@@ -139,6 +143,11 @@ func (s *taskScraper) start(context.Context, component.Host) error {
 	if s.cgroups, err = cgroupfs.NewHierarchy(mount); err != nil {
 		// A node without cgroups still has node metrics; say once why tasks are missing.
 		s.logger.Warn("No cgroup hierarchy found: task and service metrics are off", zap.Error(err))
+	} else if s.cfg.Slurm.Enabled {
+		if s.steps, err = slurm.NewProcSteps(s.procRoot, slurm.CgroupLayout{Slice: s.cfg.Slurm.CgroupSlice}); err != nil {
+			return fmt.Errorf("root_path: %w", err)
+		}
+		s.stepsRoot = slurm.WalkRoot(mount, s.cgroups.Version())
 	}
 	return nil
 }

@@ -173,7 +173,9 @@ func (c *Cluster) files() error {
 // slurmConfTemplate: slurmctld runs where the configuration says only on a host of that name,
 // or on "localhost"; the daemons run as root (the node's own users are not needed), no
 // accounting database (a job's account is taken as given), and the configuration's CPU count
-// over the machine's (config_overrides) so that the jobs' steps fit on a small machine.
+// over the machine's (config_overrides) so that the jobs' steps fit on a small machine;
+// jobacct_gather/cgroup, as sites that account jobs run it, makes each step's cpuacct and memory
+// cgroups, from which the task receiver reports a step under cgroup v1.
 const slurmConfTemplate = `ClusterName=otelcolgpu
 SlurmctldHost=localhost(IP)
 SlurmctldPort=CTLDPORT
@@ -191,7 +193,7 @@ SlurmctldLogFile=DIR/log/slurmctld.log
 SlurmdLogFile=DIR/log/slurmd.log
 ProctrackType=proctrack/cgroup
 TaskPlugin=task/cgroup
-JobAcctGatherType=jobacct_gather/none
+JobAcctGatherType=jobacct_gather/cgroup
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 SelectType=select/cons_tres

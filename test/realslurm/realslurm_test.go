@@ -4,7 +4,8 @@
 //go:build realslurm
 
 // The real-Slurm tests (build tag realslurm, root): internal/slurm reading the processes of real
-// sbatch and srun jobs on a real slurmd (Debian 12's 22.05, cgroup v1).
+// sbatch and srun jobs on a real slurmd (Debian 12's 22.05, cgroup v1), and gpu_attribution's
+// slurm source putting them on the page (page_test.go).
 //
 //	sudo go test -tags realslurm ./test/realslurm/
 package realslurm_test
@@ -12,6 +13,7 @@ package realslurm_test
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -126,8 +128,9 @@ func TestJobs(t *testing.T) {
 	steps, err := slurm.NewProcSteps("/proc", slurm.CgroupLayout{})
 	require.NoError(t, err)
 	var found map[string]slurm.Process
+	var pids map[string]int
 	poll.UntilNoError(t, within, "every step's processes", func() error {
-		found = scan(t, steps)
+		found, pids = scanPIDs(t, steps)
 		if missing := missingKeys(want, found); len(missing) > 0 {
 			return fmt.Errorf("steps %v not found; found %v", missing, keys(found))
 		}
@@ -193,6 +196,48 @@ func TestJobs(t *testing.T) {
 	assert.Subset(t, jobGPUs[twoStep], found[twoStep+".1"].Job.GPUs)
 	assert.NotEqual(t, found[twoStep+".0"].Job.GPUs, found[twoStep+".1"].Job.GPUs)
 
+	// The agent's page: each job, step and array task on its GPUs with its share. Each step's
+	// first task process is on its first GPU, but the two-step job's batch step, whose script
+	// only waits: it holds its two GPUs with no process, each shared with one of its steps.
+	agent := startAgentPage(t, filepath.Join(cluster.Dir, "work"))
+	tasks := startTaskReceiver(t)
+	idle := map[string]bool{twoStep + ".batch": true}
+	gpus := map[string][]int{}
+	gpuProcesses := func() []gpuProcess {
+		var procs []gpuProcess
+		for key := range want {
+			gpus[key] = found[key].Job.GPUs
+			if !idle[key] {
+				procs = append(procs, gpuProcess{pid: pids[key], gpu: gpus[key][0]})
+			}
+		}
+		return procs
+	}
+	agent.setProcesses(gpuProcesses())
+	wantShare, wantJobs := wantPage(want, gpus, idle)
+	poll.UntilNoError(t, within, "every step on the page", func() error {
+		got, collectErr := agent.collect()
+		if collectErr != nil {
+			return collectErr
+		}
+		return diffPage(got, wantShare, wantJobs)
+	})
+
+	// The task receiver: each step a task, with the same labels.
+	wantTasks := func() map[string]string {
+		w := map[string]string{}
+		for key, s := range want {
+			w[key] = realslurm.User + " " + s.name
+		}
+		return w
+	}
+	poll.UntilNoError(t, within, "every step a task", func() error {
+		if got := stepTasks(tasks); !maps.Equal(got, wantTasks()) {
+			return fmt.Errorf("task_mem_usage_byte's steps %v, want %v", got, wantTasks())
+		}
+		return nil
+	})
+
 	// The job that ends, and the one cancelled, go with their processes.
 	require.NoError(t, os.WriteFile(fifo, []byte("end\n"), 0o600))
 	out, err := cluster.AsUser("scancel", cancelled).CombinedOutput()
@@ -207,6 +252,32 @@ func TestJobs(t *testing.T) {
 		}
 		return nil
 	})
+	// ... and from the page: their series end (a NoRecordedValue point), their slurm_job_info too.
+	agent.setProcesses(gpuProcesses())
+	wantShare, wantJobs = wantPage(want, gpus, idle)
+	endedSeries := map[string]bool{}
+	poll.UntilNoError(t, within, "the ended and cancelled jobs off the page", func() error {
+		got, collectErr := agent.collect()
+		if collectErr != nil {
+			return collectErr
+		}
+		for key := range got.ended {
+			endedSeries[key] = true
+		}
+		return diffPage(got, wantShare, wantJobs)
+	})
+	for _, job := range []string{ends, cancelled} {
+		gpu := strconv.Itoa(gpus[job+".batch"][0])
+		assert.True(t, endedSeries[job+".batch|"+gpu], "job %s's series ended, not left to expire: %v", job, endedSeries)
+	}
+
+	poll.UntilNoError(t, within, "the ended and cancelled jobs' tasks gone", func() error {
+		if got := stepTasks(tasks); !maps.Equal(got, wantTasks()) {
+			return fmt.Errorf("task_mem_usage_byte's steps %v, want %v", got, wantTasks())
+		}
+		return nil
+	})
+
 	// The gone steps' environments are forgotten after a sweep with no lookup of them.
 	steps.Sweep()
 	assert.Equal(t, len(want), steps.Cached())
@@ -216,6 +287,14 @@ func TestJobs(t *testing.T) {
 // first task (the task's first process, as a lookup of a GPU's process would find it).
 func scan(t *testing.T, steps *slurm.ProcSteps) map[string]slurm.Process {
 	t.Helper()
+	found, _ := scanPIDs(t, steps)
+	return found
+}
+
+// scanPIDs is scan with each step's process's pid.
+func scanPIDs(t *testing.T, steps *slurm.ProcSteps) (map[string]slurm.Process, map[string]int) {
+	t.Helper()
+	pids := map[string]int{}
 	entries, err := os.ReadDir("/proc")
 	require.NoError(t, err)
 	found := map[string]slurm.Process{}
@@ -230,9 +309,10 @@ func scan(t *testing.T, steps *slurm.ProcSteps) map[string]slurm.Process {
 		}
 		if _, dup := found[p.Key()]; !dup || p.Task == "0" {
 			found[p.Key()] = p
+			pids[p.Key()] = pid
 		}
 	}
-	return found
+	return found, pids
 }
 
 func missingKeys[V any](want map[string]step, found map[string]V) []string {

@@ -87,6 +87,26 @@ func (ms *GpuUsedByZombieContainerCountMetricConfig) Unmarshal(parser *confmap.C
 	return nil
 }
 
+// SlurmJobInfoMetricConfig provides config for the slurm_job_info metric.
+type SlurmJobInfoMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *SlurmJobInfoMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
 // TaskGpuDramActivePercentMetricConfig provides config for the task_gpu_dram_active_percent metric.
 type TaskGpuDramActivePercentMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
@@ -213,6 +233,7 @@ type MetricsConfig struct {
 	GpuAttributionSourceErrorsTotal GpuAttributionSourceErrorsTotalMetricConfig `mapstructure:"gpu_attribution_source_errors_total"`
 	GpuUsedByExternalProcessCount   GpuUsedByExternalProcessCountMetricConfig   `mapstructure:"gpu_used_by_external_process_count"`
 	GpuUsedByZombieContainerCount   GpuUsedByZombieContainerCountMetricConfig   `mapstructure:"gpu_used_by_zombie_container_count"`
+	SlurmJobInfo                    SlurmJobInfoMetricConfig                    `mapstructure:"slurm_job_info"`
 	TaskGpuDramActivePercent        TaskGpuDramActivePercentMetricConfig        `mapstructure:"task_gpu_dram_active_percent"`
 	TaskGpuMemPercent               TaskGpuMemPercentMetricConfig               `mapstructure:"task_gpu_mem_percent"`
 	TaskGpuPercent                  TaskGpuPercentMetricConfig                  `mapstructure:"task_gpu_percent"`
@@ -233,6 +254,9 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled: true,
 		},
 		GpuUsedByZombieContainerCount: GpuUsedByZombieContainerCountMetricConfig{
+			Enabled: true,
+		},
+		SlurmJobInfo: SlurmJobInfoMetricConfig{
 			Enabled: true,
 		},
 		TaskGpuDramActivePercent: TaskGpuDramActivePercentMetricConfig{
@@ -298,6 +322,8 @@ type ResourceAttributesConfig struct {
 	PodUID           ResourceAttributeConfig `mapstructure:"pod_uid"`
 	RoleName         ResourceAttributeConfig `mapstructure:"role_name"`
 	Simulated        ResourceAttributeConfig `mapstructure:"simulated"`
+	SlurmJobID       ResourceAttributeConfig `mapstructure:"slurm_job_id"`
+	SlurmStep        ResourceAttributeConfig `mapstructure:"slurm_step"`
 	TaskIndex        ResourceAttributeConfig `mapstructure:"task_index"`
 	Username         ResourceAttributeConfig `mapstructure:"username"`
 	VirtualCluster   ResourceAttributeConfig `mapstructure:"virtual_cluster"`
@@ -345,6 +371,12 @@ func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 			Enabled: true,
 		},
 		Simulated: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		SlurmJobID: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		SlurmStep: ResourceAttributeConfig{
 			Enabled: true,
 		},
 		TaskIndex: ResourceAttributeConfig{

@@ -38,6 +38,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpuUsedByZombieContainerCount: GpuUsedByZombieContainerCountMetricConfig{
 						Enabled: true,
 					},
+					SlurmJobInfo: SlurmJobInfoMetricConfig{
+						Enabled: true,
+					},
 					TaskGpuDramActivePercent: TaskGpuDramActivePercentMetricConfig{
 						Enabled: true,
 					},
@@ -72,6 +75,8 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					PodUID:           ResourceAttributeConfig{Enabled: true},
 					RoleName:         ResourceAttributeConfig{Enabled: true},
 					Simulated:        ResourceAttributeConfig{Enabled: true},
+					SlurmJobID:       ResourceAttributeConfig{Enabled: true},
+					SlurmStep:        ResourceAttributeConfig{Enabled: true},
 					TaskIndex:        ResourceAttributeConfig{Enabled: true},
 					Username:         ResourceAttributeConfig{Enabled: true},
 					VirtualCluster:   ResourceAttributeConfig{Enabled: true},
@@ -92,6 +97,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled: false,
 					},
 					GpuUsedByZombieContainerCount: GpuUsedByZombieContainerCountMetricConfig{
+						Enabled: false,
+					},
+					SlurmJobInfo: SlurmJobInfoMetricConfig{
 						Enabled: false,
 					},
 					TaskGpuDramActivePercent: TaskGpuDramActivePercentMetricConfig{
@@ -128,6 +136,8 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					PodUID:           ResourceAttributeConfig{Enabled: false},
 					RoleName:         ResourceAttributeConfig{Enabled: false},
 					Simulated:        ResourceAttributeConfig{Enabled: false},
+					SlurmJobID:       ResourceAttributeConfig{Enabled: false},
+					SlurmStep:        ResourceAttributeConfig{Enabled: false},
 					TaskIndex:        ResourceAttributeConfig{Enabled: false},
 					Username:         ResourceAttributeConfig{Enabled: false},
 					VirtualCluster:   ResourceAttributeConfig{Enabled: false},
@@ -138,7 +148,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpuAttributionKubeletReadyMetricConfig{}, GpuAttributionSourceErrorsTotalMetricConfig{}, GpuUsedByExternalProcessCountMetricConfig{}, GpuUsedByZombieContainerCountMetricConfig{}, TaskGpuDramActivePercentMetricConfig{}, TaskGpuMemPercentMetricConfig{}, TaskGpuPercentMetricConfig{}, TaskGpuSmActivePercentMetricConfig{}, TaskGpuTensorActivePercentMetricConfig{}, ZombieContainerCountMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpuAttributionKubeletReadyMetricConfig{}, GpuAttributionSourceErrorsTotalMetricConfig{}, GpuUsedByExternalProcessCountMetricConfig{}, GpuUsedByZombieContainerCountMetricConfig{}, SlurmJobInfoMetricConfig{}, TaskGpuDramActivePercentMetricConfig{}, TaskGpuMemPercentMetricConfig{}, TaskGpuPercentMetricConfig{}, TaskGpuSmActivePercentMetricConfig{}, TaskGpuTensorActivePercentMetricConfig{}, ZombieContainerCountMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -180,6 +190,8 @@ func TestResourceAttributesConfig(t *testing.T) {
 				PodUID:           ResourceAttributeConfig{Enabled: true},
 				RoleName:         ResourceAttributeConfig{Enabled: true},
 				Simulated:        ResourceAttributeConfig{Enabled: true},
+				SlurmJobID:       ResourceAttributeConfig{Enabled: true},
+				SlurmStep:        ResourceAttributeConfig{Enabled: true},
 				TaskIndex:        ResourceAttributeConfig{Enabled: true},
 				Username:         ResourceAttributeConfig{Enabled: true},
 				VirtualCluster:   ResourceAttributeConfig{Enabled: true},
@@ -202,6 +214,8 @@ func TestResourceAttributesConfig(t *testing.T) {
 				PodUID:           ResourceAttributeConfig{Enabled: false},
 				RoleName:         ResourceAttributeConfig{Enabled: false},
 				Simulated:        ResourceAttributeConfig{Enabled: false},
+				SlurmJobID:       ResourceAttributeConfig{Enabled: false},
+				SlurmStep:        ResourceAttributeConfig{Enabled: false},
 				TaskIndex:        ResourceAttributeConfig{Enabled: false},
 				Username:         ResourceAttributeConfig{Enabled: false},
 				VirtualCluster:   ResourceAttributeConfig{Enabled: false},

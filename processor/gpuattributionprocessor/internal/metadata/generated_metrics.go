@@ -27,6 +27,7 @@ const (
 	AttributeSourceNvidiaVisibleDevices
 	AttributeSourceAmdVisibleDevices
 	AttributeSourceProcess
+	AttributeSourceSlurm
 )
 
 // String returns the string representation of the AttributeSource.
@@ -42,6 +43,8 @@ func (av AttributeSource) String() string {
 		return "amd_visible_devices"
 	case AttributeSourceProcess:
 		return "process"
+	case AttributeSourceSlurm:
+		return "slurm"
 	}
 	return ""
 }
@@ -53,6 +56,7 @@ var MapAttributeSource = map[string]AttributeSource{
 	"nvidia_visible_devices": AttributeSourceNvidiaVisibleDevices,
 	"amd_visible_devices":    AttributeSourceAmdVisibleDevices,
 	"process":                AttributeSourceProcess,
+	"slurm":                  AttributeSourceSlurm,
 }
 
 // AttributeZombieType specifies the value zombie_type attribute.
@@ -97,6 +101,10 @@ var MetricsInfo = metricsInfo{
 		Name:       "gpu_used_by_zombie_container_count",
 		Attributes: []string{"minor_number", "uuid", "zombie_container_id"},
 	},
+	SlurmJobInfo: metricInfo{
+		Name:       "slurm_job_info",
+		Attributes: []string{"info_slurm_job_id", "info_username", "info_job_name", "slurm_account", "slurm_partition", "slurm_array_job_id", "slurm_array_task_id"},
+	},
 	TaskGpuDramActivePercent: metricInfo{
 		Name:       "task_gpu_dram_active_percent",
 		Attributes: []string{"minor_number", "uuid", "mig_uuid", "dra_claim_name", "dra_claim_namespace"},
@@ -128,6 +136,7 @@ type metricsInfo struct {
 	GpuAttributionSourceErrorsTotal metricInfo
 	GpuUsedByExternalProcessCount   metricInfo
 	GpuUsedByZombieContainerCount   metricInfo
+	SlurmJobInfo                    metricInfo
 	TaskGpuDramActivePercent        metricInfo
 	TaskGpuMemPercent               metricInfo
 	TaskGpuPercent                  metricInfo
@@ -367,6 +376,64 @@ func (m *metricGpuUsedByZombieContainerCount) emit(metrics pmetric.MetricSlice) 
 
 func newMetricGpuUsedByZombieContainerCount(cfg GpuUsedByZombieContainerCountMetricConfig) metricGpuUsedByZombieContainerCount {
 	m := metricGpuUsedByZombieContainerCount{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricSlurmJobInfo struct {
+	data     pmetric.Metric           // data buffer for generated metric.
+	config   SlurmJobInfoMetricConfig // metric config provided by user.
+	capacity int                      // max observed number of data points added to the metric.
+}
+
+// init fills slurm_job_info metric with initial data.
+func (m *metricSlurmJobInfo) init() {
+	m.data.SetName("slurm_job_info")
+	m.data.SetDescription("1 for each Slurm job with a step running on the node (slurm source), with the job's fields a dashboard joins on slurm_job_id; gone with the job's last step. A job known only from dcgm-exporter's job-mapping files has its id, its other fields unknown.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricSlurmJobInfo) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, infoSlurmJobIDAttributeValue string, infoUsernameAttributeValue string, infoJobNameAttributeValue string, slurmAccountAttributeValue string, slurmPartitionAttributeValue string, slurmArrayJobIDAttributeValue string, slurmArrayTaskIDAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+	dp.Attributes().PutStr("slurm_job_id", infoSlurmJobIDAttributeValue)
+	dp.Attributes().PutStr("username", infoUsernameAttributeValue)
+	dp.Attributes().PutStr("job_name", infoJobNameAttributeValue)
+	dp.Attributes().PutStr("slurm_account", slurmAccountAttributeValue)
+	dp.Attributes().PutStr("slurm_partition", slurmPartitionAttributeValue)
+	dp.Attributes().PutStr("slurm_array_job_id", slurmArrayJobIDAttributeValue)
+	dp.Attributes().PutStr("slurm_array_task_id", slurmArrayTaskIDAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricSlurmJobInfo) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricSlurmJobInfo) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricSlurmJobInfo(cfg SlurmJobInfoMetricConfig) metricSlurmJobInfo {
+	m := metricSlurmJobInfo{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -726,6 +793,7 @@ type MetricsBuilder struct {
 	metricGpuAttributionSourceErrorsTotal metricGpuAttributionSourceErrorsTotal
 	metricGpuUsedByExternalProcessCount   metricGpuUsedByExternalProcessCount
 	metricGpuUsedByZombieContainerCount   metricGpuUsedByZombieContainerCount
+	metricSlurmJobInfo                    metricSlurmJobInfo
 	metricTaskGpuDramActivePercent        metricTaskGpuDramActivePercent
 	metricTaskGpuMemPercent               metricTaskGpuMemPercent
 	metricTaskGpuPercent                  metricTaskGpuPercent
@@ -818,6 +886,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGpuAttributionSourceErrorsTotal.emit(ils.Metrics())
 	mb.metricGpuUsedByExternalProcessCount.emit(ils.Metrics())
 	mb.metricGpuUsedByZombieContainerCount.emit(ils.Metrics())
+	mb.metricSlurmJobInfo.emit(ils.Metrics())
 	mb.metricTaskGpuDramActivePercent.emit(ils.Metrics())
 	mb.metricTaskGpuMemPercent.emit(ils.Metrics())
 	mb.metricTaskGpuPercent.emit(ils.Metrics())
@@ -873,6 +942,11 @@ func (mb *MetricsBuilder) RecordGpuUsedByExternalProcessCountDataPoint(ts pcommo
 // RecordGpuUsedByZombieContainerCountDataPoint adds a data point to gpu_used_by_zombie_container_count metric.
 func (mb *MetricsBuilder) RecordGpuUsedByZombieContainerCountDataPoint(ts pcommon.Timestamp, val int64, minorNumberAttributeValue string, uuidAttributeValue string, zombieContainerIDAttributeValue string) {
 	mb.metricGpuUsedByZombieContainerCount.recordDataPoint(mb.startTime, ts, val, minorNumberAttributeValue, uuidAttributeValue, zombieContainerIDAttributeValue)
+}
+
+// RecordSlurmJobInfoDataPoint adds a data point to slurm_job_info metric.
+func (mb *MetricsBuilder) RecordSlurmJobInfoDataPoint(ts pcommon.Timestamp, val int64, infoSlurmJobIDAttributeValue string, infoUsernameAttributeValue string, infoJobNameAttributeValue string, slurmAccountAttributeValue string, slurmPartitionAttributeValue string, slurmArrayJobIDAttributeValue string, slurmArrayTaskIDAttributeValue string) {
+	mb.metricSlurmJobInfo.recordDataPoint(mb.startTime, ts, val, infoSlurmJobIDAttributeValue, infoUsernameAttributeValue, infoJobNameAttributeValue, slurmAccountAttributeValue, slurmPartitionAttributeValue, slurmArrayJobIDAttributeValue, slurmArrayTaskIDAttributeValue)
 }
 
 // RecordTaskGpuDramActivePercentDataPoint adds a data point to task_gpu_dram_active_percent metric.

@@ -78,6 +78,9 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordGpuUsedByZombieContainerCountDataPoint(ts, 1, "minor_number-val", "uuid-val", "zombie_container_id-val")
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordSlurmJobInfoDataPoint(ts, 1, "info_slurm_job_id-val", "info_username-val", "info_job_name-val", "slurm_account-val", "slurm_partition-val", "slurm_array_job_id-val", "slurm_array_task_id-val")
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordTaskGpuDramActivePercentDataPoint(ts, 1, "minor_number-val", "uuid-val", "mig_uuid-val", WithDraClaimNameMetricAttribute("dra_claim_name-val"), WithDraClaimNamespaceMetricAttribute("dra_claim_namespace-val"))
 			defaultMetricsCount++
 			allMetricsCount++
@@ -110,6 +113,8 @@ func TestMetricsBuilder(t *testing.T) {
 			rb.SetPodUID("pod_uid-val")
 			rb.SetRoleName("role_name-val")
 			rb.SetSimulated("simulated-val")
+			rb.SetSlurmJobID("slurm_job_id-val")
+			rb.SetSlurmStep("slurm_step-val")
 			rb.SetTaskIndex("task_index-val")
 			rb.SetUsername("username-val")
 			rb.SetVirtualCluster("virtual_cluster-val")
@@ -212,6 +217,39 @@ func TestMetricsBuilder(t *testing.T) {
 					zombieContainerIDAttrVal, ok := dp.Attributes().Get("container_id")
 					assert.True(t, ok)
 					assert.Equal(t, "zombie_container_id-val", zombieContainerIDAttrVal.Str())
+				case "slurm_job_info":
+					assert.False(t, validatedMetrics["slurm_job_info"], "Found a duplicate in the metrics slice: slurm_job_info")
+					validatedMetrics["slurm_job_info"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "1 for each Slurm job with a step running on the node (slurm source), with the job's fields a dashboard joins on slurm_job_id; gone with the job's last step. A job known only from dcgm-exporter's job-mapping files has its id, its other fields unknown.", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					infoSlurmJobIDAttrVal, ok := dp.Attributes().Get("slurm_job_id")
+					assert.True(t, ok)
+					assert.Equal(t, "info_slurm_job_id-val", infoSlurmJobIDAttrVal.Str())
+					infoUsernameAttrVal, ok := dp.Attributes().Get("username")
+					assert.True(t, ok)
+					assert.Equal(t, "info_username-val", infoUsernameAttrVal.Str())
+					infoJobNameAttrVal, ok := dp.Attributes().Get("job_name")
+					assert.True(t, ok)
+					assert.Equal(t, "info_job_name-val", infoJobNameAttrVal.Str())
+					slurmAccountAttrVal, ok := dp.Attributes().Get("slurm_account")
+					assert.True(t, ok)
+					assert.Equal(t, "slurm_account-val", slurmAccountAttrVal.Str())
+					slurmPartitionAttrVal, ok := dp.Attributes().Get("slurm_partition")
+					assert.True(t, ok)
+					assert.Equal(t, "slurm_partition-val", slurmPartitionAttrVal.Str())
+					slurmArrayJobIDAttrVal, ok := dp.Attributes().Get("slurm_array_job_id")
+					assert.True(t, ok)
+					assert.Equal(t, "slurm_array_job_id-val", slurmArrayJobIDAttrVal.Str())
+					slurmArrayTaskIDAttrVal, ok := dp.Attributes().Get("slurm_array_task_id")
+					assert.True(t, ok)
+					assert.Equal(t, "slurm_array_task_id-val", slurmArrayTaskIDAttrVal.Str())
 				case "task_gpu_dram_active_percent":
 					assert.False(t, validatedMetrics["task_gpu_dram_active_percent"], "Found a duplicate in the metrics slice: task_gpu_dram_active_percent")
 					validatedMetrics["task_gpu_dram_active_percent"] = true

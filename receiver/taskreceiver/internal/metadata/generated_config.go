@@ -2981,6 +2981,8 @@ type ResourceAttributesConfig struct {
 	PodName        ResourceAttributeConfig `mapstructure:"pod_name"`
 	PodUID         ResourceAttributeConfig `mapstructure:"pod_uid"`
 	RoleName       ResourceAttributeConfig `mapstructure:"role_name"`
+	SlurmJobID     ResourceAttributeConfig `mapstructure:"slurm_job_id"`
+	SlurmStep      ResourceAttributeConfig `mapstructure:"slurm_step"`
 	TaskIndex      ResourceAttributeConfig `mapstructure:"task_index"`
 	Username       ResourceAttributeConfig `mapstructure:"username"`
 	VirtualCluster ResourceAttributeConfig `mapstructure:"virtual_cluster"`
@@ -3019,6 +3021,12 @@ func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 			Enabled: true,
 		},
 		RoleName: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		SlurmJobID: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		SlurmStep: ResourceAttributeConfig{
 			Enabled: true,
 		},
 		TaskIndex: ResourceAttributeConfig{

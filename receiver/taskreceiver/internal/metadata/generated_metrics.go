@@ -6128,6 +6128,18 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	if mbc.ResourceAttributes.RoleName.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["role_name"] = filter.CreateFilter(mbc.ResourceAttributes.RoleName.MetricsExclude)
 	}
+	if mbc.ResourceAttributes.SlurmJobID.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["slurm_job_id"] = filter.CreateFilter(mbc.ResourceAttributes.SlurmJobID.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.SlurmJobID.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["slurm_job_id"] = filter.CreateFilter(mbc.ResourceAttributes.SlurmJobID.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.SlurmStep.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["slurm_step"] = filter.CreateFilter(mbc.ResourceAttributes.SlurmStep.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.SlurmStep.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["slurm_step"] = filter.CreateFilter(mbc.ResourceAttributes.SlurmStep.MetricsExclude)
+	}
 	if mbc.ResourceAttributes.TaskIndex.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["task_index"] = filter.CreateFilter(mbc.ResourceAttributes.TaskIndex.MetricsInclude)
 	}

@@ -458,6 +458,8 @@ func TestMetricsBuilder(t *testing.T) {
 			rb.SetPodName("pod_name-val")
 			rb.SetPodUID("pod_uid-val")
 			rb.SetRoleName("role_name-val")
+			rb.SetSlurmJobID("slurm_job_id-val")
+			rb.SetSlurmStep("slurm_step-val")
 			rb.SetTaskIndex("task_index-val")
 			rb.SetUsername("username-val")
 			rb.SetVirtualCluster("virtual_cluster-val")

@@ -98,6 +98,20 @@ func (rb *ResourceBuilder) SetRoleName(val string) {
 	}
 }
 
+// SetSlurmJobID sets provided value as "slurm_job_id" attribute.
+func (rb *ResourceBuilder) SetSlurmJobID(val string) {
+	if rb.config.SlurmJobID.Enabled {
+		rb.res.Attributes().PutStr("slurm_job_id", val)
+	}
+}
+
+// SetSlurmStep sets provided value as "slurm_step" attribute.
+func (rb *ResourceBuilder) SetSlurmStep(val string) {
+	if rb.config.SlurmStep.Enabled {
+		rb.res.Attributes().PutStr("slurm_step", val)
+	}
+}
+
 // SetTaskIndex sets provided value as "task_index" attribute.
 func (rb *ResourceBuilder) SetTaskIndex(val string) {
 	if rb.config.TaskIndex.Enabled {

@@ -24,6 +24,8 @@ func TestResourceBuilder(t *testing.T) {
 			rb.SetPodName("pod_name-val")
 			rb.SetPodUID("pod_uid-val")
 			rb.SetRoleName("role_name-val")
+			rb.SetSlurmJobID("slurm_job_id-val")
+			rb.SetSlurmStep("slurm_step-val")
 			rb.SetTaskIndex("task_index-val")
 			rb.SetUsername("username-val")
 			rb.SetVirtualCluster("virtual_cluster-val")
@@ -33,9 +35,9 @@ func TestResourceBuilder(t *testing.T) {
 
 			switch tt {
 			case "default":
-				assert.Equal(t, 14, res.Attributes().Len())
+				assert.Equal(t, 16, res.Attributes().Len())
 			case "all_set":
-				assert.Equal(t, 14, res.Attributes().Len())
+				assert.Equal(t, 16, res.Attributes().Len())
 			case "none_set":
 				assert.Equal(t, 0, res.Attributes().Len())
 				return
@@ -96,6 +98,16 @@ func TestResourceBuilder(t *testing.T) {
 			assert.True(t, ok)
 			if ok {
 				assert.Equal(t, "role_name-val", roleNameAttrVal.Str())
+			}
+			slurmJobIDAttrVal, ok := res.Attributes().Get("slurm_job_id")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "slurm_job_id-val", slurmJobIDAttrVal.Str())
+			}
+			slurmStepAttrVal, ok := res.Attributes().Get("slurm_step")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "slurm_step-val", slurmStepAttrVal.Str())
 			}
 			taskIndexAttrVal, ok := res.Attributes().Get("task_index")
 			assert.True(t, ok)
