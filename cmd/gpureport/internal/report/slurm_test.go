@@ -116,7 +116,13 @@ func TestSlurmGrouping(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(accounts), "name,usernames,gpus,gpu_hours_held")
 	assert.Contains(t, string(accounts), "\nphysics,alice,2,2,")
+	page, err := os.ReadFile(filepath.Join(dir, FileHTML))
+	require.NoError(t, err)
+	assert.Contains(t, string(page), "<h2>Slurm accounts</h2>")
 	kubeDir := t.TempDir()
 	require.NoError(t, Write(kubeDir, onlyKube))
 	assert.NoFileExists(t, filepath.Join(kubeDir, FileSlurmAccounts))
+	page, err = os.ReadFile(filepath.Join(kubeDir, FileHTML))
+	require.NoError(t, err)
+	assert.NotContains(t, string(page), "Slurm")
 }
