@@ -43,13 +43,13 @@ var onSlurmGPUs = map[string]bool{
 var slurmLabelValues = regexp.MustCompile(`^label_values\((\w+(?:\{[^}]*\})?), *(\w+)\)$`)
 
 // TestSlurmDashboard runs every query of deploy/grafana/job-slurm.json on a real Prometheus
-// scraping a Slurm node's page (testdata/slurm-node.metrics: the contract's Slurm labels; once
+// scraping a Slurm node's page (testdata/slurm-node-page.prom: the contract's Slurm labels; once
 // make demo-slurm's agent emits them, its page): the variables come from slurm_job_info, each
 // narrowing the next as Grafana fills them; with every job chosen each query has data (GPM's
 // none on the A100); each job alone has data on its GPU panels exactly when it holds GPUs; and
 // the account variable chooses that account's jobs only, through the join on slurm_job_info.
 func TestSlurmDashboard(t *testing.T) {
-	page, err := os.ReadFile(filepath.Join(repoRoot(t), "test", "e2e", "testdata", "slurm-node.metrics"))
+	page, err := os.ReadFile(filepath.Join(repoRoot(t), "test", "e2e", "testdata", "slurm-node-page.prom"))
 	require.NoError(t, err)
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
