@@ -47,7 +47,7 @@ REALNODE_BINS  = KUBELET_BIN=$$(test/kube/build-apiserver.sh kubelet) \
 COMPONENTS   := $(shell find receiver processor exporter connector extension -name metadata.yaml -not -path '*/internal/*' -exec dirname {} \; 2>/dev/null)
 SOURCES      := $(shell find receiver processor exporter connector extension internal distro/omitdetectors -name '*.go' -o -name go.mod 2>/dev/null) go.mod go.sum
 
-.PHONY: all build image deb run demo demo-dcgm demo-amd report test test-gpu unit e2e realnode realslurm bench lint generate tools deps clean render deploy undeploy secrets
+.PHONY: all build image deb run demo demo-dcgm demo-amd demo-slurm report test test-gpu unit e2e realnode realslurm bench lint generate tools deps clean render deploy undeploy secrets
 
 all: build
 
@@ -110,6 +110,9 @@ demo-dcgm: $(AGENT_BIN) $(DEMONODE)
 ## demo-amd: a simulated MI300X node (the demo's jobs on 8 AMD GPUs) whose amdgpu/KFD files change over time, read by the amdgpu backend, on http://127.0.0.1:9102/metrics
 demo-amd: $(AGENT_BIN) $(DEMONODE)
 	$(DEMONODE) -scenario distro/scenarios/mi300x-demo.yaml -- $(AGENT_BIN) --config distro/demo-amd.yaml
+## demo-slurm: a simulated 8-GPU node run by Slurm (a job array, a two-step job, an interactive allocation: their steps' cgroup v1 tree and environments) on http://127.0.0.1:9102/metrics
+demo-slurm: $(AGENT_BIN) $(DEMONODE)
+	$(DEMONODE) -scenario distro/scenarios/dgx-a100-slurm.yaml -slurm distro/scenarios/slurm/dgx-a100-slurm.yaml -- $(AGENT_BIN) --config distro/demo-slurm.yaml
 $(DEMONODE): $(SOURCES) $(wildcard cmd/demonode/*.go)
 	CGO_ENABLED=1 $(GO) build -o $@ ./cmd/demonode
 

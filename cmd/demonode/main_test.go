@@ -21,6 +21,9 @@ import (
 const (
 	scenario = "../../distro/scenarios/dgx-a100-demo.yaml"
 	podsFile = "../../distro/scenarios/pods/dgx-a100-demo.yaml"
+	// make demo-slurm's node: its scenario and Slurm jobs file.
+	slurmScenario = "../../distro/scenarios/dgx-a100-slurm.yaml"
+	slurmJobsFile = "../../distro/scenarios/slurm/dgx-a100-slurm.yaml"
 )
 
 // demos are make demo's node, make demo-dcgm's and make demo-amd's, scenario and pods file.
@@ -77,23 +80,43 @@ func TestIdentitiesFromTheScenario(t *testing.T) {
 // externals.
 func TestDemoPodsOwnTheScenarioProcesses(t *testing.T) {
 	for name, demo := range demos {
-		t.Run(name, func(t *testing.T) { podsOwnProcesses(t, demo[0], demo[1]) })
+		t.Run(name, func(t *testing.T) {
+			pods, err := demonode.LoadPods(demo[1])
+			require.NoError(t, err)
+			var owned []int
+			for _, p := range pods.Pods {
+				for _, c := range p.Containers {
+					owned = append(owned, c.PIDs...)
+				}
+			}
+			for _, p := range pods.HostProcesses {
+				owned = append(owned, p.PID)
+			}
+			ownProcesses(t, demo[0], demo[1], owned)
+		})
 	}
 }
 
-func podsOwnProcesses(t *testing.T, scenario, podsFile string) {
-	pods, err := demonode.LoadPods(podsFile)
+// TestSlurmJobsOwnTheScenarioProcesses: every GPU process of make demo-slurm's scenario is a
+// task of a step of its jobs file or a host process.
+func TestSlurmJobsOwnTheScenarioProcesses(t *testing.T) {
+	jobs, err := demonode.LoadSlurmJobs(slurmJobsFile)
 	require.NoError(t, err)
-	batch := demoBatch(t, scenario)
 	var owned []int
-	for _, p := range pods.Pods {
-		for _, c := range p.Containers {
-			owned = append(owned, c.PIDs...)
+	for _, j := range jobs.Jobs {
+		for _, s := range j.Steps {
+			owned = append(owned, s.PIDs...)
 		}
 	}
-	for _, p := range pods.HostProcesses {
+	for _, p := range jobs.HostProcesses {
 		owned = append(owned, p.PID)
 	}
+	ownProcesses(t, slurmScenario, slurmJobsFile, owned)
+}
+
+// ownProcesses checks that each GPU process of the scenario is one of owned, the pids of file.
+func ownProcesses(t *testing.T, scenario, file string, owned []int) {
+	batch := demoBatch(t, scenario)
 	seen := 0
 	for i := 0; i < batch.ResourceMetrics().Len(); i++ {
 		ms := batch.ResourceMetrics().At(i).ScopeMetrics().At(0).Metrics()
@@ -103,7 +126,7 @@ func podsOwnProcesses(t *testing.T, scenario, podsFile string) {
 					pid, _ := m.Gauge().DataPoints().At(k).Attributes().Get("pid")
 					n, err := strconv.Atoi(pid.Str())
 					require.NoError(t, err)
-					assert.Contains(t, owned, n, "GPU process %d has no owner in %s", n, podsFile)
+					assert.Contains(t, owned, n, "GPU process %d has no owner in %s", n, file)
 					seen++
 				}
 			}
@@ -126,7 +149,7 @@ func TestRun(t *testing.T) {
 				assert.Equal(t, "0000:05:00.0", gpus[0].PCIAddress)
 			}
 
-			code, err := run(demo[0], demo[1], time.Second, []string{"true"})
+			code, err := run(demo[0], nodeFiles{pods: demo[1]}, time.Second, []string{"true"})
 			require.NoError(t, err)
 			assert.Zero(t, code)
 		})
@@ -137,7 +160,15 @@ func TestRun(t *testing.T) {
 // finds them under OTELCOL_GPU_DEMO_ROOT), and the exit status is the command's.
 func TestRunAMD(t *testing.T) {
 	demo := demos["mi300x"]
-	code, err := run(demo[0], demo[1], time.Second, []string{"sh", "-c", `test -e "$OTELCOL_GPU_DEMO_ROOT/dev/kfd" && test -e "$OTELCOL_GPU_DEMO_ROOT/sys/class/drm/card0/device/gpu_metrics" && ! test -e "$OTELCOL_GPU_DEMO_ROOT/proc/driver/nvidia" && exit 3`})
+	code, err := run(demo[0], nodeFiles{pods: demo[1]}, time.Second, []string{"sh", "-c", `test -e "$OTELCOL_GPU_DEMO_ROOT/dev/kfd" && test -e "$OTELCOL_GPU_DEMO_ROOT/sys/class/drm/card0/device/gpu_metrics" && ! test -e "$OTELCOL_GPU_DEMO_ROOT/proc/driver/nvidia" && exit 3`})
+	require.NoError(t, err)
+	assert.Equal(t, 3, code)
+}
+
+// TestRunSlurm: with -slurm the command runs beside a Slurm node (its steps' cgroups under
+// /sys/fs/cgroup's v1 controllers, no kubelet socket), and the exit status is the command's.
+func TestRunSlurm(t *testing.T) {
+	code, err := run(slurmScenario, nodeFiles{slurm: slurmJobsFile}, time.Second, []string{"sh", "-c", `test -e "$OTELCOL_GPU_DEMO_ROOT/sys/fs/cgroup/freezer/slurm/uid_4243/job_2010/step_1/cgroup.procs" && ! test -e "$OTELCOL_GPU_DEMO_ROOT/var/lib/kubelet" && exit 3`})
 	require.NoError(t, err)
 	assert.Equal(t, 3, code)
 }

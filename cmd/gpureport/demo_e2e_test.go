@@ -9,9 +9,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,10 +43,25 @@ func TestDemoReport(t *testing.T) {
 	require.NoError(t, json.Unmarshal(js, &r))
 	assert.Equal(t, 7*24*time.Hour, r.End.Sub(r.Start))
 	assert.True(t, r.Simulated, "the demo's series are marked simulated")
-	require.Len(t, r.GPUs, 20)
+	require.Len(t, r.GPUs, 24, "20 on the Kubernetes nodes, 4 on the Slurm node")
 	assert.Len(t, r.Users, 6)
-	assert.Len(t, r.VirtualClusters, 3)
+	assert.Len(t, r.VirtualClusters, 3, "the Slurm node's jobs are in none")
 	assert.NotEmpty(t, r.Jobs)
+	// The Slurm node's jobs: by id (their names repeat) and by account, from slurm_job_info.
+	accounts := map[string]string{}
+	for _, a := range r.SlurmAccounts {
+		accounts[a.Name] = a.Username
+	}
+	assert.Equal(t, []string{"chemistry", "physics", "vision"}, slices.Sorted(maps.Keys(accounts)))
+	assert.NotContains(t, accounts, "unknown", "every Slurm job has its slurm_job_info")
+	slurmJobs := 0
+	for _, j := range r.Jobs {
+		if strings.HasSuffix(j.Name, ")") {
+			slurmJobs++
+			assert.Regexp(t, `^[a-z0-9-]+ \(5[0-9]{3}\)$`, j.Name)
+		}
+	}
+	assert.Positive(t, slurmJobs)
 	// The Hopper node's jobs have GPM's SM and tensor activity; resnet50's small kernels keep
 	// its GPUs busy with few SMs working: busy but inefficient.
 	var measured, flagged int

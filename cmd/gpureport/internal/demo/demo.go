@@ -3,7 +3,8 @@
 
 // Package demo generates a week of a small GPU cluster as Prometheus would have scraped it
 // from otelcol-gpu's agents with simulated GPUs (every series simulated="true"): jobs that train, serve, sweep and sit idle in notebooks, and the
-// faults an operator has to act on (a GPU off the bus, XIDs, ECC errors, an agent down).
+// faults an operator has to act on (a GPU off the bus, XIDs, ECC errors, an agent down), on
+// Kubernetes nodes and on a Slurm node (slurm.go).
 package demo // import "github.com/otelcol-gpu/otelcol-gpu/cmd/gpureport/internal/demo"
 
 import (
@@ -12,6 +13,7 @@ import (
 	"iter"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -71,13 +73,17 @@ type node struct {
 	hopper         bool
 }
 
-var nodes = []node{
+// kubeNodes run Kubernetes; the Slurm pool (slurm.go) comes after them, so that their
+// schedule, identities and faults are what they were without it.
+var kubeNodes = []node{
 	{"gpu-node-01", "10.0.0.11:9102", []int{4}, false},
 	{"gpu-node-02", "10.0.0.12:9102", []int{2, 2}, false},
 	{"gpu-node-03", "10.0.0.13:9102", []int{2, 1, 1}, false},
 	{"gpu-node-04", "10.0.0.14:9102", []int{1, 1, 1, 1}, false},
 	{"gpu-node-05", "10.0.0.15:9102", []int{4}, true},
 }
+
+var nodes = append(slices.Clip(kubeNodes), slurmNodes...)
 
 // gpuRef is one GPU of the demo: node and GPU index, and its labels.
 type gpuRef struct {
@@ -92,6 +98,7 @@ type allocation struct {
 	from, to time.Time
 	profile  profile
 	kind     jobKind
+	slurm    *slurmJob // on a Slurm node: the job, whose labels replace the task's
 }
 
 // Faults of the week, offsets from its start.
@@ -175,7 +182,7 @@ func Write(w io.Writer, end time.Time) error {
 		for i := range allocs[n] {
 			a := &allocs[n][i]
 			for _, g := range a.gpus {
-				om.Series(a.task.Labels(gpuOf[[2]int{n, g}]), gauge(n, func(t time.Time) (float64, bool) {
+				om.Series(a.labels(gpuOf[[2]int{n, g}]), gauge(n, func(t time.Time) (float64, bool) {
 					return util(*a, g, t), !t.Before(a.from) && t.Before(a.to) && !lost(n, g, t)
 				}))
 			}
@@ -186,7 +193,7 @@ func Write(w io.Writer, end time.Time) error {
 		for i := range allocs[n] {
 			a := &allocs[n][i]
 			for _, g := range a.gpus {
-				om.Series(a.task.Labels(gpuOf[[2]int{n, g}]), gauge(n, func(t time.Time) (float64, bool) {
+				om.Series(a.labels(gpuOf[[2]int{n, g}]), gauge(n, func(t time.Time) (float64, bool) {
 					return memory(a.profile, t.Sub(a.from)), !t.Before(a.from) && t.Before(a.to) && !lost(n, g, t)
 				}))
 			}
@@ -208,13 +215,14 @@ func Write(w io.Writer, end time.Time) error {
 			for i := range allocs[n] {
 				a := &allocs[n][i]
 				for _, g := range a.gpus {
-					om.Series(a.task.Labels(gpuOf[[2]int{n, g}]), gauge(n, func(t time.Time) (float64, bool) {
+					om.Series(a.labels(gpuOf[[2]int{n, g}]), gauge(n, func(t time.Time) (float64, bool) {
 						return math.Round(util(*a, g, t)*m.of(a.kind)*10) / 10, !t.Before(a.from) && t.Before(a.to) && !lost(n, g, t)
 					}))
 				}
 			}
 		}
 	}
+	writeSlurmJobInfo(om, allocs, gauge)
 	present := func(r gpuRef, v func(t time.Time) float64) iter.Seq2[int64, float64] {
 		return gauge(r.n, func(t time.Time) (float64, bool) { return v(t), !lost(r.n, r.g, t) })
 	}
@@ -325,6 +333,7 @@ func schedule(rng *rand.Rand, from, to time.Time) [][]allocation {
 						ContainerName: "main", ContainerID: fmt.Sprintf("%064x", jobs),
 					},
 					gpus: gpus, from: t, to: t.Add(d), profile: kind.profile, kind: kind,
+					slurm: newSlurmJob(n, jobs, user.name, kind),
 				})
 				t = t.Add(d + time.Duration(rng.IntN(8*60))*time.Minute)
 			}

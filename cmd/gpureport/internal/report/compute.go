@@ -93,7 +93,10 @@ type Report struct {
 	Jobs            []Usage    `json:"jobs"`
 	Users           []Usage    `json:"users"`
 	VirtualClusters []Usage    `json:"virtual_clusters"`
-	GPUs            []GPU      `json:"gpus"`
+	// SlurmAccounts are Slurm's accounts (slurm_job_info's), each with its users; none without
+	// Slurm nodes.
+	SlurmAccounts []Usage `json:"slurm_accounts,omitempty"`
+	GPUs          []GPU   `json:"gpus"`
 	// Charts' data: utilization per job and per node over time, in buckets from Start.
 	BucketSeconds float64        `json:"bucket_seconds"`
 	JobUtil       []BucketSeries `json:"job_utilization"`
@@ -223,6 +226,12 @@ func Build(ctx context.Context, api querier, o Options) (*Report, error) {
 	}
 	warnings := slices.Clone(warns)
 	acc := newAccumulator(o)
+	info, warns, err := f.raw(ctx, metricSlurmJobInfo, from, to)
+	if err != nil {
+		return nil, err
+	}
+	warnings = append(warnings, warns...)
+	acc.slurm = newSlurmAccounts(info)
 	// A few nodes at a time, so that memory holds one batch's raw samples, not the cluster's;
 	// the first batch also takes series without a node name.
 	batches := [][]string{{""}}
@@ -344,20 +353,22 @@ type accumulator struct {
 	utilMs                  int64
 	gpus                    []GPU
 	simulated               bool
+	slurm                   slurmAccounts
 }
 
 func newAccumulator(o Options) *accumulator {
 	w := window{o.Start.UnixMilli(), o.End.UnixMilli()}
 	return &accumulator{
 		o: o, w: w, maxGap: o.MaxGap.Milliseconds(),
-		groups: map[string]map[string]*usageAcc{labelJob: {}, labelUser: {}, labelVirtualCluster: {}},
+		groups: map[string]map[string]*usageAcc{labelJob: {}, labelUser: {}, labelVirtualCluster: {}, labelSlurmAccount: {}},
 		total:  newUsageAcc(), jobBuckets: newBucketed(w, o.Bucket), nodeBuckets: newBucketed(w, o.Bucket),
 	}
 }
 
-// compute is the report of one set of inputs.
-func compute(in inputs, o Options) *Report {
+// compute is the report of one set of inputs, with the Slurm jobs' slurm_job_info series.
+func compute(in inputs, o Options, slurmInfo ...series) *Report {
 	a := newAccumulator(o)
+	a.slurm = newSlurmAccounts(slurmInfo)
 	a.add(in)
 	return a.report()
 }
@@ -365,6 +376,7 @@ func compute(in inputs, o Options) *Report {
 // add takes in the series of some nodes: each GPU, and each task series, is in one batch only.
 func (a *accumulator) add(in inputs) {
 	o, w, maxGap := a.o, a.w, a.maxGap
+	a.slurm.label(in.taskUtil, in.taskMem, in.taskSM, in.taskTensor)
 	memBySeries := map[model.Fingerprint][]segment{}
 	for _, s := range in.taskMem {
 		memBySeries[s.labels.Fingerprint()] = stepTimeline(s.samples, w, maxGap).segments
@@ -443,6 +455,7 @@ func (a *accumulator) report() *Report {
 		Jobs:            usages(a.groups[labelJob], true, o),
 		Users:           usages(a.groups[labelUser], false, o),
 		VirtualClusters: usages(a.groups[labelVirtualCluster], false, o),
+		SlurmAccounts:   withUsers(usages(a.groups[labelSlurmAccount], false, o), a.groups[labelSlurmAccount]),
 		GPUs:            a.gpus,
 		Simulated:       a.simulated,
 	}
@@ -480,6 +493,9 @@ func (a *accumulator) report() *Report {
 func groupAccs(groups map[string]map[string]*usageAcc, labels model.Metric) []*usageAcc {
 	out := make([]*usageAcc, 0, len(groups)+1)
 	for label, byName := range groups {
+		if !inGroup(label, labels) {
+			continue
+		}
 		name := string(labels[model.LabelName(label)])
 		acc := byName[name]
 		if acc == nil {
@@ -495,6 +511,9 @@ func groupAccs(groups map[string]map[string]*usageAcc, labels model.Metric) []*u
 func existingGroupAccs(groups map[string]map[string]*usageAcc, labels model.Metric) []*usageAcc {
 	var out []*usageAcc
 	for label, byName := range groups {
+		if !inGroup(label, labels) {
+			continue
+		}
 		if acc := byName[string(labels[model.LabelName(label)])]; acc != nil {
 			out = append(out, acc)
 		}

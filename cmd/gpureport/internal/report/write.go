@@ -22,6 +22,8 @@ const (
 	FileVirtualClusters = "virtual_clusters.csv"
 	FileGPUs            = "gpus.csv"
 	FileXIDs            = "xids.csv"
+	// FileSlurmAccounts is written when the period has Slurm jobs.
+	FileSlurmAccounts = "slurm_accounts.csv"
 )
 
 // Write puts the report into dir: JSON and CSV for tools, an HTML page for people.
@@ -39,8 +41,11 @@ func Write(dir string, r *Report) error {
 	}
 	gpuRows, xidRows := gpuCSV(r.GPUs)
 	var records error
+	if len(r.SlurmAccounts) > 0 {
+		records = writeCSV(filepath.Join(dir, FileSlurmAccounts), accountCSV(r.SlurmAccounts))
+	}
 	if r.JobRecords != nil {
-		records = writeCSV(filepath.Join(dir, FileJobRecords), jobRecordsCSV(r.JobRecords))
+		records = errors.Join(records, writeCSV(filepath.Join(dir, FileJobRecords), jobRecordsCSV(r.JobRecords)))
 	}
 	return errors.Join(records,
 		publish(filepath.Join(dir, FileJSON), append(js, '\n')),
