@@ -11,6 +11,7 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/connector/k8sgpuhealthconnector/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/enum"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/recoveryaction"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/xid"
 )
 
@@ -155,9 +156,13 @@ type faultKey struct {
 // fault is one fault of a node, open or (a state that has not lasted its `for` yet) not.
 type fault struct {
 	faultKey
-	minor    string
-	what     string
+	minor string
+	what  string
+	// action is what the fault calls for: the driver's recovery action for the GPU where it asks
+	// for one (driver), else ours, the fault kind's or the XID's class.
 	action   Action
+	ours     Action
+	driver   recoveryaction.Action
 	severity xid.Severity
 	// since and seen are the data's times of the first and of the latest evidence.
 	since, seen time.Time
@@ -187,7 +192,41 @@ func (f *fault) gpuName() string {
 // describe is the fault in words: the GPU and what. No time: the condition's message stays the
 // same while the same faults are open (a writer that restarts, a repeat, write nothing), and the
 // Events and the condition's transition carry the times.
-func (f *fault) describe() string { return f.gpuName() + ": " + f.what }
+func (f *fault) describe() string {
+	if f.driver != recoveryaction.None {
+		return f.gpuName() + ": " + f.what + " (driver recovery action: " + f.driver.Words() + ")"
+	}
+	return f.gpuName() + ": " + f.what
+}
+
+// driverClasses are the action classes of the driver's recovery actions (gpu_recovery_action):
+// a GPU reset in any form takes the GPU, a reboot the node, the peer-to-peer and IMEX domain
+// actions the node's NVLink fabric. None, and a value a newer driver added, say nothing.
+var driverClasses = map[recoveryaction.Action]Action{
+	recoveryaction.GPUReset:          ActionResetGPU,
+	recoveryaction.DrainAndReset:     ActionResetGPU,
+	recoveryaction.BusReset:          ActionResetGPU,
+	recoveryaction.NodeReboot:        ActionReboot,
+	recoveryaction.SystemReboot:      ActionReboot,
+	recoveryaction.DrainP2P:          ActionCheckNVLink,
+	recoveryaction.RecoverIMEXDomain: ActionCheckNVLink,
+}
+
+// takeDriver sets the fault's action from the driver's recovery action for its GPU when the
+// driver asks for one (a driver-said reboot is a reboot even for an XID we class as a reset),
+// from ours otherwise. It reports whether the action changed.
+func (f *fault) takeDriver(driver recoveryaction.Action) bool {
+	if f.ours == "" {
+		f.ours = f.action
+	}
+	before := f.action
+	if class, ok := driverClasses[driver]; ok {
+		f.action, f.driver = class, driver
+	} else {
+		f.action, f.driver = f.ours, recoveryaction.None
+	}
+	return f.action != before
+}
 
 // before orders faults as the condition lists them: sticky ones first (the reason names an XID
 // while one is open, which is how a writer that restarts knows one is, since it is never

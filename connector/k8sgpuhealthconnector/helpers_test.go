@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/recoveryaction"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpunames"
 )
 
@@ -98,5 +99,18 @@ func gpuCountOf(node string, at time.Time, detected, configured int64) pmetric.M
 	if configured >= 0 {
 		add("configured_gpu_count", configured)
 	}
+	return md
+}
+
+// recoveryAction is one collection of g's gpu_recovery_action at data time at.
+func (g gpu) recoveryAction(at time.Time, action recoveryaction.Action) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	g.resource(rm.Resource())
+	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName(gpunames.GPURecoveryAction)
+	dp := m.SetEmptyGauge().DataPoints().AppendEmpty()
+	dp.SetIntValue(int64(action))
+	dp.SetTimestamp(pcommon.NewTimestampFromTime(at))
 	return md
 }

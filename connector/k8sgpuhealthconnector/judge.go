@@ -17,6 +17,7 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/connector/k8sgpuhealthconnector/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/recoveryaction"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/xid"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpunames"
 )
@@ -60,6 +61,8 @@ type nodeHealth struct {
 	adopted bool
 	// validation is what the validation gate reads.
 	validation passRun
+	// driver is each GPU's latest recovery action from its driver (gpu_recovery_action).
+	driver map[string]recoveryaction.Action
 }
 
 type sample struct{ gpu, condition string }
@@ -84,7 +87,7 @@ func newJudge(cfg *Config, clk clock.Clock) *judge {
 func (j *judge) node(name string) (n *nodeHealth, isNew bool) {
 	n = j.nodes[name]
 	if n == nil {
-		n = &nodeHealth{faults: map[faultKey]*fault{}, sampled: map[sample]time.Time{}, pending: map[string]*occurrence{}, newestXID: map[string]time.Time{}}
+		n = &nodeHealth{faults: map[faultKey]*fault{}, sampled: map[sample]time.Time{}, pending: map[string]*occurrence{}, newestXID: map[string]time.Time{}, driver: map[string]recoveryaction.Action{}}
 		j.nodes[name] = n
 		isNew = true
 	}
@@ -142,6 +145,13 @@ func (j *judge) consumeMetrics(md pmetric.Metrics) []string {
 							continue
 						}
 						touched = j.observe(name, gpu, minor, str(dp.Attributes(), gpunames.KeyCondition), dp.IntValue(), dp.Timestamp().AsTime(), now) || touched
+					}
+				case gpunames.GPURecoveryAction:
+					if gpu == "" {
+						continue
+					}
+					if dp, ok := last(m.Gauge().DataPoints()); ok {
+						touched = j.observeDriver(name, gpu, recoveryaction.Action(dp.IntValue()), dp.Timestamp().AsTime(), now) || touched
 					}
 				case gpunames.GPUDevicesDetected:
 					detected, haveDetected = last(m.Gauge().DataPoints())
@@ -218,12 +228,37 @@ func (j *judge) observe(name, gpu, minor, condition string, level int64, t, now 
 		}
 		if f == nil {
 			f = &fault{faultKey: key, minor: minor, what: k.what, action: k.action, severity: k.severity, since: t}
+			f.takeDriver(n.driver[gpu])
 			n.faults[key] = f
 		}
 		f.seen = t
 		if !f.open && t.Sub(f.since) >= k.config(&j.cfg.Faults).For {
 			f.open = true
 			n.occur(f, false, t)
+			changed = true
+		}
+	}
+	return changed
+}
+
+// recoveryCondition keys the driver's recovery action among a GPU's samples.
+const recoveryCondition = "recovery_action"
+
+// observeDriver takes a GPU's recovery action from its driver at data time t: its faults take
+// their action from it. It reports whether an open fault's action changed. j.mu is held.
+func (j *judge) observeDriver(name, gpu string, action recoveryaction.Action, t, now time.Time) bool {
+	if now.Sub(t) > j.cfg.MaxDataAge {
+		return false
+	}
+	n, changed := j.node(name)
+	s := sample{gpu, recoveryCondition}
+	if !t.After(n.sampled[s]) {
+		return changed
+	}
+	n.sampled[s] = t
+	n.driver[gpu] = action
+	for _, f := range n.faults {
+		if f.gpu == gpu && f.takeDriver(action) && f.open {
 			changed = true
 		}
 	}
@@ -279,6 +314,7 @@ func (j *judge) observeXID(name, gpu, minor string, lr plog.LogRecord, now time.
 		since:    t, seen: t, open: true, sticky: true,
 	}
 	n, _ := j.node(name)
+	f.takeDriver(n.driver[gpu])
 	replayed := now.Sub(t) > j.cfg.MaxDataAge
 	key := f.eventKey(replayedPrefix(replayed))
 	if !t.After(n.newestXID[key]) {

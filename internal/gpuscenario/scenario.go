@@ -45,6 +45,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/recoveryaction"
 )
 
 // Scenario is the content of a scenario file.
@@ -271,6 +273,9 @@ const (
 	FaultFabricDown      = "fabric_down"
 	FaultFabricDegraded  = "fabric_degraded"
 	FaultNVLinkDown      = "nvlink_down"
+	// FaultRecoveryAction: the driver says the GPU needs Action (NVML's GPU recovery action,
+	// field 230, with its event), for Duration (0: until the end), none otherwise.
+	FaultRecoveryAction = "recovery_action"
 	// FaultCollectiveWait: the GPU spends Share of its busy time spinning in NCCL's kernels,
 	// waiting for its peers in a collective (a straggler's peers: part of it; a hung
 	// collective: 1, all of it).
@@ -313,6 +318,14 @@ type Fault struct {
 	Share float64 `yaml:"share"`
 	// Limiter is a throttle fault's: prochot, ppt, socket_thermal, vr_thermal or hbm_thermal.
 	Limiter string `yaml:"limiter"`
+	// Action is a recovery_action fault's, by its name in package recoveryaction (node_reboot).
+	Action string `yaml:"action"`
+}
+
+// RecoveryAction is a recovery_action fault's action (validated).
+func (f *Fault) RecoveryAction() recoveryaction.Action {
+	a, _ := recoveryaction.Parse(f.Action)
+	return a
 }
 
 // Active reports whether a state fault is in force at t.

@@ -78,8 +78,11 @@ func TestErrorsNameTheKey(t *testing.T) {
 		"profile: dgxa100\nfaults: [{gpu: 0, kind: nvlink_down, link: 12}]\n":                     "faults[0].link: dgxa100 GPUs have links 0 to 11, got 12",
 		"profile: dgxa100\nfaults: [{gpu: 0, kind: fabric_down}]\n":                               "faults[0]: kind fabric_down needs a profile with an NVSwitch fabric",
 		"profile: dgxa100\nfaults: [{gpu: 0, kind: gpu_lost, message: x}]\n":                      "faults[0].message: is one line of an xid fault",
-		"profile: dgxa100\nfaults: [{gpu: 0, kind: ras, block: umc, corrected: 1}]\n":             `faults[0].kind: must be one of xid, gpu_lost, reset_required, hang, ecc, row_remap_pending, row_remap_failed, pcie_downgrade, thermal_slowdown, fabric_down, fabric_degraded, nvlink_down, collective_wait (profile dgxa100), got "ras"`,
+		"profile: dgxa100\nfaults: [{gpu: 0, kind: ras, block: umc, corrected: 1}]\n":             `faults[0].kind: must be one of xid, gpu_lost, reset_required, hang, ecc, row_remap_pending, row_remap_failed, pcie_downgrade, thermal_slowdown, fabric_down, fabric_degraded, nvlink_down, collective_wait, recovery_action (profile dgxa100), got "ras"`,
 		"profile: dgxa100\nfaults: [{gpu: 0, kind: pcie_downgrade, generation: 6}]\n":             "faults[0]: kind pcie_downgrade needs a width or a generation from 1 to 5",
+		"profile: dgxa100\nfaults: [{gpu: 0, kind: recovery_action, action: reboot}]\n":           `faults[0].action: kind recovery_action needs an action: gpu_reset, node_reboot, drain_p2p, drain_and_reset, recover_imex_domain, bus_reset, system_reboot, got "reboot"`,
+		"profile: dgxa100\nfaults: [{gpu: 0, kind: recovery_action, action: none}]\n":             `faults[0].action: kind recovery_action needs an action`,
+		"profile: dgxa100\nfaults: [{gpu: 0, kind: hang, duration: 1s, action: gpu_reset}]\n":     "faults[0].action: is a recovery_action fault's",
 		"profile: dgxa100\nunknown: 1\n":                                                          "field unknown not found",
 		// The AMD simulation's limits, each naming what it does not play.
 		"profile: mi300x\nsignals: {utilization: {step: [{at: 0s, value: 101}]}}\n":        "signals.utilization: busy is a percent, got 101",
@@ -111,7 +114,7 @@ processes[0].pid: must be set
 processes[0].sm: is a percent, got 150
 mig[0].busy: must be between 0 and instances (2), got 3
 faults[0]: kind hang needs a duration
-faults[1].kind: must be one of xid, gpu_lost, reset_required, hang, ecc, row_remap_pending, row_remap_failed, pcie_downgrade, thermal_slowdown, fabric_down, fabric_degraded, nvlink_down, collective_wait, ras, throttle (profile dgxz100), got "meltdown"
+faults[1].kind: must be one of xid, gpu_lost, reset_required, hang, ecc, row_remap_pending, row_remap_failed, pcie_downgrade, thermal_slowdown, fabric_down, fabric_degraded, nvlink_down, collective_wait, recovery_action, ras, throttle (profile dgxz100), got "meltdown"
 faults[2]: kind nvlink_down needs a link number, got -1
 faults[3].message: is one line of an xid fault
 faults[4]: kind collective_wait needs a share above 0 and at most 1 (1: a hung collective), got 1.5`)

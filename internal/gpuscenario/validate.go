@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/recoveryaction"
 )
 
 // MaxPCIeGeneration is the newest PCIe generation a pcie_downgrade can train at (Gen5: the
@@ -21,6 +23,7 @@ var faultKinds = map[Vendor][]string{
 	NVIDIA: {
 		FaultXID, FaultGPULost, FaultResetRequired, FaultHang, FaultECC, FaultRowRemapPending, FaultRowRemapFailed,
 		FaultPCIeDowngrade, FaultThermalSlowdown, FaultFabricDown, FaultFabricDegraded, FaultNVLinkDown, FaultCollectiveWait,
+		FaultRecoveryAction,
 	},
 	AMD: {FaultRAS, FaultPCIeDowngrade, FaultThrottle, FaultGPULost},
 }
@@ -247,6 +250,13 @@ func (v *validator) fault(key string, f *Fault) {
 		if !slices.Contains(Limiters, f.Limiter) {
 			v.fail(key, "kind throttle needs a limiter: %s, got %q", strings.Join(Limiters, ", "), f.Limiter)
 		}
+	case FaultRecoveryAction:
+		if a, ok := recoveryaction.Parse(f.Action); !ok || a == recoveryaction.None {
+			v.fail(key+".action", "kind recovery_action needs an action: %s, got %q", strings.Join(recoveryaction.Names()[1:], ", "), f.Action)
+		}
+	}
+	if f.Action != "" && f.Kind != FaultRecoveryAction {
+		v.fail(key+".action", "is a recovery_action fault's")
 	}
 	if f.Message != "" && (f.Kind != FaultXID || strings.ContainsAny(f.Message, "\r\n")) {
 		v.fail(key+".message", "is one line of an xid fault")

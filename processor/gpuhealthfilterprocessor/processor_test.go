@@ -45,7 +45,7 @@ func TestKeepsTheGPUReceiversHealth(t *testing.T) {
 			}
 		}
 	}
-	assert.Equal(t, map[string]int{gpunames.GPUHealth: gpus, gpunames.GPUDevicesDetected: 1}, kept,
+	assert.Equal(t, map[string]int{gpunames.GPUHealth: gpus, gpunames.GPURecoveryAction: gpus, gpunames.GPUDevicesDetected: 1}, kept,
 		"the demo sets no configured_gpu_count")
 
 	task := pmetric.NewMetrics()

@@ -255,6 +255,7 @@ func TestUnits(t *testing.T) {
 		{output: "dcgm", to: "DCGM_FI_DEV_DEC_UTIL", from: "gpu_codec_utilization", key: "codec", value: "decoder", convert: same},
 		{output: "dcgm", to: "DCGM_FI_DEV_MEMORY_TEMP", from: "gpu_memory_temperature_celsius", convert: same},
 		{output: "dcgm", to: "DCGM_FI_DEV_VGPU_LICENSE_STATUS", from: "gpu_vgpu_licensed", convert: same},
+		{output: "dcgm", to: "DCGM_FI_DEV_GET_GPU_RECOVERY_ACTION", from: "gpu_recovery_action", convert: same},
 		{output: "dcgm", to: "DCGM_FI_DEV_SM_CLOCK", from: "gpu_clock_mhz", key: "clock", value: "sm", convert: same},
 		{output: "dcgm", to: "DCGM_FI_DEV_MEM_CLOCK", from: "gpu_clock_mhz", key: "clock", value: "memory", convert: same},
 		{output: "dcgm", to: "DCGM_FI_DEV_POWER_USAGE", from: "gpu_power_watts", convert: same},
@@ -276,6 +277,7 @@ func TestUnits(t *testing.T) {
 		{output: "dcgm 4.10", to: "DCGM_FI_DEV_BOARD_POWER_LIMIT_MAX_WATTS", from: "gpu_power_limit_max_watts", convert: same},
 		{output: "dcgm 4.10", to: "DCGM_FI_DEV_BOARD_POWER_LIMIT_MIN_WATTS", from: "gpu_power_limit_min_watts", convert: same},
 		{output: "dcgm 4.10", to: "DCGM_FI_DEV_VGPU_LICENSE_STATUS", from: "gpu_vgpu_licensed", convert: same},
+		{output: "dcgm 4.10", to: "DCGM_FI_DEV_GPU_RECOVERY_ACTION", from: "gpu_recovery_action", convert: same},
 		// 4.10's names of these are unknown: they keep the collected name and unit.
 		{output: "dcgm 4.10", to: "gpu_memory_used_bytes", from: "gpu_memory_used_bytes", convert: same},
 		{output: "dcgm 4.10", to: "gpu_memory_free_bytes", from: "gpu_memory_free_bytes", convert: same},

@@ -215,6 +215,12 @@ var dcgmFields = []dcgmField{
 		v48:  &dcgmName{"DCGM_FI_DEV_VGPU_LICENSE_STATUS", "1", "vGPU License status", 0},
 		v410: &dcgmName{"DCGM_FI_DEV_VGPU_LICENSE_STATUS", "1", "vGPU License status", 0},
 	},
+	{
+		// Not a default counter: DCGM's field 1523 is NVML's recovery action, as the receiver reads it.
+		from: gpunames.GPURecoveryAction,
+		v48:  &dcgmName{"DCGM_FI_DEV_GET_GPU_RECOVERY_ACTION", "1", "GPU Recovery Action (see nvmlDeviceGpuRecoveryAction_t for return values)", 0},
+		v410: &dcgmName{"DCGM_FI_DEV_GPU_RECOVERY_ACTION", "1", "GPU Recovery Action (see nvmlDeviceGpuRecoveryAction_t for return values)", 0},
+	},
 	// What the OpenShift console plugin reads its limits from.
 	{
 		from: gpunames.GPUPowerLimitMaxWatts,

@@ -75,7 +75,7 @@ processes[0].pid: must be set
 processes[0].sm: is a percent, got 150
 mig[0].busy: must be between 0 and instances (2), got 3
 faults[0]: kind hang needs a duration
-faults[1].kind: must be one of xid, gpu_lost, reset_required, hang, ecc, row_remap_pending, row_remap_failed, pcie_downgrade, thermal_slowdown, fabric_down, fabric_degraded, nvlink_down, collective_wait, ras, throttle (profile dgxz100), got "meltdown"
+faults[1].kind: must be one of xid, gpu_lost, reset_required, hang, ecc, row_remap_pending, row_remap_failed, pcie_downgrade, thermal_slowdown, fabric_down, fabric_degraded, nvlink_down, collective_wait, recovery_action, ras, throttle (profile dgxz100), got "meltdown"
 faults[2]: kind nvlink_down needs a link number, got -1
 faults[3].message: is one line of an xid fault
 faults[4]: kind collective_wait needs a share above 0 and at most 1 (1: a hung collective), got 1.5`},

@@ -17,6 +17,7 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/deadline"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/latency"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/recoveryaction"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/xid"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 )
@@ -118,6 +119,15 @@ type gpuState struct {
 	gpm gpmState
 	// linksSeenUp has bit n set once NVLink n was seen up: such a link down is a fault.
 	linksSeenUp uint64
+	// recovery is the driver's latest recovery action for the GPU, from a collection or from
+	// NVML's recovery action event, whichever came last.
+	recovery recoveryReading
+}
+
+// recoveryReading is a GPU's recovery action, when the driver reports one (known).
+type recoveryReading struct {
+	action recoveryaction.Action
+	known  bool
 }
 
 // start follows the kernel log for XIDs, and initializes NVML or keeps retrying in the
@@ -195,7 +205,8 @@ func (s *nvmlBackend) enumerate() nvml.Return {
 			// Another GPU, or the same one back: its GPM support is asked again.
 			st.gpm.release()
 			if st.id.uuid != prev {
-				st.linksSeenUp = 0 // another GPU's links are not this one's
+				// another GPU's links and recovery action are not this one's
+				st.linksSeenUp, st.recovery = 0, recoveryReading{}
 			}
 		}
 		ids[i] = st.id

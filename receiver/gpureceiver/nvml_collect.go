@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-gpu/otelcol-gpu/internal/recoveryaction"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/metadata"
 )
 
@@ -108,6 +109,10 @@ func (s *nvmlBackend) collectGPU(g *gpuState, mb *metadata.MetricsBuilder, now p
 		mb.RecordGpuNvmlTimeoutsTotalDataPoint(now, n, call)
 	}
 	mb.RecordGpuInfoDataPoint(now, 1, g.id.model, g.id.pciBusID, s.lib.driver)
+	if g.recovery.known {
+		// Also while the GPU cannot be read: the driver's last word on it stands.
+		mb.RecordGpuRecoveryActionDataPoint(now, int64(g.recovery.action))
+	}
 }
 
 func (r *gpuRead) worst(cond metadata.AttributeCondition, level int64) {
@@ -252,14 +257,16 @@ const scopeAllLinks = math.MaxUint32
 const maxValidCelsius = 200
 
 // readFieldValues reads what NVML gives only as field values, in one call (one deadline): the
-// memory temperature and NVLink's payload counters (the ones DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL
-// is computed from). A field the GPU lacks answers NOT_SUPPORTED in its own return and is left out.
+// memory temperature, NVLink's payload counters (the ones DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL is
+// computed from) and the driver's recovery action. A field the GPU or driver lacks answers
+// NOT_SUPPORTED in its own return and is left out.
 func readFieldValues(r *gpuRead) {
 	values, ok := read(r, "GetFieldValues", func() ([]nvml.FieldValue, nvml.Return) {
 		v := []nvml.FieldValue{
 			{FieldId: nvml.FI_DEV_MEMORY_TEMP},
 			{FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX, ScopeId: scopeAllLinks},
 			{FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ScopeId: scopeAllLinks},
+			{FieldId: nvml.FI_DEV_GET_GPU_RECOVERY_ACTION},
 		}
 		return v, r.dev.GetFieldValues(v)
 	})
@@ -268,10 +275,11 @@ func readFieldValues(r *gpuRead) {
 	}
 	mb := r.mb
 	for _, v := range values {
-		if ret := nvml.Return(v.NvmlReturn); ret != nvml.SUCCESS {
-			if ret != nvml.ERROR_NOT_SUPPORTED {
-				r.s.logger.Debug("NVML field value failed", zap.Int("gpu", r.gpu.id.index), zap.Uint32("field", v.FieldId), zap.String("error", ret.Error()))
-			}
+		if v.FieldId == nvml.FI_DEV_GET_GPU_RECOVERY_ACTION {
+			r.gpu.recovery = r.s.recoveryActionOf(r.gpu, v)
+			continue
+		}
+		if !fieldOK(r.s, r.gpu, v) {
 			continue
 		}
 		switch v.FieldId {
@@ -289,6 +297,37 @@ func readFieldValues(r *gpuRead) {
 			mb.RecordGpuNvlinkDataBytesTotalDataPoint(r.now, int64(kib)*1024, dir)
 		}
 	}
+}
+
+// fieldOK reports whether a field value was read; a failure other than NOT_SUPPORTED (the GPU
+// or driver lacks the field: every collection on such a GPU) is logged at debug.
+func fieldOK(s *nvmlBackend, g *gpuState, v nvml.FieldValue) bool {
+	ret := nvml.Return(v.NvmlReturn)
+	if ret != nvml.SUCCESS && ret != nvml.ERROR_NOT_SUPPORTED {
+		s.logger.Debug("NVML field value failed", zap.Int("gpu", g.id.index), zap.Uint32("field", v.FieldId), zap.String("error", ret.Error()))
+	}
+	return ret == nvml.SUCCESS
+}
+
+// recoveryActionOf is the recovery action field 230's value says, unknown (not recorded) where
+// the driver does not report it (before R565: NOT_SUPPORTED on every collection, no error). A
+// change is logged: the driver asking for an action is news an operator may read in the log
+// before any alert.
+func (s *nvmlBackend) recoveryActionOf(g *gpuState, v nvml.FieldValue) recoveryReading {
+	if !fieldOK(s, g, v) {
+		return recoveryReading{}
+	}
+	// An unsigned int (nvmlDeviceGpuRecoveryAction_t), whatever the driver's ValueType.
+	now := recoveryReading{action: recoveryaction.Action(binary.NativeEndian.Uint32(v.Value[:4])), known: true}
+	if now != g.recovery && (g.recovery.known || now.action != recoveryaction.None) {
+		level := zap.WarnLevel
+		if now.action == recoveryaction.None {
+			level = zap.InfoLevel
+		}
+		s.logger.Log(level, "The driver's recovery action for the GPU changed", zap.Int("gpu", g.id.index), zap.String("uuid", g.id.uuid),
+			zap.String("recovery_action", now.action.String()), zap.String("action", now.action.Words()), zap.String("was", g.recovery.action.String()))
+	}
+	return now
 }
 
 // clockReasons are NVML's clock event reason bits with dcgm-exporter's names for them. The

@@ -6,6 +6,7 @@ package gpureceiver // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpure
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -49,7 +50,11 @@ const eventWait = time.Hour
 // eventRetryPause paces the waits after one failed (a lost GPU can make every wait fail at once).
 const eventRetryPause = time.Second
 
-// registerEvents creates the XID event set; the caller holds enumMu. Registration goes through
+// watchedEvents are the NVML events the event set asks for: XIDs, and the driver's recovery
+// action changing (R565 and later drivers; the collections poll it too).
+const watchedEvents = nvml.EventTypeXidCriticalError | nvml.EventTypeGpuRecoveryAction
+
+// registerEvents creates the event set; the caller holds enumMu. Registration goes through
 // each GPU's lane, so a GPU that hangs already at start holds back only itself. GPUs that
 // cannot register (ERROR_NOT_SUPPORTED on old GPUs) are left to the kernel log.
 func (s *nvmlBackend) registerEvents() nvml.EventSet {
@@ -65,11 +70,12 @@ func (s *nvmlBackend) registerEvents() nvml.EventSet {
 			continue
 		}
 		supported, ret := callGPU(s, st, "GetSupportedEventTypes", h.GetSupportedEventTypes)
-		if ret != nvml.SUCCESS || supported&nvml.EventTypeXidCriticalError == 0 {
+		mask := supported & watchedEvents
+		if ret != nvml.SUCCESS || mask == 0 {
 			continue
 		}
 		_, ret = callGPU(s, st, "RegisterEvents", func() (struct{}, nvml.Return) {
-			return struct{}{}, h.RegisterEvents(nvml.EventTypeXidCriticalError, set)
+			return struct{}{}, h.RegisterEvents(mask, set)
 		})
 		if ret == nvml.SUCCESS {
 			registered++
@@ -79,8 +85,8 @@ func (s *nvmlBackend) registerEvents() nvml.EventSet {
 	return set
 }
 
-// watchEvents reads XIDs from the event set until the receiver stops; an event that arrives
-// after the stop is dropped.
+// watchEvents reads XIDs and recovery action changes from the event set until the receiver
+// stops; an event that arrives after the stop is dropped.
 func (s *nvmlBackend) watchEvents(set nvml.EventSet) {
 	for {
 		ev, ret := set.Wait(uint32(eventWait / time.Millisecond))
@@ -91,6 +97,9 @@ func (s *nvmlBackend) watchEvents(set nvml.EventSet) {
 		}
 		switch ret {
 		case nvml.SUCCESS:
+			if ev.EventType&nvml.EventTypeGpuRecoveryAction != 0 {
+				s.onRecoveryActionEvent(ev.Device)
+			}
 			if ev.EventType&nvml.EventTypeXidCriticalError == 0 {
 				continue
 			}
@@ -109,6 +118,30 @@ func (s *nvmlBackend) watchEvents(set nvml.EventSet) {
 			}
 		}
 	}
+}
+
+// onRecoveryActionEvent reads the recovery action of the GPU whose event fired, at once: the
+// event says only that it changed. The read is the collections' (field 230 through the GPU's
+// lane, under call_timeout) and holds enumMu's write lock, so no collection of the GPU runs
+// beside it and at most one call_timeout holds the next collection back.
+func (s *nvmlBackend) onRecoveryActionEvent(h nvml.Device) {
+	s.enumMu.Lock()
+	defer s.enumMu.Unlock()
+	i := slices.IndexFunc(s.gpus, func(st *gpuState) bool { return st.id.handle == h })
+	if i < 0 {
+		return
+	}
+	st := s.gpus[i]
+	v, ret := callGPU(s, st, "GetFieldValues", func() (nvml.FieldValue, nvml.Return) {
+		v := []nvml.FieldValue{{FieldId: nvml.FI_DEV_GET_GPU_RECOVERY_ACTION}}
+		ret := h.GetFieldValues(v)
+		return v[0], ret
+	})
+	if ret != nvml.SUCCESS {
+		s.logger.Debug("NVML recovery action read after its event failed", zap.Int("gpu", st.id.index), zap.String("error", ret.Error()))
+		return
+	}
+	st.recovery = s.recoveryActionOf(st, v)
 }
 
 // onKmsgLine turns an "NVRM: Xid" line into an occurrence on the GPU at its PCI address.

@@ -100,6 +100,8 @@ const (
 	GPUProcessSMUtilization = "gpu_process_sm_utilization"
 	// GPURASErrors: Errors the amdgpu driver's RAS counted per IP block since the driver loaded (ras/<block>_err_count), corrected and uncorrected. Absent where the GPU has no RAS.
 	GPURASErrors = "gpu_ras_errors"
+	// GPURecoveryAction: What the driver says the GPU needs (NVML's GPU recovery action, field 230, R565 and later drivers): 0 none, 1 GPU reset, 2 node reboot, 3 drain peer-to-peer traffic, 4 drain peer-to-peer traffic and reset the GPU, 5 recover the IMEX domain, 6 reset the GPU's PCIe bus, 7 system reboot. Read each collection and at once when NVML's recovery action event fires; while the GPU cannot be read, the last value the driver gave stands. Absent where the driver does not report it.
+	GPURecoveryAction = "gpu_recovery_action"
 	// GPURemappedRows: Memory rows remapped after errors (Ampere and later; absent where not supported).
 	GPURemappedRows = "gpu_remapped_rows"
 	// GPURemappedRowsFailed: 1 when a row remapping failed (the GPU needs service), else 0.
@@ -190,6 +192,7 @@ var Metrics = []string{
 	GPUProcessMemoryUsedBytes,
 	GPUProcessSMUtilization,
 	GPURASErrors,
+	GPURecoveryAction,
 	GPURemappedRows,
 	GPURemappedRowsFailed,
 	GPURemappedRowsPending,

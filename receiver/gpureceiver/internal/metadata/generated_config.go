@@ -1653,6 +1653,26 @@ func (ms *GpuRasErrorsMetricConfig) Validate() error {
 	return nil
 }
 
+// GpuRecoveryActionMetricConfig provides config for the gpu_recovery_action metric.
+type GpuRecoveryActionMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuRecoveryActionMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
 // GpuRemappedRowsMetricAttributeKey specifies the key of an attribute for the gpu_remapped_rows metric.
 type GpuRemappedRowsMetricAttributeKey string
 
@@ -2252,6 +2272,7 @@ type MetricsConfig struct {
 	GpuProcessMemoryUsedBytes       GpuProcessMemoryUsedBytesMetricConfig       `mapstructure:"gpu_process_memory_used_bytes"`
 	GpuProcessSmUtilization         GpuProcessSmUtilizationMetricConfig         `mapstructure:"gpu_process_sm_utilization"`
 	GpuRasErrors                    GpuRasErrorsMetricConfig                    `mapstructure:"gpu_ras_errors"`
+	GpuRecoveryAction               GpuRecoveryActionMetricConfig               `mapstructure:"gpu_recovery_action"`
 	GpuRemappedRows                 GpuRemappedRowsMetricConfig                 `mapstructure:"gpu_remapped_rows"`
 	GpuRemappedRowsFailed           GpuRemappedRowsFailedMetricConfig           `mapstructure:"gpu_remapped_rows_failed"`
 	GpuRemappedRowsPending          GpuRemappedRowsPendingMetricConfig          `mapstructure:"gpu_remapped_rows_pending"`
@@ -2466,6 +2487,9 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []GpuRasErrorsMetricAttributeKey{GpuRasErrorsMetricAttributeKeyBlock, GpuRasErrorsMetricAttributeKeyErrorType},
+		},
+		GpuRecoveryAction: GpuRecoveryActionMetricConfig{
+			Enabled: true,
 		},
 		GpuRemappedRows: GpuRemappedRowsMetricConfig{
 			Enabled:             true,

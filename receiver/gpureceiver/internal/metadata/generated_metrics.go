@@ -758,6 +758,9 @@ var MetricsInfo = metricsInfo{
 		Name:       "gpu_ras_errors",
 		Attributes: []string{"block", "error_type"},
 	},
+	GpuRecoveryAction: metricInfo{
+		Name: "gpu_recovery_action",
+	},
 	GpuRemappedRows: metricInfo{
 		Name:       "gpu_remapped_rows",
 		Attributes: []string{"error_type"},
@@ -874,6 +877,7 @@ type metricsInfo struct {
 	GpuProcessMemoryUsedBytes       metricInfo
 	GpuProcessSmUtilization         metricInfo
 	GpuRasErrors                    metricInfo
+	GpuRecoveryAction               metricInfo
 	GpuRemappedRows                 metricInfo
 	GpuRemappedRowsFailed           metricInfo
 	GpuRemappedRowsPending          metricInfo
@@ -4316,6 +4320,56 @@ func newMetricGpuRasErrors(cfg GpuRasErrorsMetricConfig) metricGpuRasErrors {
 	return m
 }
 
+type metricGpuRecoveryAction struct {
+	data     pmetric.Metric                // data buffer for generated metric.
+	config   GpuRecoveryActionMetricConfig // metric config provided by user.
+	capacity int                           // max observed number of data points added to the metric.
+}
+
+// init fills gpu_recovery_action metric with initial data.
+func (m *metricGpuRecoveryAction) init() {
+	m.data.SetName("gpu_recovery_action")
+	m.data.SetDescription("What the driver says the GPU needs (NVML's GPU recovery action, field 230, R565 and later drivers): 0 none, 1 GPU reset, 2 node reboot, 3 drain peer-to-peer traffic, 4 drain peer-to-peer traffic and reset the GPU, 5 recover the IMEX domain, 6 reset the GPU's PCIe bus, 7 system reboot. Read each collection and at once when NVML's recovery action event fires; while the GPU cannot be read, the last value the driver gave stands. Absent where the driver does not report it.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricGpuRecoveryAction) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuRecoveryAction) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuRecoveryAction) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuRecoveryAction(cfg GpuRecoveryActionMetricConfig) metricGpuRecoveryAction {
+	m := metricGpuRecoveryAction{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricGpuRemappedRows struct {
 	data          pmetric.Metric              // data buffer for generated metric.
 	config        GpuRemappedRowsMetricConfig // metric config provided by user.
@@ -5571,6 +5625,7 @@ type MetricsBuilder struct {
 	metricGpuProcessMemoryUsedBytes       metricGpuProcessMemoryUsedBytes
 	metricGpuProcessSmUtilization         metricGpuProcessSmUtilization
 	metricGpuRasErrors                    metricGpuRasErrors
+	metricGpuRecoveryAction               metricGpuRecoveryAction
 	metricGpuRemappedRows                 metricGpuRemappedRows
 	metricGpuRemappedRowsFailed           metricGpuRemappedRowsFailed
 	metricGpuRemappedRowsPending          metricGpuRemappedRowsPending
@@ -5663,6 +5718,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricGpuProcessMemoryUsedBytes:       newMetricGpuProcessMemoryUsedBytes(mbc.Metrics.GpuProcessMemoryUsedBytes),
 		metricGpuProcessSmUtilization:         newMetricGpuProcessSmUtilization(mbc.Metrics.GpuProcessSmUtilization),
 		metricGpuRasErrors:                    newMetricGpuRasErrors(mbc.Metrics.GpuRasErrors),
+		metricGpuRecoveryAction:               newMetricGpuRecoveryAction(mbc.Metrics.GpuRecoveryAction),
 		metricGpuRemappedRows:                 newMetricGpuRemappedRows(mbc.Metrics.GpuRemappedRows),
 		metricGpuRemappedRowsFailed:           newMetricGpuRemappedRowsFailed(mbc.Metrics.GpuRemappedRowsFailed),
 		metricGpuRemappedRowsPending:          newMetricGpuRemappedRowsPending(mbc.Metrics.GpuRemappedRowsPending),
@@ -5826,6 +5882,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGpuProcessMemoryUsedBytes.emit(ils.Metrics())
 	mb.metricGpuProcessSmUtilization.emit(ils.Metrics())
 	mb.metricGpuRasErrors.emit(ils.Metrics())
+	mb.metricGpuRecoveryAction.emit(ils.Metrics())
 	mb.metricGpuRemappedRows.emit(ils.Metrics())
 	mb.metricGpuRemappedRowsFailed.emit(ils.Metrics())
 	mb.metricGpuRemappedRowsPending.emit(ils.Metrics())
@@ -6114,6 +6171,11 @@ func (mb *MetricsBuilder) RecordGpuProcessSmUtilizationDataPoint(ts pcommon.Time
 // RecordGpuRasErrorsDataPoint adds a data point to gpu_ras_errors metric.
 func (mb *MetricsBuilder) RecordGpuRasErrorsDataPoint(ts pcommon.Timestamp, val int64, blockAttributeValue string, errorTypeAttributeValue AttributeErrorType) {
 	mb.metricGpuRasErrors.recordDataPoint(mb.startTime, ts, val, blockAttributeValue, errorTypeAttributeValue.String())
+}
+
+// RecordGpuRecoveryActionDataPoint adds a data point to gpu_recovery_action metric.
+func (mb *MetricsBuilder) RecordGpuRecoveryActionDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricGpuRecoveryAction.recordDataPoint(mb.startTime, ts, val)
 }
 
 // RecordGpuRemappedRowsDataPoint adds a data point to gpu_remapped_rows metric.

@@ -323,6 +323,9 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGpuRecoveryActionDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGpuRemappedRowsDataPoint(ts, 1, AttributeErrorTypeCorrected)
 			if tt.name == "reaggregate_set" {
 				mb.RecordGpuRemappedRowsDataPoint(ts, 3, AttributeErrorTypeUncorrected)
@@ -1796,6 +1799,18 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("error_type")
 						assert.False(t, ok)
 					}
+				case "gpu_recovery_action":
+					assert.False(t, validatedMetrics["gpu_recovery_action"], "Found a duplicate in the metrics slice: gpu_recovery_action")
+					validatedMetrics["gpu_recovery_action"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "What the driver says the GPU needs (NVML's GPU recovery action, field 230, R565 and later drivers): 0 none, 1 GPU reset, 2 node reboot, 3 drain peer-to-peer traffic, 4 drain peer-to-peer traffic and reset the GPU, 5 recover the IMEX domain, 6 reset the GPU's PCIe bus, 7 system reboot. Read each collection and at once when NVML's recovery action event fires; while the GPU cannot be read, the last value the driver gave stands. Absent where the driver does not report it.", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
 				case "gpu_remapped_rows":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["gpu_remapped_rows"], "Found a duplicate in the metrics slice: gpu_remapped_rows")

@@ -14,6 +14,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/gpuscenario"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/recoveryaction"
 )
 
 // Readings of an idle GPU, for signals a scenario leaves out.
@@ -295,9 +296,11 @@ func (d *Device) GetTemperature(nvml.TemperatureSensors) (uint32, nvml.Return) {
 	return d.coreTemperature(t), ret
 }
 
-// GetFieldValues answers the memory temperature (a few degrees above the core) and the NVLink
-// payload counters summed over all links (in KiB, growing with utilization); every other field,
-// and NVLink on a GPU without it, answers NOT_SUPPORTED in its own return, as NVML does.
+// GetFieldValues answers the memory temperature (a few degrees above the core), the NVLink
+// payload counters summed over all links (in KiB, growing with utilization) and the recovery
+// action (the scenario's recovery_action fault in force, else none: the simulated driver is
+// one that reports it, R565 or later, whatever version the mock server names); every other
+// field, and NVLink on a GPU without it, answers NOT_SUPPORTED in its own return, as NVML does.
 func (d *Device) GetFieldValues(values []nvml.FieldValue) nvml.Return {
 	t, ret := d.check()
 	if ret != nvml.SUCCESS {
@@ -318,6 +321,13 @@ func (d *Device) GetFieldValues(values []nvml.FieldValue) nvml.Return {
 			kib := d.nvlinkKiB.upTo(t, func(t time.Duration) float64 { return d.work(t) / 100 * nvlinkKiBPerSecond })
 			v.ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
 			binary.NativeEndian.PutUint64(v.Value[:], uint64(kib))
+		case v.FieldId == nvml.FI_DEV_GET_GPU_RECOVERY_ACTION:
+			action := recoveryaction.None
+			if f := d.fault(gpuscenario.FaultRecoveryAction, t); f != nil {
+				action = f.RecoveryAction()
+			}
+			v.ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
+			binary.NativeEndian.PutUint32(v.Value[:], uint32(action))
 		default:
 			v.NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
 		}
@@ -630,10 +640,10 @@ func (d *Device) GetProcessUtilization(uint64) ([]nvml.ProcessUtilizationSample,
 	return samples, nvml.SUCCESS
 }
 
-// GetSupportedEventTypes: XID and ECC events.
+// GetSupportedEventTypes: XID, ECC and recovery action events.
 func (d *Device) GetSupportedEventTypes() (uint64, nvml.Return) {
 	_, ret := d.check()
-	return nvml.EventTypeXidCriticalError | nvml.EventTypeSingleBitEccError | nvml.EventTypeDoubleBitEccError, ret
+	return nvml.EventTypeXidCriticalError | nvml.EventTypeSingleBitEccError | nvml.EventTypeDoubleBitEccError | nvml.EventTypeGpuRecoveryAction, ret
 }
 
 // RegisterEvents adds this GPU to a simulated event set.

@@ -4,9 +4,11 @@
 package simulated // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -77,8 +79,10 @@ type Server struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 
-	mu   sync.Mutex
-	xids []*pendingXID
+	mu sync.Mutex
+	// events are the scenario's NVML events in time order: its XIDs and its recovery actions'
+	// starts and ends.
+	events []*pendingEvent
 	// kernelLog is the write end of KernelLog's pipe, nil until asked for.
 	kernelLog *os.File
 
@@ -87,7 +91,9 @@ type Server struct {
 	gpmLive, gpmMisused atomic.Int64
 }
 
-type pendingXID struct {
+type pendingEvent struct {
+	at        time.Duration
+	eventType uint64
 	fault     *gpuscenario.Fault
 	device    *Device
 	delivered bool
@@ -136,10 +142,19 @@ func New(sc *gpuscenario.Scenario, clk clock.Clock, opts ...Option) *Server {
 	}
 	for i := range sc.Faults {
 		f := &sc.Faults[i]
-		if f.Kind == gpuscenario.FaultXID {
-			s.xids = append(s.xids, &pendingXID{fault: f, device: s.devices[f.GPU]})
+		d := s.devices[f.GPU]
+		switch f.Kind {
+		case gpuscenario.FaultXID:
+			s.events = append(s.events, &pendingEvent{at: f.At, eventType: nvml.EventTypeXidCriticalError, fault: f, device: d})
+		case gpuscenario.FaultRecoveryAction:
+			// The driver signals each change of the action: when it is set and when it clears.
+			s.events = append(s.events, &pendingEvent{at: f.At, eventType: nvml.EventTypeGpuRecoveryAction, fault: f, device: d})
+			if f.Duration > 0 {
+				s.events = append(s.events, &pendingEvent{at: f.At + f.Duration, eventType: nvml.EventTypeGpuRecoveryAction, fault: f, device: d})
+			}
 		}
 	}
+	slices.SortStableFunc(s.events, func(a, b *pendingEvent) int { return cmp.Compare(a.at, b.at) })
 	return s
 }
 
@@ -187,30 +202,36 @@ func (s *Server) DeviceGetHandleByIndex(index int) (nvml.Device, nvml.Return) {
 	return s.devices[index], nvml.SUCCESS
 }
 
-// EventSetCreate returns an event set that delivers the scenario's xid faults.
+// EventSetCreate returns an event set that delivers the scenario's xid and recovery_action
+// faults.
 func (s *Server) EventSetCreate() (nvml.EventSet, nvml.Return) {
 	return &eventSet{srv: s, masks: map[*Device]uint64{}}, nvml.SUCCESS
 }
 
-// nextXID hands out a due xid fault of a GPU registered for XID events, once. When none is due
-// it returns when the next one will be (ok false, more true), or more false if none is left.
-func (s *Server) nextXID(masks map[*Device]uint64) (ev nvml.EventData, ok bool, next time.Duration, more bool) {
+// nextEvent hands out a due event of a GPU registered for its type, once. When none is due it
+// returns when the next one will be (ok false, more true), or more false if none is left.
+func (s *Server) nextEvent(masks map[*Device]uint64) (ev nvml.EventData, ok bool, next time.Duration, more bool) {
 	t := s.elapsed()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, x := range s.xids {
-		if x.delivered || masks[x.device]&nvml.EventTypeXidCriticalError == 0 {
+	for _, x := range s.events {
+		if x.delivered || masks[x.device]&x.eventType == 0 {
 			continue
 		}
-		if x.fault.At > t {
-			if !more || x.fault.At < next {
-				next, more = x.fault.At, true
+		if x.at > t {
+			if !more || x.at < next {
+				next, more = x.at, true
 			}
 			continue
 		}
 		x.delivered = true
-		// 0xFFFFFFFF: the event concerns the whole GPU, not a MIG instance.
-		return nvml.EventData{Device: x.device, EventType: nvml.EventTypeXidCriticalError, EventData: x.fault.XID, GpuInstanceId: 0xFFFFFFFF, ComputeInstanceId: 0xFFFFFFFF}, true, 0, false
+		// 0xFFFFFFFF: the event concerns the whole GPU, not a MIG instance. A recovery action
+		// event carries no data (NVML's eventData is 0 for every event but an XID).
+		ev := nvml.EventData{Device: x.device, EventType: x.eventType, GpuInstanceId: 0xFFFFFFFF, ComputeInstanceId: 0xFFFFFFFF}
+		if x.eventType == nvml.EventTypeXidCriticalError {
+			ev.EventData = x.fault.XID
+		}
+		return ev, true, 0, false
 	}
 	return nvml.EventData{}, false, next, more
 }
@@ -269,17 +290,19 @@ func (e *eventSet) register(d *Device, mask uint64) {
 	e.masks[d] |= mask
 }
 
-// Wait returns the next due XID, or ERROR_TIMEOUT after timeoutMs as NVML does. It sleeps until
-// the next XID is due or the timeout, whichever is first.
+// Wait returns the next due event, or ERROR_TIMEOUT after timeoutMs as NVML does. It sleeps
+// until the next event is due or the timeout, whichever is first.
 func (e *eventSet) Wait(timeoutMs uint32) (nvml.EventData, nvml.Return) {
 	timeout := e.srv.clock.NewTimer(time.Duration(timeoutMs) * time.Millisecond)
 	defer timeout.Stop()
 	for {
 		e.mu.Lock()
-		ev, ok, next, more := e.srv.nextXID(e.masks)
+		ev, ok, next, more := e.srv.nextEvent(e.masks)
 		e.mu.Unlock()
 		if ok {
-			e.srv.logXID(ev)
+			if ev.EventType == nvml.EventTypeXidCriticalError {
+				e.srv.logXID(ev)
+			}
 			return ev, nvml.SUCCESS
 		}
 		if !e.sleep(timeout, more, next) {
@@ -288,10 +311,10 @@ func (e *eventSet) Wait(timeoutMs uint32) (nvml.EventData, nvml.Return) {
 	}
 }
 
-// sleep waits until the next XID is due (when there is one left, more) and reports whether it
-// is; false when the wait timed out or the server closed first.
+// sleep waits until the next event is due (when there is one left, more) and reports whether
+// it is; false when the wait timed out or the server closed first.
 func (e *eventSet) sleep(timeout clock.Timer, more bool, next time.Duration) bool {
-	var due <-chan time.Time // nil: no XID left to wait for
+	var due <-chan time.Time // nil: no event left to wait for
 	if more {
 		t := e.srv.clock.TimerAt(e.srv.start.Add(next))
 		defer t.Stop()

@@ -567,3 +567,57 @@ faults:
 	u, _ = devs[1].GetUtilizationRates()
 	assert.Equal(t, []uint32{100, 0}, []uint32{u.Gpu, u.Memory}, "GPU 1 hangs to the end")
 }
+
+// TestRecoveryAction: field 230 answers the recovery_action fault in force (none before and
+// after it), and the event set delivers a recovery action event, without data, when it starts
+// and when it ends, only to a set registered for that type.
+func TestRecoveryAction(t *testing.T) {
+	srv, c := newServer(t, `
+profile: dgxa100
+faults:
+  - {at: 10s, gpu: 1, kind: recovery_action, action: drain_and_reset, duration: 20s}
+  - {at: 15s, gpu: 3, kind: xid, xid: 48}
+`)
+	d1, _ := srv.DeviceGetHandleByIndex(1)
+	action := func() uint32 {
+		t.Helper()
+		v := []nvml.FieldValue{{FieldId: nvml.FI_DEV_GET_GPU_RECOVERY_ACTION}}
+		require.Equal(t, nvml.SUCCESS, d1.GetFieldValues(v))
+		require.Equal(t, uint32(nvml.SUCCESS), v[0].NvmlReturn)
+		return binary.NativeEndian.Uint32(v[0].Value[:4])
+	}
+	supported, _ := d1.GetSupportedEventTypes()
+	assert.NotZero(t, supported&nvml.EventTypeGpuRecoveryAction)
+
+	recovery, _ := srv.EventSetCreate()
+	xids, _ := srv.EventSetCreate()
+	for i := range 8 {
+		d, _ := srv.DeviceGetHandleByIndex(i)
+		require.Equal(t, nvml.SUCCESS, d.RegisterEvents(nvml.EventTypeGpuRecoveryAction, recovery))
+		require.Equal(t, nvml.SUCCESS, d.RegisterEvents(nvml.EventTypeXidCriticalError, xids))
+	}
+	assert.Equal(t, uint32(nvml.GPU_RECOVERY_ACTION_NONE), action())
+	setTo(c, 12*time.Second)
+	assert.Equal(t, uint32(nvml.GPU_RECOVERY_ACTION_DRAIN_AND_RESET), action())
+	ev, ret := recovery.Wait(0)
+	require.Equal(t, nvml.SUCCESS, ret)
+	assert.Equal(t, d1, ev.Device)
+	assert.Equal(t, uint64(nvml.EventTypeGpuRecoveryAction), ev.EventType)
+	assert.Zero(t, ev.EventData)
+	_, ret = recovery.Wait(0)
+	assert.Equal(t, nvml.ERROR_TIMEOUT, ret, "once")
+
+	setTo(c, 40*time.Second)
+	assert.Equal(t, uint32(nvml.GPU_RECOVERY_ACTION_NONE), action(), "the action cleared")
+	ev, ret = recovery.Wait(0)
+	require.Equal(t, nvml.SUCCESS, ret, "the end is an event too")
+	assert.Equal(t, uint64(nvml.EventTypeGpuRecoveryAction), ev.EventType)
+	_, ret = recovery.Wait(0)
+	assert.Equal(t, nvml.ERROR_TIMEOUT, ret, "no XID for a set registered for recovery actions only")
+
+	ev, ret = xids.Wait(0)
+	require.Equal(t, nvml.SUCCESS, ret)
+	assert.Equal(t, uint64(48), ev.EventData)
+	_, ret = xids.Wait(0)
+	assert.Equal(t, nvml.ERROR_TIMEOUT, ret, "no recovery action event for a set registered for XIDs only")
+}
