@@ -124,8 +124,8 @@ func checkCount(r *reading) outcome {
 		return notRead
 	}
 	o := outcome{detail: fmt.Sprintf("%d GPUs, %d expected", *r.detected, r.opts.GPUs)}
-	for _, f := range r.faults {
-		if f.Kind == "gpu_missing" {
+	for i := range r.faults {
+		if f := &r.faults[i]; f.Kind == "gpu_missing" {
 			o.findings = append(o.findings, fromFault(f, r, fmt.Sprintf("%d GPUs detected, %d expected (-gpus): %s", *r.detected, r.opts.GPUs, f.What)))
 		}
 	}
@@ -139,7 +139,8 @@ func checkJudged(r *reading) outcome {
 		return notRead
 	}
 	var o outcome
-	for _, f := range r.faults {
+	for i := range r.faults {
+		f := &r.faults[i]
 		if f.GPU == "" || f.Kind == "xid" {
 			continue
 		}
@@ -163,8 +164,8 @@ func checkXIDs(r *reading) outcome {
 	if r.res.KernelLogErr != nil {
 		o.findings = append(o.findings, finding{Status: checkUnknown, Subject: "the node", Message: fmt.Sprintf("the kernel log could not be read, so XIDs since boot are unknown (run as root or with CAP_SYSLOG, or give -kmsg-path): %v", r.res.KernelLogErr)})
 	}
-	for _, f := range r.faults {
-		if f.Kind == "xid" && f.GPU != "" {
+	for i := range r.faults {
+		if f := &r.faults[i]; f.Kind == "xid" && f.GPU != "" {
 			o.findings = append(o.findings, fromFault(f, r, f.What))
 		}
 	}
@@ -250,13 +251,14 @@ func checkClockSlowdown(r *reading) outcome {
 	}
 	o := outcome{detail: "no GPU slowed by heat or power"}
 	for _, g := range r.gpus {
-		for _, c := range []struct{ condition, what string }{
-			{"thermal", "its clocks are slowed for heat (thermal slowdown): check its cooling"},
-			{"power", "its clocks are slowed by the hardware for power (HW slowdown or power brake): check its power supply"},
+		for _, c := range []struct{ condition, what, words string }{
+			{"thermal", "its clocks are slowed for heat (thermal slowdown)", "drain the node and have the GPU's cooling inspected (fans, airflow, heat sink)"},
+			{"power", "its clocks are slowed by the hardware for power (HW slowdown or power brake)", "drain the node and have its power supply inspected (PSUs, the power brake signal)"},
 		} {
 			if g.Health[c.condition] > 0 {
 				o.findings = append(o.findings, gpuFinding(g, finding{
-					Status: checkFail, Action: string(k8sgpuhealthconnector.ActionInspectHardware), Severity: string(xid.SeverityWarning), Message: c.what,
+					Status: checkFail, Action: string(k8sgpuhealthconnector.ActionInspectHardware), Severity: string(xid.SeverityWarning),
+					Message: c.what, ActionWords: c.words,
 				}))
 			}
 		}
@@ -382,7 +384,7 @@ func (r *reading) gpuByMinor(minor string) *gpuReading {
 }
 
 // fromFault is a connector's fault as a finding.
-func fromFault(f k8sgpuhealthconnector.CheckFault, r *reading, msg string) finding {
+func fromFault(f *k8sgpuhealthconnector.CheckFault, r *reading, msg string) finding {
 	fd := finding{
 		Status: checkFail, Subject: "the node", Kind: f.Kind, XID: f.XID, Action: string(f.Action), ActionWords: f.ActionWords,
 		Severity: string(f.Severity), Message: msg,

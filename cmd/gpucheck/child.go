@@ -104,10 +104,13 @@ func runChild(opts options, stderr io.Writer) (*report, error) {
 				stop(cmd)
 				return l.Report, nil
 			}
-		case <-ended:
+		case readErr := <-ended:
 			// The child's stdout closed without a report: it exited, or crashed.
-			waitErr := waitAtMost(cmd, time.Second)
-			return hungReport(opts, late), fmt.Errorf("the reads ended without a report (%v)%s", waitErr, tail.String())
+			exit := waitAtMost(cmd, time.Second)
+			if exit == nil {
+				exit = readErr
+			}
+			return hungReport(opts, late), fmt.Errorf("the reads ended without a report (%w)%s", exit, tail.String())
 		case <-deadline.C:
 			stop(cmd)
 			return hungReport(opts, late), fmt.Errorf("the reads did not finish within -timeout %s and were killed (pid %d)", opts.Timeout, cmd.Process.Pid)

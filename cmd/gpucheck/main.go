@@ -10,6 +10,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -30,7 +31,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	opts, err := parseFlags(args, stderr)
 	if err != nil {
-		if err != errHelp {
+		if !errors.Is(err, errHelp) {
 			fmt.Fprintf(stderr, "otelcol-gpu-check: %v\n", err)
 		}
 		return exitCouldNotCheck

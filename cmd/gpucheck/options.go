@@ -110,6 +110,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 
 func (o *options) validate() []error {
 	var errs []error
+	if err := o.Backend.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("-backend: %w", err))
+	}
 	if o.Output != outputTable && o.Output != outputJSON {
 		errs = append(errs, fmt.Errorf("-o must be table or json, got %q", o.Output))
 	}

@@ -114,7 +114,7 @@ func newReport(node, backend string) *report {
 
 // conclude sets the node's status and exit code from the findings: any failure is unhealthy,
 // else anything unknown is "could not check".
-func (r *report) conclude(started time.Time, now time.Time) {
+func (r *report) conclude(started, now time.Time) {
 	r.SchemaVersion = schemaVersion
 	r.Started = started.UTC().Format(time.RFC3339Nano)
 	r.Seconds = now.Sub(started).Seconds()
@@ -122,8 +122,8 @@ func (r *report) conclude(started time.Time, now time.Time) {
 	slices.SortStableFunc(r.Findings, func(a, b finding) int {
 		return cmp.Compare(boolRank(a.Status != checkFail), boolRank(b.Status != checkFail))
 	})
-	for _, f := range r.Findings {
-		if f.Status == checkFail {
+	for i := range r.Findings {
+		if r.Findings[i].Status == checkFail {
 			r.Status, r.ExitCode = statusUnhealthy, exitUnhealthy
 			return
 		}
@@ -161,7 +161,8 @@ func (r *report) write(w io.Writer, format string) error {
 	if len(r.Findings) > 0 {
 		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "FINDING\tSUBJECT\tCHECK\tACTION\tMESSAGE")
-		for _, f := range r.Findings {
+		for i := range r.Findings {
+			f := &r.Findings[i]
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.Status, f.Subject, f.Check, f.Action, f.Message)
 		}
 	}

@@ -5,7 +5,6 @@ package simulated // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpurece
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -247,7 +246,7 @@ func (s *Server) logXID(ev nvml.EventData) {
 		return
 	}
 	_ = w.SetWriteDeadline(time.Now().Add(kernelLogWait))
-	_, _ = io.WriteString(w, d.xidLine(ev.EventData))
+	_, _ = w.WriteString(d.xidLine(ev.EventData))
 }
 
 // xidLine is the driver's kernel log line of an XID on the GPU, with the fault's message or a
