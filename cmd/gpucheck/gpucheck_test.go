@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/amdgpu/amdgpufixture"
 )
 
 // The test binary is the command's child too: the parent re-executes it with readerArg.
@@ -325,4 +327,26 @@ func mustAbs(t *testing.T, path string) string {
 	abs, err := filepath.Abs(path)
 	require.NoError(t, err)
 	return abs
+}
+
+// The amdgpu backend, on the files of an MI300X node: healthy, then with one GPU's link at
+// half its lanes.
+func TestAMDNode(t *testing.T) {
+	root := t.TempDir()
+	node := amdgpufixture.MI300X()
+	require.NoError(t, amdgpufixture.Write(root, node))
+	res, rep := checkJSON(t, "-backend", "amdgpu", "-root-path", root, "-gpus", "8")
+	require.Equal(t, exitHealthy, res.code, "%+v", rep.Findings)
+	assert.Len(t, rep.GPUs, 8)
+
+	node.GPUs[5].LinkWidth = node.GPUs[5].MaxLinkWidth / 2
+	require.NoError(t, amdgpufixture.Write(root, node))
+	res, rep = checkJSON(t, "-backend", "amdgpu", "-root-path", root, "-gpus", "8")
+	require.Equal(t, exitUnhealthy, res.code, "%+v", rep.Findings)
+	require.Len(t, rep.Findings, 1)
+	f := rep.Findings[0]
+	assert.Equal(t, "pcie_downgrade", f.Kind)
+	assert.Equal(t, "inspect_hardware", f.Action)
+	require.NotNil(t, f.GPU)
+	assert.Equal(t, 5, *f.GPU)
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -41,10 +40,7 @@ func readNode(stdin io.Reader, stdout, stderr io.Writer) int {
 	emit := func(l line) {
 		mu.Lock()
 		defer mu.Unlock()
-		_ = enc.Encode(l)
-		if f, ok := stdout.(*os.File); ok {
-			_ = f.Sync()
-		}
+		_ = enc.Encode(l) // unbuffered: the parent sees each line at once
 	}
 	r := read(opts, settings(opts.Verbose, stderr), func(c gpureceiver.LateCall) { emit(line{Late: &c}) })
 	rep := judge(r)
