@@ -350,3 +350,10 @@ func TestAMDNode(t *testing.T) {
 	require.NotNil(t, f.GPU)
 	assert.Equal(t, 5, *f.GPU)
 }
+
+func TestHelp(t *testing.T) {
+	res := runCheck(t, "-h")
+	assert.Equal(t, exitHealthy, res.code)
+	assert.Contains(t, res.stderr, "Usage: otelcol-gpu-check")
+	assert.Contains(t, res.stderr, "-timeout")
+}

@@ -30,10 +30,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return readNode(stdin, stdout, stderr)
 	}
 	opts, err := parseFlags(args, stderr)
+	if errors.Is(err, errHelp) {
+		return exitHealthy
+	}
 	if err != nil {
-		if !errors.Is(err, errHelp) {
-			fmt.Fprintf(stderr, "otelcol-gpu-check: %v\n", err)
-		}
+		fmt.Fprintf(stderr, "otelcol-gpu-check: %v\n", err)
 		return exitCouldNotCheck
 	}
 	rep := check(opts, stderr)
