@@ -62,8 +62,8 @@ func TestSlurmDeb(t *testing.T) {
 	assert.Equal(t, "installed 0.1.0", status)
 
 	// The node check, for a Slurm prolog (docs/check.md), runs from where the package puts it.
-	usage, err := exec.Command(filepath.Join(root, "usr/bin/otelcol-gpu-check"), "-h").CombinedOutput()
-	require.NoError(t, err, "otelcol-gpu-check -h: %s", usage)
+	usage, helpErr := exec.Command(filepath.Join(root, "usr/bin/otelcol-gpu-check"), "-h").CombinedOutput()
+	require.NoError(t, helpErr, "otelcol-gpu-check -h: %s", usage)
 	assert.Contains(t, string(usage), "Usage: otelcol-gpu-check")
 
 	argv := execStart(t, filepath.Join(root, "lib/systemd/system/otelcol-gpu-agent.service"))
