@@ -45,6 +45,8 @@ func readNode(stdin io.Reader, stdout, stderr io.Writer) int {
 	r := read(opts, settings(opts.Verbose, stderr), func(c gpureceiver.LateCall) { emit(line{Late: &c}) })
 	rep := judge(r)
 	emit(line{Report: rep})
+	// After the report: letting go of NVML can wait on a hung call, and the parent need not.
+	r.close()
 	return rep.ExitCode
 }
 
@@ -69,9 +71,10 @@ type reading struct {
 	opts    options
 	node    string
 	backend string
-	// err is why the GPU backend could not be made at all.
-	err error
-	res gpureceiver.OneShotResult
+	// err is why the GPU backend could not be made at all; close lets go of it.
+	err   error
+	close func()
+	res   gpureceiver.OneShotResult
 	// nvmlUp is gpu_nvml_up (absent on amdgpu), detected gpu_devices_detected.
 	nvmlUp, detected *int64
 	gpus             []*gpuReading
@@ -93,7 +96,7 @@ type gpuReading struct {
 }
 
 func read(opts options, set receiver.Settings, onLate func(gpureceiver.LateCall)) *reading {
-	r := &reading{opts: opts, backend: string(opts.Backend)}
+	r := &reading{opts: opts, backend: string(opts.Backend), close: func() {}}
 	r.node, _ = nodename.Resolve(opts.NodeName)
 	var lateMu sync.Mutex
 	one, err := gpureceiver.NewOneShot(opts.receiverConfig(), set, func(c gpureceiver.LateCall) {
@@ -106,7 +109,7 @@ func read(opts options, set receiver.Settings, onLate func(gpureceiver.LateCall)
 		r.err = err
 	} else {
 		r.res = one.Collect()
-		defer one.Close()
+		r.close = one.Close
 		r.view(r.res.Metrics)
 		r.faults = k8sgpuhealthconnector.JudgeCollection(r.res.Metrics, r.res.XIDs, opts.XIDClasses)
 	}
