@@ -17,6 +17,7 @@ BIN          := bin/otelcol-gpu
 AGENT_BIN    := bin/otelcol-gpu-agent
 DEMONODE     := bin/demonode
 GPUREPORT    := bin/gpureport
+GPUCHECK     := bin/otelcol-gpu-check
 BUILD_DIR    := distro/_build
 AGENT_BUILD_DIR := distro/_build-agent
 BENCH_DURATION ?= 2m
@@ -59,8 +60,9 @@ $(GOLANGCI_LINT): tools/lint/go.mod tools/lint/go.sum
 	$(GO) build -C tools/lint -o $(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 ## build: both distributions (OCB, cgo on): the gateway's bin/otelcol-gpu (builder-config.yaml)
-## and the agent's bin/otelcol-gpu-agent (builder-agent.yaml); and bin/gpureport
-build: $(BIN) $(AGENT_BIN) $(GPUREPORT)
+## and the agent's bin/otelcol-gpu-agent (builder-agent.yaml); bin/gpureport and the node check
+## bin/otelcol-gpu-check (docs/check.md)
+build: $(BIN) $(AGENT_BIN) $(GPUREPORT) $(GPUCHECK)
 # One recipe for each distribution: $(1) binary, $(2) manifest, $(3) OCB's output directory.
 # OCB's own tidy trips on test-only imports of contrib modules (the file exporter's of an
 # encoding extension the module proxy may not serve) after it has written the sources and go.mod:
@@ -77,23 +79,27 @@ $(eval $(call distribution,$(AGENT_BIN),builder-agent.yaml,$(AGENT_BUILD_DIR)))
 
 $(GPUREPORT): $(shell find cmd/gpureport -type f 2>/dev/null) $(SOURCES)
 	$(GO) build -trimpath -o $@ ./cmd/gpureport
+# cgo, as the agent: it loads NVML as the gpu receiver does.
+$(GPUCHECK): $(SOURCES)
+	CGO_ENABLED=1 $(GO) build -trimpath -ldflags='-s -w' -o $@ ./cmd/gpucheck
 
 ## image: bin/otelcol-gpu-image.tar, an OCI image archive (no container daemon: tools/ociimage)
-## of both binaries (/otelcol-gpu the entrypoint, /otelcol-gpu-agent the DaemonSet's command)
-## and the C library files they load; load it with e.g.
+## of both binaries (/otelcol-gpu the entrypoint, /otelcol-gpu-agent the DaemonSet's command),
+## the node check /otelcol-gpu-check and the C library files they load; load it with e.g.
 ## skopeo copy oci-archive:bin/otelcol-gpu-image.tar docker://REGISTRY/otelcol-gpu:VERSION
 IMAGE         := bin/otelcol-gpu-image.tar
 IMAGE_VERSION := $(shell sed -n 's/^  version: *//p' builder-config.yaml)
 # Always rebuilt (a few seconds), so that its revision label names the commit checked out.
-image: $(BIN) $(AGENT_BIN) $(OCIIMAGE)
-	$(OCIIMAGE) -binary $(BIN) -binary $(AGENT_BIN) -out $(IMAGE) -version $(IMAGE_VERSION) \
+image: $(BIN) $(AGENT_BIN) $(GPUCHECK) $(OCIIMAGE)
+	$(OCIIMAGE) -binary $(BIN) -binary $(AGENT_BIN) -binary $(GPUCHECK) -out $(IMAGE) -version $(IMAGE_VERSION) \
 		-source https://github.com/otelcol-gpu/otelcol-gpu \
 		-revision "$$(git rev-parse HEAD 2>/dev/null)" -created "$$(git log -1 --format=%cI 2>/dev/null)"
 
 ## deb: the agent's .deb for bare-metal (Slurm) nodes, bin/otelcol-gpu-agent_<version>_amd64.deb:
-## the binary, a systemd unit and deploy/slurm/agent.yaml, packed by nfpm (deploy/slurm/README.md)
-deb: $(AGENT_BIN)
-	deploy/slurm/build-deb.sh $(AGENT_BIN) bin
+## the binary, a systemd unit, deploy/slurm/agent.yaml and the node check /usr/bin/otelcol-gpu-check,
+## packed by nfpm (deploy/slurm/README.md)
+deb: $(AGENT_BIN) $(GPUCHECK)
+	OTELCOL_GPU_CHECK_BIN=$(GPUCHECK) deploy/slurm/build-deb.sh $(AGENT_BIN) bin
 
 ## run: this machine's node and task metrics on http://127.0.0.1:9102/metrics (the agent's build)
 run: $(AGENT_BIN)
@@ -123,7 +129,8 @@ report: $(GPUREPORT)
 	$(GPUREPORT) $(if $(PROM_URL),-prometheus '$(PROM_URL)',-demo) -out report $(REPORT_FLAGS)
 
 ## test-gpu: compare the gpu receiver with nvidia-smi (GPM: nvidia-smi dmon or dcgmi dmon) on this
-## machine's GPUs, idle and, with DCGM's dcgmproftester, under load (test/gpu/run.sh; skips without NVML)
+## machine's GPUs, idle and, with DCGM's dcgmproftester, under load, and run the node check on them
+## (test/gpu/run.sh; skips without NVML)
 test-gpu:
 	GO=$(GO) test/gpu/run.sh
 

@@ -53,6 +53,9 @@ type nvmlBackend struct {
 	gpus       []*gpuState
 	identities atomic.Pointer[[]*gpuIdentity]
 	xids       *xidTracker
+	// onLate, if set, is told of each call as it passes its deadline (the node check's hung
+	// GPUs); set before start.
+	onLate func(LateCall)
 }
 
 func newNVMLBackend(ss scraperSettings, lib nvml.Interface, release func()) *nvmlBackend {

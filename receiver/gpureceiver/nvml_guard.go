@@ -44,6 +44,9 @@ func callGPU[T any](s *nvmlBackend, g *gpuState, call string, f func() (T, nvml.
 	v, ret := guarded(&g.lane, &s.guard, f)
 	if ret == errDeadline {
 		g.timeouts[call]++
+		if s.onLate != nil {
+			s.onLate(LateCall{GPU: g.id.index, UUID: g.id.uuid, Call: call})
+		}
 		s.logger.Warn("NVML call passed its deadline: the GPU is reported down until the call returns; the other GPUs keep reporting",
 			zap.Int("gpu", g.id.index), zap.String("uuid", g.id.uuid), zap.String("call", call), zap.Duration("call_timeout", s.cfg.CallTimeout))
 	}
@@ -55,6 +58,9 @@ func callGPU[T any](s *nvmlBackend, g *gpuState, call string, f func() (T, nvml.
 func callLibrary[T any](l *nvmlLibrary, call string, f func() (T, nvml.Return)) (T, nvml.Return) {
 	v, ret := guarded(&l.lane, l.guard, f)
 	if ret == errDeadline {
+		if l.onLate != nil {
+			l.onLate(LateCall{GPU: -1, Call: call})
+		}
 		l.logger.Warn("NVML call passed its deadline: the library's calls are refused until it returns",
 			zap.String("call", call), zap.Duration("call_timeout", l.guard.Timeout))
 	}

@@ -42,6 +42,8 @@ type nvmlLibrary struct {
 	guard  *deadline.Guard
 	lane   deadline.Lane
 	logger *zap.Logger
+	// onLate is the backend's.
+	onLate func(LateCall)
 
 	// ready is set once Init succeeded; driver and symbols are written before it and read-only
 	// after.

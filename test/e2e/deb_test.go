@@ -20,7 +20,8 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
 
-// TestSlurmDeb builds the bare-metal .deb (deploy/slurm/build-deb.sh, nfpm) from the built agent,
+// TestSlurmDeb builds the bare-metal .deb (deploy/slurm/build-deb.sh, nfpm) from the built agent
+// (and the node check, which build-deb.sh builds),
 // installs it with dpkg into a root of its own (the maintainer scripts run, outside a chroot, with
 // DPKG_ROOT set, as dpkg runs them for --root), starts the agent as the installed unit's ExecStart
 // line says with the installed configuration, scrapes its page, then removes and purges it.
@@ -59,6 +60,11 @@ func TestSlurmDeb(t *testing.T) {
 	dpkg("--install", deb)
 	status := string(output(t, "dpkg-query", "--admindir="+filepath.Join(root, "var/lib/dpkg"), "--show", "--showformat=${db:Status-Status} ${Version}", "otelcol-gpu-agent"))
 	assert.Equal(t, "installed 0.1.0", status)
+
+	// The node check, for a Slurm prolog (docs/check.md), runs from where the package puts it.
+	usage, helpErr := exec.Command(filepath.Join(root, "usr/bin/otelcol-gpu-check"), "-h").CombinedOutput()
+	require.NoError(t, helpErr, "otelcol-gpu-check -h: %s", usage)
+	assert.Contains(t, string(usage), "Usage: otelcol-gpu-check")
 
 	argv := execStart(t, filepath.Join(root, "lib/systemd/system/otelcol-gpu-agent.service"))
 	require.Equal(t, []string{"/usr/bin/otelcol-gpu-agent", "--config=/etc/otelcol-gpu/agent.yaml"}, argv)

@@ -3,8 +3,9 @@
 # prepared run: identity, memory, temperatures, power, PCIe, max clocks and power limits, and on
 # GPUs with GPM (Hopper and newer) the GPM metrics over one interval against `nvidia-smi dmon
 # --gpm-metrics` (or `dcgmi dmon`). Idle first; then, where DCGM's load generator is installed,
-# again under tensor load, so that the comparison covers values far from 0. The tests skip, and
-# say so, without a driver, without GPM or without the reference tools.
+# again under tensor load, so that the comparison covers values far from 0. Idle, the node check
+# (cmd/gpucheck) also runs on the real GPUs: the GPUs nvidia-smi lists, all healthy. The tests
+# skip, and say so, without a driver, without GPM or without the reference tools.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 GO=${GO:-go}
@@ -18,6 +19,8 @@ compare() {
 nvidia-smi -L 2>/dev/null || echo "nvidia-smi: not available"
 echo "== idle"
 compare
+echo "== the node check (otelcol-gpu-check)"
+"$GO" test -tags gpu -count=1 -v -timeout 5m -run 'TestCheckThisNode' ./cmd/gpucheck/
 
 tester=$(command -v dcgmproftester12 || command -v dcgmproftester11 || true)
 if [ -z "$tester" ]; then

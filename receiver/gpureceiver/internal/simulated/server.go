@@ -266,14 +266,20 @@ func (s *Server) logXID(ev nvml.EventData) {
 	if w == nil || !ok {
 		return
 	}
+	_ = w.SetWriteDeadline(time.Now().Add(kernelLogWait))
+	_, _ = w.WriteString(d.xidLine(ev.EventData))
+}
+
+// xidLine is the driver's kernel log line of an XID on the GPU, with the fault's message or a
+// generic one.
+func (d *Device) xidLine(code uint64) string {
 	msg := "pid='<unknown>', name=<unknown>, simulated"
 	for _, x := range d.faults {
-		if x.Kind == gpuscenario.FaultXID && x.XID == ev.EventData && x.Message != "" {
+		if x.Kind == gpuscenario.FaultXID && x.XID == code && x.Message != "" {
 			msg = x.Message
 		}
 	}
-	_ = w.SetWriteDeadline(time.Now().Add(kernelLogWait))
-	_, _ = fmt.Fprintf(w, "NVRM: Xid (PCI:%s): %d, %s\n", fmtBusID(d.pci, "%04x:%02x:%02x"), ev.EventData, msg)
+	return fmt.Sprintf("NVRM: Xid (PCI:%s): %d, %s\n", fmtBusID(d.pci, "%04x:%02x:%02x"), code, msg)
 }
 
 // eventSet implements Wait and Free; the embedded mock covers the rest of nvml.EventSet.
