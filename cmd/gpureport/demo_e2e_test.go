@@ -30,7 +30,7 @@ func TestDemoReport(t *testing.T) {
 	require.NoError(t, run(ctx, []string{"-demo", "-out", out}, io.Discard, time.Now()))
 	for _, f := range []string{
 		report.FileHTML, report.FileJSON, report.FileJobs, report.FileUsers,
-		report.FileVirtualClusters, report.FileGPUs, report.FileXIDs,
+		report.FileVirtualClusters, report.FileGPUs, report.FileXIDs, report.FileFleet,
 	} {
 		assert.FileExists(t, filepath.Join(out, f))
 	}
@@ -40,6 +40,7 @@ func TestDemoReport(t *testing.T) {
 	require.NoError(t, json.Unmarshal(js, &r))
 	assert.Equal(t, 7*24*time.Hour, r.End.Sub(r.Start))
 	assert.True(t, r.Simulated, "the demo's series are marked simulated")
+	assertDemoFleet(t, r.Fleet)
 	require.Len(t, r.GPUs, 20)
 	assert.Len(t, r.Users, 6)
 	assert.Len(t, r.VirtualClusters, 3)
