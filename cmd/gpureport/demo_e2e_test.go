@@ -33,7 +33,7 @@ func TestDemoReport(t *testing.T) {
 	require.NoError(t, run(ctx, []string{"-demo", "-out", out}, io.Discard, time.Now()))
 	for _, f := range []string{
 		report.FileHTML, report.FileJSON, report.FileJobs, report.FileUsers,
-		report.FileVirtualClusters, report.FileGPUs, report.FileXIDs,
+		report.FileVirtualClusters, report.FileGPUs, report.FileXIDs, report.FileFleet,
 	} {
 		assert.FileExists(t, filepath.Join(out, f))
 	}
@@ -43,6 +43,7 @@ func TestDemoReport(t *testing.T) {
 	require.NoError(t, json.Unmarshal(js, &r))
 	assert.Equal(t, 7*24*time.Hour, r.End.Sub(r.Start))
 	assert.True(t, r.Simulated, "the demo's series are marked simulated")
+	assertDemoFleet(t, r.Fleet)
 	require.Len(t, r.GPUs, 24, "20 on the Kubernetes nodes, 4 on the Slurm node")
 	assert.Len(t, r.Users, 6)
 	assert.Len(t, r.VirtualClusters, 3, "the Slurm node's jobs are in none")

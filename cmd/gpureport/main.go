@@ -172,5 +172,8 @@ func startDemo(ctx context.Context, end time.Time, stderr io.Writer) (*promlocal
 	if err != nil {
 		return fail(err)
 	}
+	if srv, err = recordFleetHealth(ctx, srv, end); err != nil {
+		return fail(err)
+	}
 	return srv, func() { srv.Stop(); os.RemoveAll(dir) }, nil
 }

@@ -111,40 +111,21 @@ var (
 	agentDownFor = 2 * time.Hour
 )
 
-// Write writes the week [end-7d, end) with some history on both sides as OpenMetrics.
+// Span is the time the data of the week [end-7d, end) covers: an hour of history on both sides.
+func Span(end time.Time) (from, to time.Time) {
+	return end.Add(-7*24*time.Hour - time.Hour), end.Add(time.Hour)
+}
+
+// Write writes the week [end-7d, end) with some history on both sides (Span) as OpenMetrics.
 func Write(w io.Writer, end time.Time) error {
 	start := end.Add(-7 * 24 * time.Hour)
-	from, to := start.Add(-time.Hour), end.Add(time.Hour)
+	from, to := Span(end)
 	rng := rand.New(rand.NewPCG(1, 2))
 	allocs := schedule(rng, from, to)
 
 	om := fixture.NewWriter(w)
-	scrapes := func(n int) iter.Seq[time.Time] {
-		return func(yield func(time.Time) bool) {
-			for t := from.Truncate(ScrapeInterval); t.Before(to); t = t.Add(ScrapeInterval) {
-				d := t.Sub(start)
-				if n == agentDown && d >= agentDownAt && d < agentDownAt+agentDownFor {
-					continue
-				}
-				if !yield(t) {
-					return
-				}
-			}
-		}
-	}
-	lost := func(n, g int, t time.Time) bool {
-		d := t.Sub(start)
-		return n == offBus.node && g == offBus.gpu && d >= offBusAt && d < offBusAt+offBusFor
-	}
-	gauge := func(n int, v func(t time.Time) (float64, bool)) iter.Seq2[int64, float64] {
-		return func(yield func(int64, float64) bool) {
-			for t := range scrapes(n) {
-				if x, ok := v(t); ok && !yield(t.UnixMilli(), x) {
-					return
-				}
-			}
-		}
-	}
+	wk := week{start: start, from: from, to: to}
+	lost, gauge := wk.lost, wk.gauge
 	var gpus []gpuRef
 	gpuOf := map[[2]int]fixture.GPU{}
 	for n, nd := range nodes {
@@ -303,7 +284,45 @@ func Write(w io.Writer, end time.Time) error {
 			}))
 		}
 	}
+	writeGPUInfo(om, wk, gpus)
+	writeHealthReadings(om, wk, gpus)
+	writeHealthWriter(om, wk)
 	return om.Close()
+}
+
+// week is the demo's week from start and the scrapes of it, from before it to after it.
+type week struct{ start, from, to time.Time }
+
+// scrapes are the times node n's agent was scraped: all but while it was down.
+func (wk week) scrapes(n int) iter.Seq[time.Time] {
+	return func(yield func(time.Time) bool) {
+		for t := wk.from.Truncate(ScrapeInterval); t.Before(wk.to); t = t.Add(ScrapeInterval) {
+			d := t.Sub(wk.start)
+			if n == agentDown && d >= agentDownAt && d < agentDownAt+agentDownFor {
+				continue
+			}
+			if !yield(t) {
+				return
+			}
+		}
+	}
+}
+
+// lost says whether GPU g of node n was off the bus at t.
+func (wk week) lost(n, g int, t time.Time) bool {
+	d := t.Sub(wk.start)
+	return n == offBus.node && g == offBus.gpu && d >= offBusAt && d < offBusAt+offBusFor
+}
+
+// gauge is a series of node n's agent: v's value at each scrape where it says the series exists.
+func (wk week) gauge(n int, v func(t time.Time) (float64, bool)) iter.Seq2[int64, float64] {
+	return func(yield func(int64, float64) bool) {
+		for t := range wk.scrapes(n) {
+			if x, ok := v(t); ok && !yield(t.UnixMilli(), x) {
+				return
+			}
+		}
+	}
 }
 
 // schedule fills every GPU group of every node with jobs, back to back with idle gaps.

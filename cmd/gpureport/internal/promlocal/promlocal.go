@@ -21,10 +21,12 @@ import (
 // Server is a running Prometheus.
 type Server struct {
 	// URL is the server's base address, for the HTTP API.
-	URL    string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	log    bytes.Buffer
+	URL     string
+	dataDir string
+	flags   []string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	log     bytes.Buffer
 }
 
 // Backfill turns an OpenMetrics file into TSDB blocks under dataDir.
@@ -44,8 +46,16 @@ func Backfill(ctx context.Context, openMetrics, dataDir string) error {
 // Start runs Prometheus on a free loopback port over dataDir, without scrape targets, and waits
 // until it is ready (at most the context's deadline or a minute). The server is $PROMETHEUS_BIN
 // when set (`make e2e` sets Prometheus 3 of test/prometheus/build.sh, so the report's tests run on
-// it), else the prometheus on PATH.
-func Start(ctx context.Context, dataDir string) (*Server, error) {
+// it), else the prometheus on PATH. flags are more of its command-line flags.
+func Start(ctx context.Context, dataDir string, flags ...string) (*Server, error) {
+	cfg := filepath.Join(dataDir, "prometheus.yml")
+	if err := os.WriteFile(cfg, []byte("global: {}\n"), 0o600); err != nil {
+		return nil, err
+	}
+	return start(ctx, dataDir, flags)
+}
+
+func start(ctx context.Context, dataDir string, flags []string) (*Server, error) {
 	bin := os.Getenv("PROMETHEUS_BIN")
 	if bin == "" {
 		var err error
@@ -54,23 +64,18 @@ func Start(ctx context.Context, dataDir string) (*Server, error) {
 			return nil, fmt.Errorf("prometheus not found (Debian package prometheus; make deps): %w", err)
 		}
 	}
-	cfg := filepath.Join(dataDir, "prometheus.yml")
-	err := os.WriteFile(cfg, []byte("global: {}\n"), 0o600)
-	if err != nil {
-		return nil, err
-	}
 	port, err := loopback.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{URL: fmt.Sprintf("http://127.0.0.1:%d", port), exited: make(chan struct{})}
-	s.cmd = exec.Command(bin, //nolint:gosec // G702: runs the Prometheus the user named in PROMETHEUS_BIN, as it is meant to
-		"--config.file="+cfg,
-		"--storage.tsdb.path="+dataDir,
+	s := &Server{URL: fmt.Sprintf("http://127.0.0.1:%d", port), dataDir: dataDir, flags: flags, exited: make(chan struct{})}
+	s.cmd = exec.Command(bin, append([]string{ //nolint:gosec // G702: runs the Prometheus the user named in PROMETHEUS_BIN, as it is meant to
+		"--config.file=" + filepath.Join(dataDir, "prometheus.yml"),
+		"--storage.tsdb.path=" + dataDir,
 		// Retention counts back from the newest block, so backfilled history stays.
 		"--storage.tsdb.retention.time=100y",
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
-	)
+	}, flags...)...)
 	s.cmd.Stdout, s.cmd.Stderr = &s.log, &s.log
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start prometheus: %w", err)

@@ -109,6 +109,9 @@ type Report struct {
 	// the report was given the job_record connector's file; Prices, when it was given prices.
 	JobRecords []JobRecord `json:"job_records,omitempty"`
 	Prices     *Prices     `json:"prices,omitempty"`
+	// Fleet is the fleet's GPU health per week and node pool (fleet.go); empty without the
+	// fleet-health rules' series.
+	Fleet []FleetHealth `json:"fleet_health"`
 }
 
 // ReportOpts records the thresholds a report was computed with.
@@ -225,7 +228,7 @@ func Build(ctx context.Context, api querier, o Options) (*Report, error) {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	warnings := slices.Clone(warns)
-	acc := newAccumulator(o)
+	acc, fleet := newAccumulator(o), newFleetAcc(o)
 	info, warns, err := f.raw(ctx, metricSlurmJobInfo, from, to)
 	if err != nil {
 		return nil, err
@@ -269,8 +272,20 @@ func Build(ctx context.Context, api querier, o Options) (*Report, error) {
 			warnings = append(warnings, warns...)
 		}
 		acc.add(in)
+		fl, fleetWarns, fleetErr := fetchFleet(ctx, f, matcher, from, to)
+		if fleetErr != nil {
+			return nil, fleetErr
+		}
+		warnings = append(warnings, fleetWarns...)
+		fleet.add(fl)
 	}
+	pools, poolWarns, poolErr := nodePools(ctx, api, o)
+	if poolErr != nil {
+		return nil, poolErr
+	}
+	warnings = append(warnings, poolWarns...)
 	r := acc.report()
+	r.Fleet = fleet.report(pools)
 	r.Warnings = warnings
 	return r, nil
 }

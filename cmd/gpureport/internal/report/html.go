@@ -15,7 +15,7 @@ import (
 //go:embed report.html.tmpl
 var pageTemplate string
 
-var page = template.Must(template.New("report").Funcs(template.FuncMap{
+var page = template.Must(template.Must(template.New("report").Funcs(fleetFuncs).Funcs(template.FuncMap{
 	"hours": func(h float64) string { return fmt.Sprintf("%.1f", h) },
 	"pct":   func(f float64) string { return fmt.Sprintf("%.1f %%", f*100) },
 	"util":  func(u float64) string { return fmt.Sprintf("%.0f %%", u) },
@@ -34,7 +34,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"usageTable": func(title string, job bool, rows []Usage) usageTable {
 		return usageTable{Title: title, Job: job, Rows: rows}
 	},
-}).Parse(pageTemplate))
+}).Parse(pageTemplate)).Parse(fleetTemplate))
 
 type usageTable struct {
 	Title string

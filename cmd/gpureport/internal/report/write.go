@@ -54,6 +54,7 @@ func Write(dir string, r *Report) error {
 		writeCSV(filepath.Join(dir, FileVirtualClusters), usageCSV(r.VirtualClusters, false)),
 		writeCSV(filepath.Join(dir, FileGPUs), gpuRows),
 		writeCSV(filepath.Join(dir, FileXIDs), xidRows),
+		writeCSV(filepath.Join(dir, FileFleet), fleetCSV(r.Fleet)),
 		publish(filepath.Join(dir, FileHTML), page),
 	)
 }
