@@ -12,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/collector/confmap"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/leaderelection"
 
@@ -92,6 +93,24 @@ type QuarantineConfig struct {
 	// GPUResourceNames make a node a GPU node, for the breaker's share: one of them in its
 	// capacity.
 	GPUResourceNames []string `mapstructure:"gpu_resource_names"`
+	// DeviceTaint takes a GPU that a DRA driver publishes out of service alone, instead of its
+	// node.
+	DeviceTaint DeviceTaintConfig `mapstructure:"device_taint"`
+}
+
+// DeviceTaintConfig: where every faulty GPU of a node is a device in a ResourceSlice of one of
+// Drivers on that node (the cluster allocates its GPUs through DRA), the quarantine marks each
+// of those devices with a DeviceTaintRule of Effect instead of cordoning the node, so that the
+// node's other GPUs stay in service. GPUs of the device plugin, and faults of the node itself,
+// take the node as before.
+type DeviceTaintConfig struct {
+	Enabled bool `mapstructure:"enabled"`
+	// Drivers are the DRA drivers whose devices are GPUs, named by their uuid attribute (as
+	// NVIDIA's DRA driver publishes them).
+	Drivers []string `mapstructure:"drivers"`
+	// Effect is NoSchedule (no new claim gets the device) or NoExecute (the pods using it are
+	// evicted too).
+	Effect resourcev1.DeviceTaintEffect `mapstructure:"effect"`
 }
 
 // BreakerConfig is the circuit breaker: no new quarantine once MaxShare of the GPU nodes, or
@@ -245,12 +264,37 @@ func (q *QuarantineConfig) validate() error {
 	if q.Breaker.Window <= 0 {
 		errs = append(errs, fmt.Errorf("quarantine::breaker::window must be positive, got %s", q.Breaker.Window))
 	}
+	errs = append(errs, q.DeviceTaint.validate())
 	if len(q.GPUResourceNames) == 0 {
 		errs = append(errs, errors.New("quarantine::gpu_resource_names must list at least one resource, e.g. nvidia.com/gpu"))
 	}
 	for _, name := range q.GPUResourceNames {
 		if !strings.Contains(name, "/") || len(validation.IsQualifiedName(name)) > 0 {
 			errs = append(errs, fmt.Errorf("quarantine::gpu_resource_names: %q is not an extended resource name like nvidia.com/gpu", name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// deviceTaintEffects are the effects the quarantine may give a device's taint: the API's others
+// (None, in later versions) take nothing out of service.
+var deviceTaintEffects = []resourcev1.DeviceTaintEffect{resourcev1.DeviceTaintEffectNoSchedule, resourcev1.DeviceTaintEffectNoExecute}
+
+// validate checks the device taints whether or not they are enabled, as the quarantine's.
+func (d *DeviceTaintConfig) validate() error {
+	var errs []error
+	if !slices.Contains(deviceTaintEffects, d.Effect) {
+		errs = append(errs, fmt.Errorf("quarantine::device_taint::effect must be NoSchedule or NoExecute, got %q", d.Effect))
+	}
+	if d.Enabled && len(d.Drivers) == 0 {
+		errs = append(errs, errors.New("quarantine::device_taint::drivers must name at least one DRA driver while device_taint is enabled, e.g. gpu.nvidia.com"))
+	}
+	for i, name := range d.Drivers {
+		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("quarantine::device_taint::drivers[%d] %q is not a DRA driver name like gpu.nvidia.com: %s", i, name, strings.Join(msgs, "; ")))
+		}
+		if slices.Index(d.Drivers, name) < i {
+			errs = append(errs, fmt.Errorf("quarantine::device_taint::drivers lists %q twice", name))
 		}
 	}
 	return errors.Join(errs...)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/confmap"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/configtest"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/kubeclient"
@@ -43,6 +44,7 @@ func TestLoadConfig(t *testing.T) {
 		UncordonAfter: 30 * time.Minute, EscalationWindow: 72 * time.Hour,
 		Breaker:          BreakerConfig{MaxShare: 0.05, MaxNodes: 4, Window: 2 * time.Hour},
 		GPUResourceNames: []string{"nvidia.com/gpu", "nvidia.com/mig-1g.10gb"},
+		DeviceTaint:      DeviceTaintConfig{Enabled: true, Drivers: []string{"gpu.nvidia.com", "gpu.example.com"}, Effect: resourcev1.DeviceTaintEffectNoExecute},
 	}, custom.Quarantine)
 	assert.Equal(t, ValidationConfig{
 		Enabled: true, DryRun: false, TaintKey: "example.com/gpu-burn-in", TaintEffect: corev1.TaintEffectNoExecute, Passes: 6, Timeout: time.Hour,
@@ -56,6 +58,8 @@ func TestLoadConfig(t *testing.T) {
 	assert.True(t, def.Validation.DryRun, "and a dry run when enabled")
 	assert.Equal(t, "otelcol-gpu.io/validation-pending", def.Validation.TaintKey)
 	assert.Equal(t, corev1.TaintEffectNoSchedule, def.Validation.TaintEffect)
+	assert.Equal(t, DeviceTaintConfig{Enabled: true, Drivers: []string{"gpu.nvidia.com"}, Effect: resourcev1.DeviceTaintEffectNoSchedule}, def.Quarantine.DeviceTaint,
+		"a GPU of NVIDIA's DRA driver is taken out alone")
 	assert.Equal(t, Actions, def.Quarantine.Cordon, "the default list is not the one a configuration was decoded into")
 }
 
@@ -87,6 +91,10 @@ func TestValidateErrors(t *testing.T) {
 		{"zero_share", "quarantine::breaker::max_share must be above 0 and at most 1 (0.1 is 10 % of the GPU nodes), got 0"},
 		{"negative_max_nodes", "quarantine::breaker::max_nodes must not be negative (0: the share alone), got -1"},
 		{"zero_breaker_window", "quarantine::breaker::window must be positive, got 0s"},
+		{"device_taint_effect", `quarantine::device_taint::effect must be NoSchedule or NoExecute, got "PreferNoSchedule"`},
+		{"device_taint_no_drivers", "quarantine::device_taint::drivers must name at least one DRA driver while device_taint is enabled, e.g. gpu.nvidia.com"},
+		{"device_taint_bad_driver", `quarantine::device_taint::drivers[1] "GPU_Driver" is not a DRA driver name like gpu.nvidia.com`},
+		{"device_taint_bad_driver", `quarantine::device_taint::drivers lists "gpu.nvidia.com" twice`},
 		{"no_gpu_resources", "quarantine::gpu_resource_names must list at least one resource, e.g. nvidia.com/gpu"},
 		{"bad_gpu_resource", `quarantine::gpu_resource_names: "gpu" is not an extended resource name like nvidia.com/gpu`},
 		{"bad_validation_taint_key", `validation::taint_key "gpu burn-in" is not a taint key like otelcol-gpu.io/validation-pending`},

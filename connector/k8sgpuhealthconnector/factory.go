@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/otelcol-gpu/otelcol-gpu/connector/k8sgpuhealthconnector/internal/metadata"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/kubeclient"
@@ -75,6 +76,8 @@ func createDefaultConfig() component.Config {
 			EscalationWindow: 7 * 24 * time.Hour,
 			Breaker:          BreakerConfig{MaxShare: 0.1, Window: time.Hour},
 			GPUResourceNames: []string{"nvidia.com/gpu", "amd.com/gpu"},
+			// NVIDIA's DRA driver, as gpu_attribution's pod_resources::drivers.
+			DeviceTaint: DeviceTaintConfig{Enabled: true, Drivers: []string{"gpu.nvidia.com"}, Effect: resourcev1.DeviceTaintEffectNoSchedule},
 		},
 		Validation: ValidationConfig{
 			DryRun:      true,

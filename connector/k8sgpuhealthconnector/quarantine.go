@@ -179,12 +179,13 @@ func (w *writer) countQuarantines(now time.Time) {
 	q.recent, q.gpuNodes, q.counted = 0, 0, true
 	for _, obj := range w.nodes.GetStore().List() {
 		node := obj.(*corev1.Node)
-		if q.hasGPUs(node) {
+		if q.hasGPUs(node) || (w.devices != nil && len(w.devices.gpus[node.Name]) > 0) {
 			q.gpuNodes++
 		}
 		s := q.state(node)
 		window := q.cfg.Breaker.Window
-		if (s.ours != nil && now.Sub(s.ours.At) <= window) || (s.released != nil && now.Sub(s.released.QuarantinedAt) <= window) {
+		if (s.ours != nil && now.Sub(s.ours.At) <= window) || (s.released != nil && now.Sub(s.released.QuarantinedAt) <= window) ||
+			(w.devices != nil && w.devices.recentlyHeld(node.Name, now, window)) {
 			q.recent++
 		}
 	}
@@ -205,12 +206,22 @@ func (q *quarantine) adopt(node string, v verdict, now time.Time) {
 // quarantineNode applies the policy to one node after its condition was written: quarantine a
 // node whose recommended action cordons, return one this component quarantined to service
 // once it has been healthy for uncordon_after, and never touch one someone else cordoned.
-func (w *writer) quarantineNode(ctx context.Context, node *corev1.Node, v verdict, healthySince, now time.Time) {
+func (w *writer) quarantineNode(ctx context.Context, node *corev1.Node, v verdict, gpus []faultyGPU, healthySince, now time.Time) {
 	q := w.quarantine
 	if !q.counted {
+		if w.devices != nil {
+			w.loadDeviceRules(ctx)
+		}
 		w.countQuarantines(now)
 	}
 	s := q.state(node)
+	if w.devices != nil {
+		if v.healthy {
+			w.releaseDevices(ctx, node, healthySince, now)
+		} else if s.ours == nil && w.quarantineDevices(ctx, node, s, v, gpus, now) {
+			return
+		}
+	}
 	switch {
 	case s.ours != nil && !s.cordoned:
 		// A person uncordoned it: it stays in service until a fault begins after that.
@@ -390,7 +401,7 @@ func (w *writer) quarantineAction(node *corev1.Node, action metadata.AttributeQu
 	w.quarantine.counts[quarantineCount{action, outcome}]++
 	now := w.clock.Now()
 	severity, eventType := plog.SeverityNumberInfo, corev1.EventTypeNormal
-	if outcome == metadata.AttributeOutcomeApplied && action == metadata.AttributeQuarantineActionCordon ||
+	if outcome == metadata.AttributeOutcomeApplied && (action == metadata.AttributeQuarantineActionCordon || action == metadata.AttributeQuarantineActionTaintDevice) ||
 		outcome == metadata.AttributeOutcomeBreakerOpen || outcome == metadata.AttributeOutcomeFailed {
 		severity, eventType = plog.SeverityNumberWarn, corev1.EventTypeWarning
 	}
@@ -460,12 +471,18 @@ func (w *writer) emitRecord(event string, severity plog.SeverityNumber, body str
 }
 
 // endQuarantinePass closes the breaker if a pass that quarantined nothing finds it may, and
-// forgets the pass's counts.
-func (w *writer) endQuarantinePass(now time.Time) {
+// forgets the pass's counts and the device rules it listed.
+func (w *writer) endQuarantinePass(ctx context.Context, now time.Time) {
 	if !w.quarantine.counted {
+		if w.devices != nil {
+			w.loadDeviceRules(ctx)
+		}
 		w.countQuarantines(now)
 	}
 	w.quarantine.counted = false
+	if w.devices != nil {
+		w.devices.listed = false
+	}
 }
 
 // recordQuarantine records the quarantine's metrics: the nodes it holds (or would, in dry

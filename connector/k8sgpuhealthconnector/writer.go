@@ -80,8 +80,10 @@ type writer struct {
 
 	// The loop's own: only its goroutine reads and writes them.
 	recorder *recorder
-	// quarantine and gate are nil unless enabled.
+	// quarantine and gate are nil unless enabled; devices unless the quarantine takes DRA's
+	// devices out alone.
 	quarantine *quarantine
+	devices    *deviceTaints
 	gate       *gate
 	// verdicts are the conditions of the nodes the writer went over, for the metrics.
 	verdicts map[string]verdict
@@ -112,6 +114,10 @@ func newWriter(cfg *Config, set connector.Settings) *writer {
 	if cfg.Quarantine.Enabled {
 		w.quarantine = newQuarantine(&cfg.Quarantine)
 		w.errors[metadata.AttributeOperationNode] = 0
+		if cfg.Quarantine.DeviceTaint.Enabled {
+			w.devices = newDeviceTaints(&cfg.Quarantine)
+			w.errors[metadata.AttributeOperationDeviceTaintRule] = 0
+		}
 	}
 	if cfg.Validation.Enabled {
 		w.gate = newGate(&cfg.Validation)
@@ -348,7 +354,7 @@ func (w *writer) pass(all bool) {
 		w.reconcile(ctx, name)
 	}
 	if w.quarantine != nil {
-		w.endQuarantinePass(w.clock.Now())
+		w.endQuarantinePass(ctx, w.clock.Now())
 	}
 	if w.gate != nil {
 		// Every node on the interval: a node the gate holds may have no agent reporting at all.
@@ -410,6 +416,7 @@ func (w *writer) reconcile(ctx context.Context, name string) {
 	}
 	n.expire(w.cfg.MaxDataAge)
 	v := n.verdict()
+	gpus := n.faultyGPUs()
 	occurrences := n.takePending()
 	j.mu.Unlock()
 	if w.quarantine != nil {
@@ -451,7 +458,7 @@ func (w *writer) reconcile(ctx context.Context, name string) {
 		}
 	}
 	if w.quarantine != nil {
-		w.quarantineNode(ctx, node, v, healthySince, now)
+		w.quarantineNode(ctx, node, v, gpus, healthySince, now)
 	}
 }
 

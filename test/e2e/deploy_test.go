@@ -29,7 +29,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/klog/v2"
 
+	"github.com/otelcol-gpu/otelcol-gpu/connector/k8sgpuhealthconnector"
 	"github.com/otelcol-gpu/otelcol-gpu/test/kube"
 	"github.com/otelcol-gpu/otelcol-gpu/test/stack"
 )
@@ -249,6 +251,16 @@ func TestDeployRBAC(t *testing.T) {
 	for _, verb := range []string{"update", "delete", "create"} {
 		assert.False(t, can("otelcol-gpu-gateway", verb, "nodes", ""), "gateway %s nodes with quarantine", verb)
 	}
+	// And one GPU out, not the node: the ResourceSlices to find a GPU's device (its
+	// DeviceTaintRules' verbs are checked on the manifests below: this API server, without
+	// DRA's device taints, does not serve them, and kubectl answers no for what it cannot map);
+	// nothing more on DRA's objects.
+	assert.True(t, can("otelcol-gpu-gateway", "list", "resourceslices.resource.k8s.io", ""))
+	for _, resource := range []string{"resourceslices", "resourceclaims", "deviceclasses"} {
+		for _, verb := range writers {
+			assert.False(t, can("otelcol-gpu-gateway", verb, resource+".resource.k8s.io", ""), "gateway %s %s", verb, resource)
+		}
+	}
 	for _, resource := range []string{"pods/eviction", "pods"} {
 		assert.False(t, can("otelcol-gpu-gateway", "create", resource, ""), "no drain: gateway create %s", resource)
 		assert.False(t, can("otelcol-gpu-gateway", "delete", resource, ""), "no drain: gateway delete %s", resource)
@@ -256,7 +268,10 @@ func TestDeployRBAC(t *testing.T) {
 
 	// The same, read from the manifests: no rule grants more than reading, but the writer's
 	// own, the quarantine's and the validation gate's, and none a wildcard.
-	exception := map[string][]string{"nodes/status": {"patch"}, "events": {"create", "patch"}, "leases": {"create", "get", "update"}, "nodes": {"patch"}}
+	exception := map[string][]string{
+		"nodes/status": {"patch"}, "events": {"create", "patch"}, "leases": {"create", "get", "update"}, "nodes": {"patch"},
+		"devicetaintrules": {"create", "delete", "get", "list"}, "resourceslices": {"list"},
+	}
 	rules := func(name string, rules []rbacv1.PolicyRule) {
 		for _, rule := range rules {
 			assert.Empty(t, rule.NonResourceURLs, name)
@@ -598,4 +613,29 @@ func goMemoryLimit(v string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("%q is not a GOMEMLIMIT", v)
+}
+
+// TestAgentToleratesTheWritersTaints: the agent runs on a node the GPU health writer took out of
+// service (quarantine) or holds (validation gate), with either taint at every effect, so that a
+// pod of the agent made anew meanwhile (a rollout) still lands there and reports the health that
+// lets the node back; without it the node would wait for a person. The chart's values are the
+// same (TestHelmMatchesKustomize).
+func TestAgentToleratesTheWritersTaints(t *testing.T) {
+	for name, dir := range overlays {
+		t.Run(name, func(t *testing.T) {
+			daemonSets := ofKind(objects(t, render(t, dir)), "DaemonSet")
+			require.NotEmpty(t, daemonSets)
+			for _, o := range daemonSets {
+				pod := convert[appsv1.DaemonSet](t, o).Spec.Template.Spec
+				for _, key := range []string{k8sgpuhealthconnector.TaintKey, k8sgpuhealthconnector.ValidationTaintKey} {
+					for _, effect := range []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute} {
+						taint := &corev1.Taint{Key: key, Value: "reboot", Effect: effect}
+						assert.True(t, slices.ContainsFunc(pod.Tolerations, func(tol corev1.Toleration) bool {
+							return tol.ToleratesTaint(klog.Background(), taint, false)
+						}), "%s tolerates %s:%s", o.GetName(), key, effect)
+					}
+				}
+			}
+		})
+	}
 }

@@ -154,6 +154,15 @@ func (c *Cluster) StartAPIServer() {
 	})
 }
 
+// RestartAPIServerWith restarts kube-apiserver with args added to its own, e.g. a feature gate
+// and the runtime config of an API that is off by default.
+func (c *Cluster) RestartAPIServerWith(args ...string) {
+	c.tb.Helper()
+	c.StopAPIServer()
+	c.apiArgs = append(c.apiArgs, args...)
+	c.StartAPIServer()
+}
+
 // StopAPIServer kills kube-apiserver, as a crash or a lost control-plane node would, and waits
 // until it has exited. (A graceful stop waits for the clients' watches to end, for a minute.)
 func (c *Cluster) StopAPIServer() {

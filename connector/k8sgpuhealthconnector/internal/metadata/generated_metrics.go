@@ -143,6 +143,7 @@ const (
 	AttributeOperationCondition
 	AttributeOperationEvent
 	AttributeOperationNode
+	AttributeOperationDeviceTaintRule
 )
 
 // String returns the string representation of the AttributeOperation.
@@ -154,15 +155,18 @@ func (av AttributeOperation) String() string {
 		return "event"
 	case AttributeOperationNode:
 		return "node"
+	case AttributeOperationDeviceTaintRule:
+		return "device_taint_rule"
 	}
 	return ""
 }
 
 // MapAttributeOperation is a helper map of string to AttributeOperation attribute value.
 var MapAttributeOperation = map[string]AttributeOperation{
-	"condition": AttributeOperationCondition,
-	"event":     AttributeOperationEvent,
-	"node":      AttributeOperationNode,
+	"condition":         AttributeOperationCondition,
+	"event":             AttributeOperationEvent,
+	"node":              AttributeOperationNode,
+	"device_taint_rule": AttributeOperationDeviceTaintRule,
 }
 
 // AttributeOutcome specifies the value outcome attribute.
@@ -214,6 +218,8 @@ const (
 	_ AttributeQuarantineAction = iota
 	AttributeQuarantineActionCordon
 	AttributeQuarantineActionUncordon
+	AttributeQuarantineActionTaintDevice
+	AttributeQuarantineActionUntaintDevice
 )
 
 // String returns the string representation of the AttributeQuarantineAction.
@@ -223,14 +229,20 @@ func (av AttributeQuarantineAction) String() string {
 		return "cordon"
 	case AttributeQuarantineActionUncordon:
 		return "uncordon"
+	case AttributeQuarantineActionTaintDevice:
+		return "taint_device"
+	case AttributeQuarantineActionUntaintDevice:
+		return "untaint_device"
 	}
 	return ""
 }
 
 // MapAttributeQuarantineAction is a helper map of string to AttributeQuarantineAction attribute value.
 var MapAttributeQuarantineAction = map[string]AttributeQuarantineAction{
-	"cordon":   AttributeQuarantineActionCordon,
-	"uncordon": AttributeQuarantineActionUncordon,
+	"cordon":         AttributeQuarantineActionCordon,
+	"uncordon":       AttributeQuarantineActionUncordon,
+	"taint_device":   AttributeQuarantineActionTaintDevice,
+	"untaint_device": AttributeQuarantineActionUntaintDevice,
 }
 
 // AttributeSeverity specifies the value severity attribute.
