@@ -38,8 +38,8 @@ func assertDemoFleet(t *testing.T, fleet []report.FleetHealth) {
 	const minute = 1.0 / 60
 	a100, h100 := fleet[0], fleet[1]
 	assert.Equal(t, "NVIDIA A100-SXM4-80GB", a100.Pool)
-	assert.Equal(t, 4, a100.Nodes)
-	assert.Equal(t, 16, a100.GPUs)
+	assert.Equal(t, 5, a100.Nodes, "four Kubernetes nodes and the Slurm node")
+	assert.Equal(t, 20, a100.GPUs)
 	assert.Equal(t, 7.0, a100.Faults)
 	assert.InDelta(t, 102, a100.UnhealthyHours, minute)
 	assert.InDelta(t, 102, a100.QuarantinedHours, minute)
@@ -50,9 +50,9 @@ func assertDemoFleet(t *testing.T, fleet []report.FleetHealth) {
 	assert.Equal(t, map[string]int{"reset_gpu": 1, "reboot": 2, "inspect_hardware": 1}, a100.Quarantines)
 	assert.InDelta(t, 102.0/7, float64(a100.MeanTimeToRepairHours), minute)
 	assert.InDelta(t, 87, a100.MaxTimeToRepairHours, minute)
-	assert.InDelta(t, 566.5/7, float64(a100.MeanTimeBetweenFaultsHours), minute)
-	assert.InDelta(t, 566.5/670, float64(a100.NodeAvailability), 2*minute/670)
-	assert.InDelta(t, 1-102.0/2680, float64(a100.GPUAvailability), minute/2680)
+	assert.InDelta(t, (566.5+167.5)/7, float64(a100.MeanTimeBetweenFaultsHours), minute)
+	assert.InDelta(t, (566.5+167.5)/837.5, float64(a100.NodeAvailability), 2*minute/837.5)
+	assert.InDelta(t, 1-102.0/3350, float64(a100.GPUAvailability), minute/3350)
 
 	assert.Equal(t, "NVIDIA H100 80GB HBM3", h100.Pool)
 	assert.Equal(t, 1, h100.Nodes)

@@ -22,7 +22,7 @@ func TestShippedConfigsValidate(t *testing.T) {
 	root := repoRoot(t)
 	env := []string{
 		"MY_POD_IP=127.0.0.1", "MY_POD_NAMESPACE=otelcol-gpu", "K8S_NODE_NAME=node-1", "K8S_NODE_IP=10.0.0.1", "OTELCOL_GPU_GATEWAY=127.0.0.1",
-		// demo.yaml, demo-dcgm.yaml and demo-amd.yaml read the node cmd/demonode writes; any host tree will do for validation.
+		// demo.yaml, demo-dcgm.yaml, demo-amd.yaml and demo-slurm.yaml read the node cmd/demonode writes; any host tree will do for validation.
 		"OTELCOL_GPU_DEMO_ROOT=" + filepath.Join(root, "receiver", "taskreceiver", "testdata", "hosts", "v2-systemd-crio"),
 	}
 	for name, sets := range map[string][]string{
@@ -30,6 +30,7 @@ func TestShippedConfigsValidate(t *testing.T) {
 		"demo.yaml":         nil,
 		"demo-dcgm.yaml":    nil,
 		"demo-amd.yaml":     nil,
+		"demo-slurm.yaml":   nil,
 		"semconv-otlp.yaml": nil,
 		"gateway.yaml":      nil,
 		"agent.yaml": {
