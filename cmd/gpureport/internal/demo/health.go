@@ -40,9 +40,16 @@ var (
 	open  = 8 * 24 * time.Hour
 	// gateway is the scrape's instance of the gateway's page.
 	gateway = "10.0.0.2:9102"
-	// models are the GPU model of each node's GPUs: gpu-node-05 is the Hopper node.
-	models = []string{"NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"}
 )
+
+// model is the GPU model of node n's GPUs: the Hopper node's are H100s, every other node's
+// (the Slurm node's too) A100s.
+func model(n int) string {
+	if nodes[n].hopper {
+		return "NVIDIA H100 80GB HBM3"
+	}
+	return "NVIDIA A100-SXM4-80GB"
+}
 
 // stretch is [from, to) as offsets from the week's start.
 type stretch struct{ from, to time.Duration }
@@ -53,7 +60,7 @@ func (s stretch) holds(d time.Duration) bool { return d >= s.from && d < s.to }
 func writeGPUInfo(om *fixture.Writer, wk week, gpus []gpuRef) {
 	om.Gauge("gpu_info", "The GPU's identity.")
 	for _, r := range gpus {
-		om.Series(r.gpu.Labels().With("model", models[r.n], "pci_bus_id", fmt.Sprintf("00000000:%02X:00.0", 0x07+r.g*0x10), "driver_version", "570.124.06"),
+		om.Series(r.gpu.Labels().With("model", model(r.n), "pci_bus_id", fmt.Sprintf("00000000:%02X:00.0", 0x07+r.g*0x10), "driver_version", "570.124.06"),
 			wk.gauge(r.n, func(time.Time) (float64, bool) { return 1, true }))
 	}
 }

@@ -4,10 +4,11 @@
 package simulated // import "github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/internal/simulated"
 
 import (
-	"cmp"
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
 // BootLog is the simulated driver's kernel log since boot, as /dev/kmsg keeps it for a reader
@@ -16,9 +17,11 @@ import (
 func (s *Server) BootLog() io.Reader {
 	t := s.elapsed()
 	s.mu.Lock()
-	due := slices.DeleteFunc(slices.Clone(s.xids), func(x *pendingXID) bool { return x.fault.At > t })
+	// events are in time order already; a recovery action's are no kernel log line.
+	due := slices.DeleteFunc(slices.Clone(s.events), func(x *pendingEvent) bool {
+		return x.eventType != nvml.EventTypeXidCriticalError || x.at > t
+	})
 	s.mu.Unlock()
-	slices.SortStableFunc(due, func(a, b *pendingXID) int { return cmp.Compare(a.fault.At, b.fault.At) })
 	var log strings.Builder
 	for _, x := range due {
 		log.WriteString(x.device.xidLine(x.fault.XID))
