@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/otelcol-gpu/otelcol-gpu/connector/k8sgpuhealthconnector"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/recoveryaction"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/xid"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpunames"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver"
@@ -23,6 +24,7 @@ const (
 	checkBackend       = "backend"
 	checkGPUCount      = "gpu_count"
 	checkGPUHealth     = "gpu_health"
+	checkRecovery      = "recovery_action"
 	checkXID           = "xid"
 	checkNVLink        = "nvlink"
 	checkClocks        = "clocks"
@@ -56,6 +58,7 @@ var checks = []struct {
 	{checkBackend, checkBackendUp},
 	{checkGPUCount, checkCount},
 	{checkGPUHealth, checkJudged},
+	{checkRecovery, checkDriverRecovery},
 	{checkXID, checkXIDs},
 	{checkNVLink, checkNVLinks},
 	{checkClocks, checkClockSlowdown},
@@ -265,6 +268,42 @@ func checkClockSlowdown(r *reading) outcome {
 	}
 	if len(o.findings) > 0 {
 		o.detail = fmt.Sprintf("%d slowdowns", len(o.findings))
+	}
+	return o
+}
+
+// checkDriverRecovery fails a GPU whose driver asks for a recovery action: the writer only
+// reclasses the faults it finds by it, but a check before a job takes the driver's word alone.
+// An action this build does not know is a GPU to inspect.
+func checkDriverRecovery(r *reading) outcome {
+	if !r.ready() {
+		return notRead
+	}
+	o := outcome{detail: "no driver asks for a recovery action"}
+	reported := 0
+	for _, g := range r.gpus {
+		if g.recovery == nil {
+			continue
+		}
+		reported++
+		if *g.recovery == recoveryaction.None {
+			continue
+		}
+		action, ok := k8sgpuhealthconnector.DriverAction(*g.recovery)
+		if !ok {
+			action = k8sgpuhealthconnector.ActionInspectHardware
+		}
+		o.findings = append(o.findings, gpuFinding(g, finding{
+			Status: checkFail, Kind: "recovery_action", Action: string(action), Severity: string(xid.SeverityFatal),
+			Message:     "the driver asks for a recovery action: " + g.recovery.Words(),
+			ActionWords: "drain the node, then: " + g.recovery.Words(),
+		}))
+	}
+	switch {
+	case len(o.findings) > 0:
+		o.detail = fmt.Sprintf("%d GPUs with a recovery action", len(o.findings))
+	case reported == 0:
+		o.detail = "the driver does not report it (before R565)"
 	}
 	return o
 }

@@ -113,7 +113,7 @@ func TestHealthyNode(t *testing.T) {
 		assert.Equal(t, 18, *g.NVLinksUp, "an H100 SXM has 18 NVLinks")
 	}
 	want := map[string]string{
-		checkBackend: checkPass, checkGPUCount: checkPass, checkGPUHealth: checkPass, checkXID: checkPass,
+		checkBackend: checkPass, checkGPUCount: checkPass, checkGPUHealth: checkPass, checkRecovery: checkPass, checkXID: checkPass,
 		checkNVLink: checkPass, checkClocks: checkPass, checkDriverVersion: checkPass, checkInfiniBand: checkSkipped,
 	}
 	assert.Equal(t, want, statuses(rep))
@@ -152,6 +152,9 @@ func TestEachSimulatedFault(t *testing.T) {
 		{fault: "kind: fabric_down", check: checkGPUHealth, kind: "nvlink_fabric", action: "check_nvlink"},
 		{fault: "kind: fabric_degraded", check: checkGPUHealth, kind: "nvlink_fabric", action: "check_nvlink"},
 		{fault: "kind: nvlink_down, link: 5", check: checkNVLink, action: "check_nvlink"},
+		// The driver's word alone, with no fault of ours: a node reboot, a drain of peer traffic.
+		{fault: "kind: recovery_action, action: node_reboot, duration: 1h", check: checkRecovery, kind: "recovery_action", action: "reboot"},
+		{fault: "kind: recovery_action, action: drain_p2p, duration: 1h", check: checkRecovery, kind: "recovery_action", action: "check_nvlink"},
 		// A job's straggler: the node is fine.
 		{fault: "kind: collective_wait, share: 1"},
 		{fault: "kind: pcie_downgrade, generation: 3", profile: "dgxa100"}, // idle: GPUs lower the generation to save power

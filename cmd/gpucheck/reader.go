@@ -22,6 +22,7 @@ import (
 
 	"github.com/otelcol-gpu/otelcol-gpu/connector/k8sgpuhealthconnector"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/nodename"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/recoveryaction"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver/gpunames"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/taskreceiver"
@@ -93,6 +94,8 @@ type gpuReading struct {
 	// links are gpu_nvlink_state by link; timeouts gpu_nvml_timeouts_total by call.
 	links    map[string]int64
 	timeouts map[string]int64
+	// recovery is gpu_recovery_action, nil where the driver does not report it.
+	recovery *recoveryaction.Action
 }
 
 func read(opts options, set receiver.Settings, onLate func(gpureceiver.LateCall)) *reading {
@@ -158,6 +161,9 @@ func (r *reading) view(md pmetric.Metrics) {
 				g.Model, g.PCIBusID, g.DriverVersion = str(a, gpunames.KeyModel), str(a, gpunames.KeyPCIBusID), str(a, gpunames.KeyDriverVersion)
 			case name == gpunames.GPUNVLinkState:
 				g.links[str(a, gpunames.KeyLink)] = v
+			case name == gpunames.GPURecoveryAction:
+				a := recoveryaction.Action(v)
+				g.recovery, g.RecoveryAction = &a, a.String()
 			case name == gpunames.GPUNVMLTimeoutsTotal:
 				g.timeouts[str(a, gpunames.KeyCall)] = v
 			case name == gpunames.GPUXIDErrorsTotal:

@@ -70,6 +70,9 @@ type gpuReport struct {
 	NVLinksUp *int `json:"nvlinks_up,omitempty"`
 	// XIDs are its XIDs since boot, by code.
 	XIDs []xidCount `json:"xids,omitempty"`
+	// RecoveryAction is the driver's recovery action (gpu_recovery_action by name: none,
+	// gpu_reset, node_reboot, ...), absent where the driver does not report it.
+	RecoveryAction string `json:"recovery_action,omitempty"`
 }
 
 type xidCount struct {

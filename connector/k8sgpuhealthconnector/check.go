@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/clock"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/recoveryaction"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/xid"
 )
 
@@ -58,4 +59,11 @@ func JudgeCollection(md pmetric.Metrics, ld plog.Logs, xidResolutions []xid.Reso
 		}
 	}
 	return out
+}
+
+// DriverAction is the action class of the driver's recovery action a, as the writer takes it for
+// a GPU's faults; ok false for none and for a value this build does not know.
+func DriverAction(a recoveryaction.Action) (action Action, ok bool) {
+	action, ok = driverClasses[a]
+	return action, ok
 }
