@@ -144,7 +144,8 @@ func (r *report) write(w io.Writer, format string) error {
 	fmt.Fprintf(tw, "otelcol-gpu-check on %s: %s (exit %d) in %.1fs, backend %s\n\n", r.Node, strings.ToUpper(r.Status), r.ExitCode, r.Seconds, r.Backend)
 	if len(r.GPUs) > 0 {
 		fmt.Fprintln(tw, "GPU\tUUID\tMODEL\tPCI\tDRIVER\tUP\tNVLINKS UP\tXIDS")
-		for _, g := range r.GPUs {
+		for i := range r.GPUs {
+			g := &r.GPUs[i]
 			links := "-"
 			if g.NVLinksUp != nil {
 				links = strconv.Itoa(*g.NVLinksUp)

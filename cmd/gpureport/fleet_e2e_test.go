@@ -24,9 +24,10 @@ import (
 //     off the bus at 82 h (xid, gpu_lost), quarantined for reset_gpu 1 h, then reboot to the end
 //     of the week: 4 faults, 87 h unhealthy, quarantined and out of service;
 //   - gpu-node-02 healthy all week; gpu-node-04 healthy, its agent down 2 h (166 h known);
-//   - the A100 pool: 7 faults; 102 h unhealthy; known 3 × 168 + 166 = 670 h, 103.5 h out of
-//     service: availability 566.5 / 670, 566.5 / 7 h between faults, 102 / 7 h to repair (mean),
-//     87 h the longest; GPUs: 102 of 12 × 168 + 4 × 166 = 2680 GPU-hours unhealthy;
+//     slurm-node-01 (A100, 4 GPUs) healthy all week;
+//   - the A100 pool: 7 faults; 102 h unhealthy; known 4 × 168 + 166 = 838 h, 103.5 h out of
+//     service: availability 734.5 / 838, 734.5 / 7 h between faults, 102 / 7 h to repair (mean),
+//     87 h the longest; GPUs: 102 of 16 × 168 + 4 × 166 = 3352 GPU-hours unhealthy;
 //   - the H100 pool (gpu-node-05): nothing.
 //
 // A stretch still open at the week's end is short by the rules' evaluation offset (promtool
@@ -50,9 +51,9 @@ func assertDemoFleet(t *testing.T, fleet []report.FleetHealth) {
 	assert.Equal(t, map[string]int{"reset_gpu": 1, "reboot": 2, "inspect_hardware": 1}, a100.Quarantines)
 	assert.InDelta(t, 102.0/7, float64(a100.MeanTimeToRepairHours), minute)
 	assert.InDelta(t, 87, a100.MaxTimeToRepairHours, minute)
-	assert.InDelta(t, (566.5+167.5)/7, float64(a100.MeanTimeBetweenFaultsHours), minute)
-	assert.InDelta(t, (566.5+167.5)/837.5, float64(a100.NodeAvailability), 2*minute/837.5)
-	assert.InDelta(t, 1-102.0/3350, float64(a100.GPUAvailability), minute/3350)
+	assert.InDelta(t, 734.5/7, float64(a100.MeanTimeBetweenFaultsHours), minute)
+	assert.InDelta(t, 734.5/838, float64(a100.NodeAvailability), 2*minute/838)
+	assert.InDelta(t, 1-102.0/3352, float64(a100.GPUAvailability), minute/3352)
 
 	assert.Equal(t, "NVIDIA H100 80GB HBM3", h100.Pool)
 	assert.Equal(t, 1, h100.Nodes)
