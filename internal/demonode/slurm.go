@@ -186,6 +186,7 @@ func StartSlurm(root string, jobs *SlurmJobs, gpus map[int]GPU) error {
 			if comm == "" {
 				comm = "python3"
 			}
+			const cpuUsec, memUsage, memLimit, inactiveFile = 3_600_000_000, 8 << 30, 32 << 30, 1 << 30
 			for task, pid := range step.PIDs {
 				host.Containers = append(host.Containers, hostfixture.Container{
 					CgroupPath: fmt.Sprintf("%s/task_%d", job.StepPath(step), task),
@@ -193,9 +194,16 @@ func StartSlurm(root string, jobs *SlurmJobs, gpus map[int]GPU) error {
 						PID: pid, Comm: comm, Cmdline: []string{comm}, Env: jobs.environ(job, step, task, pid),
 						State: "S", RSSPages: 250_000,
 					}},
-					CPUUsec: 3_600_000_000, MemUsage: 8 << 30, MemLimit: 32 << 30, InactiveFile: 1 << 30,
+					CPUUsec: cpuUsec, MemUsage: memUsage, MemLimit: memLimit, InactiveFile: inactiveFile,
 				})
 			}
+			// The step's own directory, whose counters hold its tasks' (what the task receiver
+			// reads of a step), as jobacct_gather/cgroup makes it.
+			n := uint64(len(step.PIDs))
+			host.Containers = append(host.Containers, hostfixture.Container{
+				CgroupPath: job.StepPath(step),
+				CPUUsec:    n * cpuUsec, MemUsage: n * memUsage, MemLimit: memLimit, InactiveFile: n * inactiveFile,
+			})
 		}
 	}
 	if err := hostfixture.Write(root, host); err != nil {
