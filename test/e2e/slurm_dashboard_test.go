@@ -19,6 +19,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/gpuscenario"
 )
 
 // slurmDashboard is the job dashboard's Slurm variant, which TestDashboards' Kubernetes cluster
@@ -74,15 +77,7 @@ func TestSlurmDashboard(t *testing.T) {
 	require.Equal(t, []string{"account", "user", "job"}, sortedVariableNames(d))
 
 	run := func(vars map[string]string, check func(key string, n int, expr string)) {
-		for _, p := range d.Panels {
-			for _, target := range p.Targets {
-				expr := expand(target.Expr, vars)
-				require.NotRegexp(t, `\$[A-Za-z_{]`, expr, "a template variable the test does not fill")
-				n, err := mc.query(expr)
-				require.NoError(t, err, expr)
-				check(p.Title+"/"+target.RefID, n, expr)
-			}
-		}
+		mc.slurmPanels(t, d, vars, check)
 	}
 	t.Run("every job", func(t *testing.T) {
 		run(all, func(key string, n int, expr string) {
@@ -127,6 +122,72 @@ func TestSlurmDashboard(t *testing.T) {
 	allOf := map[string]string{"account": "chemistry", "user": ".*", "job": ".*"}
 	held = queryValues(t, api, expand(panelExpr(t, d, "GPUs held", "A"), allOf))
 	assert.Equal(t, []float64{4}, held, "GPUs held by the account's jobs' steps, user and job All")
+}
+
+// TestSlurmDashboardOnTheDemo runs the Slurm dashboard's queries on the page of `make
+// demo-slurm`'s agent (demonode's Slurm node, gpu_attribution's slurm source, the task
+// receiver's steps): every panel has data with every job chosen (GPM's none on the A100), and
+// each job, all of which hold GPUs, has its GPU panels' data alone.
+func TestSlurmDashboardOnTheDemo(t *testing.T) {
+	root := repoRoot(t)
+	scenario := filepath.Join(root, "distro", "scenarios", "dgx-a100-slurm.yaml")
+	jobs, err := demonode.LoadSlurmJobs(filepath.Join(root, "distro", "scenarios", "slurm", "dgx-a100-slurm.yaml"))
+	require.NoError(t, err)
+	sc, err := gpuscenario.Load(scenario)
+	require.NoError(t, err)
+	gpus, _, err := demonode.ScenarioGPUs(sc)
+	require.NoError(t, err)
+	node := filepath.Join(t.TempDir(), "node")
+	require.NoError(t, demonode.StartSlurm(node, jobs, gpus))
+	t.Setenv("OTELCOL_GPU_DEMO_ROOT", node)
+	metrics, _ := startCollectorWithOutput(t, filepath.Join(root, "distro", "demo-slurm.yaml"),
+		"receivers::gpu::scenario="+scenario,
+		"receivers::gpu::collection_interval=1s",
+		"receivers::task/demo::collection_interval=1s",
+		"processors::gpu_attribution::refresh_interval=1s",
+	)
+	api := startPrometheus(t, map[string]string{"otelcol-gpu-agent": metrics})
+	mc := monitoredCluster{api: api, base: strings.TrimSuffix(api, "/api/v1/query?query=")}
+	eventually(t, "two scrapes of the demo's Slurm steps", func() bool {
+		return series(t, api, `irate(task_cpu_seconds_total{slurm_job_id!=""}[30s])`) > 0 &&
+			series(t, api, `slurm_job_info`) == len(jobs.Jobs) && series(t, api, `task_gpu_percent{slurm_job_id!=""}`) > 0
+	})
+
+	raw, err := os.ReadFile(filepath.Join(root, "deploy", "grafana", slurmDashboard))
+	require.NoError(t, err)
+	var d dashboard
+	require.NoError(t, json.Unmarshal(raw, &d))
+	all := mc.slurmVariables(t, d, nil)
+	mc.slurmPanels(t, d, all, func(key string, n int, expr string) {
+		if onSlurmGPM[key] {
+			assert.Zero(t, n, "GPM's data on the A100: %s", expr)
+			return
+		}
+		assert.Positive(t, n, "no data on the demo: %s", expr)
+	})
+	for _, job := range mc.labelValues(t, "slurm_job_info", "slurm_job_id") {
+		vars := map[string]string{"account": all["account"], "user": all["user"], "job": job}
+		mc.slurmPanels(t, d, vars, func(key string, n int, expr string) {
+			if onSlurmGPUs[key] {
+				assert.Positive(t, n, "job %s holds GPUs on the demo: %s", job, expr)
+			}
+		})
+	}
+}
+
+// slurmPanels runs every query of the dashboard's panels with vars filled in, and calls check
+// with the panel's title/refID, how many series it returned, and the query.
+func (mc monitoredCluster) slurmPanels(t *testing.T, d dashboard, vars map[string]string, check func(key string, n int, expr string)) {
+	t.Helper()
+	for _, p := range d.Panels {
+		for _, target := range p.Targets {
+			expr := expand(target.Expr, vars)
+			require.NotRegexp(t, `\$[A-Za-z_{]`, expr, "a template variable the test does not fill")
+			n, err := mc.query(expr)
+			require.NoError(t, err, expr)
+			check(p.Title+"/"+target.RefID, n, expr)
+		}
+	}
 }
 
 // slurmVariables fills the dashboard's query variables in order from the data, each from the
