@@ -43,6 +43,8 @@ var spelledOtherwise = map[string][]string{
 	"cmd/gpureport/internal/fixture/fixture.go": {"counter"},
 	// The value of the semantic conventions' error.type.
 	"processor/nameprofileprocessor/profiles.go": {"xid"},
+	// The attribute NVIDIA's DRA driver names a device's GPU by in its ResourceSlices.
+	"connector/k8sgpuhealthconnector/devicetaint.go": {"uuid"},
 }
 
 // spelled lists the string literals in the non-test, non-generated Go files under dir that
