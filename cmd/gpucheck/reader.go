@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/otelcol-gpu/otelcol-gpu/connector/k8sgpuhealthconnector"
+	"github.com/otelcol-gpu/otelcol-gpu/internal/metricpoints"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/nodename"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/recoveryaction"
 	"github.com/otelcol-gpu/otelcol-gpu/receiver/gpureceiver"
@@ -186,13 +187,8 @@ func (r *reading) view(md pmetric.Metrics) {
 func eachPoint(rm pmetric.ResourceMetrics, f func(name string, dp pmetric.NumberDataPoint)) {
 	for _, sm := range rm.ScopeMetrics().All() {
 		for _, m := range sm.Metrics().All() {
-			var dps pmetric.NumberDataPointSlice
-			switch m.Type() {
-			case pmetric.MetricTypeGauge:
-				dps = m.Gauge().DataPoints()
-			case pmetric.MetricTypeSum:
-				dps = m.Sum().DataPoints()
-			default:
+			dps, ok := metricpoints.Numbers(m)
+			if !ok {
 				continue
 			}
 			for _, dp := range dps.All() {

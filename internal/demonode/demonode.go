@@ -91,15 +91,9 @@ type HostProcess struct {
 
 // LoadPods reads a pods file strictly.
 func LoadPods(path string) (*Pods, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
 	var p Pods
-	if err := dec.Decode(&p); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if err := decodeStrict(path, &p); err != nil {
+		return nil, err
 	}
 	for i, pod := range p.Pods {
 		if !slices.Contains([]string{StateRunning, StateFinished, StateGone}, pod.State) {
@@ -360,4 +354,19 @@ func (p *Pods) maxPID() int {
 		highest = max(highest, h.PID)
 	}
 	return highest
+}
+
+// decodeStrict decodes the YAML file at path into v, refusing keys v does not have; errors name
+// the file.
+func decodeStrict(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }

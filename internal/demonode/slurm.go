@@ -4,7 +4,6 @@
 package demonode // import "github.com/otelcol-gpu/otelcol-gpu/internal/demonode"
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -12,8 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/otelcol-gpu/otelcol-gpu/internal/hostfixture"
 	"github.com/otelcol-gpu/otelcol-gpu/internal/slurm"
@@ -63,15 +60,9 @@ type SlurmStep struct {
 
 // LoadSlurmJobs reads a Slurm jobs file strictly; every error names its key.
 func LoadSlurmJobs(path string) (*SlurmJobs, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
 	var j SlurmJobs
-	if err := dec.Decode(&j); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if err := decodeStrict(path, &j); err != nil {
+		return nil, err
 	}
 	if err := j.validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
