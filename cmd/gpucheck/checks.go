@@ -163,6 +163,9 @@ func checkXIDs(r *reading) outcome {
 	if !r.ready() {
 		return notRead
 	}
+	if !r.opts.Kmsg {
+		return outcome{status: checkSkipped, detail: "-kmsg=false: the kernel log is not read"}
+	}
 	var o outcome
 	if r.res.KernelLogErr != nil {
 		o.findings = append(o.findings, finding{Status: checkUnknown, Subject: "the node", Message: fmt.Sprintf("the kernel log could not be read, so XIDs since boot are unknown (run as root or with CAP_SYSLOG, or give -kmsg-path): %v", r.res.KernelLogErr)})

@@ -254,6 +254,13 @@ func TestKernelLogCaptures(t *testing.T) {
 	res, rep = checkJSON(t, "-backend", "simulated", "-scenario", sc, "-kmsg-path", filepath.Join(t.TempDir(), "missing.log"))
 	assert.Equal(t, exitCouldNotCheck, res.code)
 	assert.Equal(t, checkUnknown, statuses(rep)[checkXID])
+
+	// -kmsg=false (the agent's DaemonSet, whose container cannot open /dev/kmsg): the kernel log
+	// is not read, so neither its XIDs nor its absence count; the rest is checked.
+	res, rep = checkJSON(t, "-backend", "simulated", "-scenario", sc, "-kmsg=false")
+	assert.Equal(t, exitHealthy, res.code, "%+v", rep.Findings)
+	assert.Equal(t, checkSkipped, statuses(rep)[checkXID])
+	assert.Equal(t, checkPass, statuses(rep)[checkGPUHealth])
 }
 
 // The InfiniBand ports of a real capture (procfs's fixture: mlx4_0 ports 1 and 2 ACTIVE at 40
@@ -307,6 +314,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-gpus", "-3"}, "-gpus must be a GPU count"},
 		{[]string{"-nvlinks", "-2"}, "-nvlinks must be a link count"},
 		{[]string{"-ib-rate-gbps", "400"}, "-ib-rate-gbps needs -ib-ports"},
+		{[]string{"-kmsg=false", "-kmsg-path", "/var/log/kern.log"}, "-kmsg-path is read only with -kmsg (the default): remove one"},
 		{[]string{"-xid-classes", "reboot,explode"}, `-xid-classes: "explode" is not an XID class`},
 		{[]string{"-backend", "cuda"}, `-backend: `},
 		{[]string{"-backend", "simulated"}, "scenario must name a scenario file"},

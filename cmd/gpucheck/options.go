@@ -39,6 +39,9 @@ type options struct {
 	Scenario    string              `json:"scenario"`
 	RootPath    string              `json:"root_path"`
 	KmsgPath    string              `json:"kmsg_path"`
+	// Kmsg reads the kernel log since boot for XIDs; false where it cannot be opened (a
+	// container that is not privileged), and the xid check is skipped.
+	Kmsg bool `json:"kmsg"`
 	NodeName    string              `json:"node_name"`
 	CallTimeout time.Duration       `json:"call_timeout"`
 }
@@ -77,6 +80,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.Scenario, "scenario", "", "scenario file of the simulated backend (demos and tests)")
 	fs.StringVar(&o.RootPath, "root-path", "/", "where the host's / is mounted (a container's /hostfs)")
 	fs.StringVar(&o.KmsgPath, "kmsg-path", "", "a file of kernel log lines to read instead of <root-path>/dev/kmsg")
+	fs.BoolVar(&o.Kmsg, "kmsg", true, "read the kernel log since boot for XIDs (false: the xid check is skipped, as where the log cannot be opened)")
 	fs.StringVar(&o.NodeName, "node-name", "", "the node's name in the report (default: the host name)")
 	fs.DurationVar(&o.CallTimeout, "call-timeout", 5*time.Second, "deadline of each NVML call: a GPU whose call passes it is reported hung")
 	if err := fs.Parse(args); err != nil {
@@ -127,6 +131,9 @@ func (o *options) validate() []error {
 	if o.NVLinks < -1 {
 		errs = append(errs, fmt.Errorf("-nvlinks must be a link count, or -1 to compare with the GPU's peers, got %d", o.NVLinks))
 	}
+	if !o.Kmsg && o.KmsgPath != "" {
+		errs = append(errs, errors.New("-kmsg-path is read only with -kmsg (the default): remove one"))
+	}
 	if o.IBPorts < 0 || o.IBRateGbps < 0 {
 		errs = append(errs, fmt.Errorf("-ib-ports and -ib-rate-gbps must not be negative, got %d and %g", o.IBPorts, o.IBRateGbps))
 	} else if o.IBRateGbps > 0 && o.IBPorts == 0 {
@@ -144,6 +151,7 @@ func (o *options) receiverConfig() *gpureceiver.Config {
 	cfg.Scenario = o.Scenario
 	cfg.RootPath = o.RootPath
 	cfg.XID.KmsgPath = o.KmsgPath
+	cfg.XID.Kmsg = o.Kmsg
 	cfg.NodeName = o.NodeName
 	cfg.CallTimeout = o.CallTimeout
 	if o.GPUs >= 0 {

@@ -59,7 +59,8 @@ type Config struct {
 // ValidationConfig is the validation gate: a node that carries the taint (set when it joins, by
 // the kubelet's --register-with-taints or a provisioner, and by the quarantine when it returns
 // a node to service) keeps it until the node's agent has reported Passes healthy collections in
-// a row, and keeps it for a person when that has not happened within Timeout.
+// a row and a run of otelcol-gpu-check that passed, and keeps it for a person when that has not
+// happened within Timeout.
 type ValidationConfig struct {
 	Enabled bool `mapstructure:"enabled"`
 	// DryRun records what the gate would do and changes no node, as the quarantine's.
@@ -68,8 +69,11 @@ type ValidationConfig struct {
 	TaintEffect corev1.TaintEffect `mapstructure:"taint_effect"`
 	// Passes is how many collections in a row must pass: one healthy collection may be luck (a
 	// link that has not retrained yet, a fabric not registered yet).
-	Passes  int           `mapstructure:"passes"`
-	Timeout time.Duration `mapstructure:"timeout"`
+	Passes int `mapstructure:"passes"`
+	// RequireCheck also waits for a run of otelcol-gpu-check that ended after the gate began
+	// holding the node and passed, as the agent reports it (the gpu receiver's node_check).
+	RequireCheck bool          `mapstructure:"require_check"`
+	Timeout      time.Duration `mapstructure:"timeout"`
 }
 
 // QuarantineConfig is the policy that cordons (and taints) nodes whose faults call for action.

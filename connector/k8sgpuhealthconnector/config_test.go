@@ -47,7 +47,7 @@ func TestLoadConfig(t *testing.T) {
 		DeviceTaint:      DeviceTaintConfig{Enabled: true, Drivers: []string{"gpu.nvidia.com", "gpu.example.com"}, Effect: resourcev1.DeviceTaintEffectNoExecute},
 	}, custom.Quarantine)
 	assert.Equal(t, ValidationConfig{
-		Enabled: true, DryRun: false, TaintKey: "example.com/gpu-burn-in", TaintEffect: corev1.TaintEffectNoExecute, Passes: 6, Timeout: time.Hour,
+		Enabled: true, DryRun: false, TaintKey: "example.com/gpu-burn-in", TaintEffect: corev1.TaintEffectNoExecute, Passes: 6, RequireCheck: false, Timeout: time.Hour,
 	}, custom.Validation)
 	assert.False(t, custom.Events.GpuQuarantineBreaker.Enabled)
 	assert.True(t, custom.Events.GpuNodeQuarantine.Enabled)

@@ -85,6 +85,9 @@ func createDefaultConfig() component.Config {
 			TaintEffect: corev1.TaintEffectNoSchedule,
 			// The gpu receiver collects every 10s by default: three passes are half a minute.
 			Passes: 3,
+			// The check is the deeper look (XIDs since boot, NVLinks against the node's peers,
+			// the driver version, InfiniBand ports): the gate waits for it where it is on.
+			RequireCheck: true,
 			// Long enough for a fabric manager's registration after a boot (minutes).
 			Timeout: 30 * time.Minute,
 		},

@@ -102,6 +102,26 @@ func gpuCountOf(node string, at time.Time, detected, configured int64) pmetric.M
 	return md
 }
 
+// nodeCheckOf is the node's newest run of otelcol-gpu-check (its exit code, and when it ended)
+// as the gpu receiver reports it in a collection at data time at.
+func nodeCheckOf(node string, at time.Time, status int64, ended time.Time) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr(gpunames.KeyNodeName, node)
+	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
+	m := ms.AppendEmpty()
+	m.SetName(gpunames.GPUNodeCheckStatus)
+	dp := m.SetEmptyGauge().DataPoints().AppendEmpty()
+	dp.SetIntValue(status)
+	dp.SetTimestamp(pcommon.NewTimestampFromTime(at))
+	m = ms.AppendEmpty()
+	m.SetName(gpunames.GPUNodeCheckTimestampSeconds)
+	dp = m.SetEmptyGauge().DataPoints().AppendEmpty()
+	dp.SetDoubleValue(float64(ended.UnixNano()) / 1e9)
+	dp.SetTimestamp(pcommon.NewTimestampFromTime(at))
+	return md
+}
+
 // recoveryAction is one collection of g's gpu_recovery_action at data time at.
 func (g gpu) recoveryAction(at time.Time, action recoveryaction.Action) pmetric.Metrics {
 	md := pmetric.NewMetrics()

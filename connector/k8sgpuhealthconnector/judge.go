@@ -127,8 +127,8 @@ func (j *judge) consumeMetrics(md pmetric.Metrics) []string {
 			continue
 		}
 		gpu, minor := gpuOf(attrs)
-		var detected, configured pmetric.NumberDataPoint
-		var haveDetected, haveConfigured bool
+		var detected, configured, checkStatus, checkEnded pmetric.NumberDataPoint
+		var haveDetected, haveConfigured, haveCheckStatus, haveCheckEnded bool
 		touched := false
 		for _, sm := range rm.ScopeMetrics().All() {
 			for _, m := range sm.Metrics().All() {
@@ -157,6 +157,10 @@ func (j *judge) consumeMetrics(md pmetric.Metrics) []string {
 					detected, haveDetected = last(m.Gauge().DataPoints())
 				case gpunames.ConfiguredGPUCount:
 					configured, haveConfigured = last(m.Gauge().DataPoints())
+				case gpunames.GPUNodeCheckStatus:
+					checkStatus, haveCheckStatus = last(m.Gauge().DataPoints())
+				case gpunames.GPUNodeCheckTimestampSeconds:
+					checkEnded, haveCheckEnded = last(m.Gauge().DataPoints())
 				}
 			}
 		}
@@ -174,6 +178,11 @@ func (j *judge) consumeMetrics(md pmetric.Metrics) []string {
 			}
 			n, _ := j.node(name)
 			touched = j.collection(n, detected.IntValue(), count, detected.Timestamp().AsTime(), now) || touched
+		}
+		if haveCheckStatus && haveCheckEnded {
+			n, _ := j.node(name)
+			ended := time.Unix(0, int64(checkEnded.DoubleValue()*1e9))
+			touched = n.validation.nodeCheck(checkStatus.IntValue(), ended) || touched
 		}
 		if touched && !slices.Contains(changed, name) {
 			changed = append(changed, name)

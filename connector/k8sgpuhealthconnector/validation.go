@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -56,10 +57,14 @@ type checkedGPU struct {
 // passRun is what the judge keeps of a node for the validation gate: its GPUs' newest health and its
 // newest collections that passed in a row. A collection is one sample of the node's GPU count
 // (every collection of the gpu receiver has one); it passes when the count is the configured
-// one, every GPU counted reported every condition ok, and no fault is open. This is where the
-// one-shot check's verdict, once the agent reports it, becomes one more input.
+// one, every GPU counted reported every condition ok, and no fault is open. Beside them, the
+// newest run of otelcol-gpu-check the agent reported.
 type passRun struct {
 	gpus map[string]*checkedGPU
+	// check is the newest run of otelcol-gpu-check: its exit code, and when it ended (zero: none
+	// reported).
+	checkStatus int64
+	checkEnded  time.Time
 	// passes are the data times of the newest passing collections in a row, newest last, at
 	// most validation::passes of them.
 	passes []time.Time
@@ -135,8 +140,37 @@ func (j *judge) collection(n *nodeHealth, detected, configured int64, t, now tim
 	return false
 }
 
+// nodeCheck takes the newest run of otelcol-gpu-check the agent reports (gpu_node_check_status,
+// gpu_node_check_timestamp_seconds) and reports whether it is a new one that passed, for the
+// gate to look at the node at once. j.mu is held.
+func (v *passRun) nodeCheck(status int64, ended time.Time) (passed bool) {
+	if !ended.After(v.checkEnded) {
+		return false // the same run, reported again at each collection, or an older one replayed
+	}
+	v.checkStatus, v.checkEnded = status, ended
+	return status == 0
+}
+
+// checkVerdict says why the newest run of otelcol-gpu-check does not pass a node the gate has
+// held since since, or "" when it does.
+func (v *passRun) checkVerdict(since time.Time) string {
+	ended := v.checkEnded.UTC().Format(time.RFC3339)
+	switch {
+	case v.checkEnded.IsZero():
+		return "its agent has reported no run of otelcol-gpu-check (the gpu receiver's node_check)"
+	case !v.checkEnded.After(since):
+		return "otelcol-gpu-check has not run since the gate began holding the node (its newest run ended at " + ended + ")"
+	case v.checkStatus == 1:
+		return "otelcol-gpu-check's newest run (ended at " + ended + ") found the node unhealthy (its findings are in the agent's log)"
+	case v.checkStatus != 0:
+		return fmt.Sprintf("otelcol-gpu-check's newest run (ended at %s) could not check the node (status %d; the reason is in the agent's log)", ended, v.checkStatus)
+	}
+	return ""
+}
+
 // validated says whether node has passed validation::passes collections in a row, all of them
-// after since; else why not, in words.
+// after since, and (validation::require_check) a run of otelcol-gpu-check since; else why not,
+// in words.
 func (j *judge) validated(node string, since time.Time) (passed bool, why string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -150,14 +184,20 @@ func (j *judge) validated(node string, since time.Time) (passed bool, why string
 	if i := slices.IndexFunc(v.passes, func(t time.Time) bool { return t.After(since) }); i >= 0 {
 		after = len(v.passes) - i
 	}
-	if after >= want {
-		return true, ""
+	var whys []string
+	if after < want {
+		why = fmt.Sprintf("%d of %d healthy collections in a row so far", after, want)
+		if v.failure != "" {
+			why += "; the last failure: " + v.failure
+		}
+		whys = append(whys, why)
 	}
-	why = fmt.Sprintf("%d of %d healthy collections in a row so far", after, want)
-	if v.failure != "" {
-		why += "; the last failure: " + v.failure
+	if j.cfg.Validation.RequireCheck {
+		if why := v.checkVerdict(since); why != "" {
+			whys = append(whys, why)
+		}
 	}
-	return false, why
+	return len(whys) == 0, strings.Join(whys, "; ")
 }
 
 // gate is the writer's validation gate: its policy and, in dry run, its records. Only the
@@ -169,6 +209,15 @@ type gate struct {
 
 func newGate(cfg *ValidationConfig) *gate {
 	return &gate{cfg: cfg, dryRun: map[string]*validationRecord{}}
+}
+
+// passedWhy says, for the Event, what a node the gate lets in has shown.
+func (g *gate) passedWhy() string {
+	why := fmt.Sprintf("the node's agent reported %d healthy collections in a row (every GPU there, every gpu_health condition ok, no fault open)", g.cfg.Passes)
+	if g.cfg.RequireCheck {
+		why += " and a run of otelcol-gpu-check that passed"
+	}
+	return why
 }
 
 // taint is the gate's taint, as the node carries it, or nil.
@@ -231,8 +280,12 @@ func (w *writer) validateNode(ctx context.Context, node *corev1.Node, now time.T
 		if taint.TimeAdded != nil {
 			rec.Since = taint.TimeAdded.Time
 		}
-		text := fmt.Sprintf("held by the taint %s:%s until its agent reports %d healthy collections in a row, for at most %s (until %s)",
-			g.cfg.TaintKey, g.cfg.TaintEffect, g.cfg.Passes, g.cfg.Timeout, rec.Since.Add(g.cfg.Timeout).UTC().Format(time.RFC3339))
+		wants := fmt.Sprintf("%d healthy collections in a row", g.cfg.Passes)
+		if g.cfg.RequireCheck {
+			wants += " and a run of otelcol-gpu-check that passes"
+		}
+		text := fmt.Sprintf("held by the taint %s:%s until its agent reports %s, for at most %s (until %s)",
+			g.cfg.TaintKey, g.cfg.TaintEffect, wants, g.cfg.Timeout, rec.Since.Add(g.cfg.Timeout).UTC().Format(time.RFC3339))
 		if g.cfg.DryRun {
 			g.dryRun[node.Name] = rec
 			w.validationEvent(node, reasonValidationPending, reasonValidationDryRun, corev1.EventTypeNormal, "dry run: the node would be "+text+"; nothing is changed")
@@ -250,10 +303,10 @@ func (w *writer) validateNode(ctx context.Context, node *corev1.Node, now time.T
 	case passed && g.cfg.DryRun:
 		rec.passed = true
 		w.validationEvent(node, reasonValidationPassed, reasonValidationDryRun, corev1.EventTypeNormal,
-			fmt.Sprintf("dry run: would have removed the taint %s:%s: the node's agent reported %d healthy collections in a row; nothing is changed", g.cfg.TaintKey, g.cfg.TaintEffect, g.cfg.Passes))
+			fmt.Sprintf("dry run: would have removed the taint %s:%s: %s; nothing is changed", g.cfg.TaintKey, g.cfg.TaintEffect, g.passedWhy()))
 	case passed:
 		w.patchValidation(ctx, node, nil, g.withoutTaint(node.Spec.Taints), reasonValidationPassed,
-			fmt.Sprintf("removed the taint %s:%s: the node's agent reported %d healthy collections in a row (every GPU there, every gpu_health condition ok, no fault open)", g.cfg.TaintKey, g.cfg.TaintEffect, g.cfg.Passes))
+			fmt.Sprintf("removed the taint %s:%s: %s", g.cfg.TaintKey, g.cfg.TaintEffect, g.passedWhy()))
 	case now.Sub(rec.Since) >= g.cfg.Timeout:
 		rec.TimedOut = now
 		text := fmt.Sprintf("validation did not pass within %s: %s. The taint %s:%s stays for a person: remove it to let the node in (kubectl taint node %s %s:%s-), or remove the annotation %s to validate again",

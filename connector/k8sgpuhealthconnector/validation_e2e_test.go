@@ -45,7 +45,7 @@ func createGatedNode(t *testing.T, admin kubernetes.Interface, name string) {
 }
 
 // collectOn sends one collection of node's two GPUs (levels for GPU 1; nil: healthy) and its
-// GPU count, at the clock's time.
+// GPU count and its node check, at the clock's time.
 func (tw *testWriter) collectOn(node string, gpu1 map[string]int64) {
 	at := tw.clk.Now()
 	tw.send(gpuOn(node, 0).healthy(at))
@@ -55,6 +55,12 @@ func (tw *testWriter) collectOn(node string, gpu1 map[string]int64) {
 		tw.send(gpuOn(node, 1).health(at, gpu1))
 	}
 	tw.send(gpuCountOf(node, at, 2, 2))
+	// The agent's node check, as if it ran at every collection: it fails with the GPU.
+	check := int64(0)
+	if gpu1 != nil {
+		check = 1
+	}
+	tw.send(nodeCheckOf(node, at, check, at))
 }
 
 func gateRecord(t *testing.T, n *corev1.Node) validationRecord {

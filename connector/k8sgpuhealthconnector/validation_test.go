@@ -26,8 +26,11 @@ func collect(j *judge, at time.Time, detected, configured int64, gpus map[int]ma
 	j.consumeMetrics(gpuCountOf("n1", at, detected, configured))
 }
 
+// withoutCheck is the gate without validation::require_check: the collections alone.
+func withoutCheck(cfg *Config) { cfg.Validation.RequireCheck = false }
+
 func TestValidationPasses(t *testing.T) {
-	j, clk := testJudge(t, nil)
+	j, clk := testJudge(t, withoutCheck)
 	healthy := map[int]map[string]int64{0: nil, 1: nil}
 	since := t0.Add(-time.Second)
 
@@ -82,7 +85,7 @@ func TestValidationFailures(t *testing.T) {
 		{"an XID open", 2, 2, healthy, true, "GPU 0 (GPU-n1-0): XID 79, meaning of 79"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			j, _ := testJudge(t, func(cfg *Config) { cfg.Validation.Passes = 1 })
+			j, _ := testJudge(t, func(cfg *Config) { cfg.Validation.Passes, cfg.Validation.RequireCheck = 1, false })
 			if c.xid {
 				j.consumeLogs(gpuOn("n1", 0).xids(t0.Add(-time.Second), 79, "reboot", "fatal", 1))
 			}
@@ -95,7 +98,7 @@ func TestValidationFailures(t *testing.T) {
 }
 
 func TestValidationReadsFreshDataOnly(t *testing.T) {
-	j, _ := testJudge(t, func(cfg *Config) { cfg.Validation.Passes = 1 })
+	j, _ := testJudge(t, func(cfg *Config) { cfg.Validation.Passes, cfg.Validation.RequireCheck = 1, false })
 	healthy := map[int]map[string]int64{0: nil}
 	collect(j, t0.Add(-time.Hour), 1, 1, healthy)
 	passed, _ := j.validated("n1", t0.Add(-2*time.Hour))
@@ -111,6 +114,43 @@ func TestValidationReadsFreshDataOnly(t *testing.T) {
 	j.mu.Lock()
 	assert.Len(t, j.nodes["n1"].validation.gpus, 1)
 	j.mu.Unlock()
+}
+
+// TestValidationWaitsForTheCheck: with validation::require_check, healthy collections are not
+// enough: the newest run of otelcol-gpu-check must have ended after the gate began and passed.
+func TestValidationWaitsForTheCheck(t *testing.T) {
+	j, _ := testJudge(t, func(cfg *Config) { cfg.Validation.Passes = 1 })
+	since := t0.Add(-time.Minute)
+	collect(j, t0, 1, 1, map[int]map[string]int64{0: nil})
+	passed, why := j.validated("n1", since)
+	assert.False(t, passed)
+	assert.Equal(t, "its agent has reported no run of otelcol-gpu-check (the gpu receiver's node_check)", why)
+
+	j.consumeMetrics(nodeCheckOf("n1", t0, 0, since.Add(-time.Second))) // passed, but before the gate began
+	_, why = j.validated("n1", since)
+	assert.Equal(t, "otelcol-gpu-check has not run since the gate began holding the node (its newest run ended at 2026-12-01T11:58:59Z)", why)
+
+	assert.Empty(t, j.consumeMetrics(nodeCheckOf("n1", t0, 1, t0)), "a run that failed")
+	_, why = j.validated("n1", since)
+	assert.Equal(t, "otelcol-gpu-check's newest run (ended at 2026-12-01T12:00:00Z) found the node unhealthy (its findings are in the agent's log)", why)
+	j.consumeMetrics(nodeCheckOf("n1", t0, 2, t0.Add(time.Second)))
+	_, why = j.validated("n1", since)
+	assert.Equal(t, "otelcol-gpu-check's newest run (ended at 2026-12-01T12:00:01Z) could not check the node (status 2; the reason is in the agent's log)", why)
+
+	assert.Equal(t, []string{"n1"}, j.consumeMetrics(nodeCheckOf("n1", t0, 0, t0.Add(2*time.Second))), "a passing run: the gate looks at once")
+	passed, why = j.validated("n1", since)
+	assert.True(t, passed, why)
+	assert.Empty(t, j.consumeMetrics(nodeCheckOf("n1", t0, 0, t0.Add(2*time.Second))), "the same run, reported at the next collection")
+	j.consumeMetrics(nodeCheckOf("n1", t0, 1, t0.Add(time.Second)))
+	passed, _ = j.validated("n1", since)
+	assert.True(t, passed, "an older run replayed changes nothing")
+
+	// Both wanted: a failing collection says so beside the check.
+	j.consumeMetrics(gpuOn("n1", 0).health(t0.Add(10*time.Second), map[string]int64{"pcie": 1}))
+	j.consumeMetrics(nodeCheckOf("n1", t0, 1, t0.Add(3*time.Second)))
+	_, why = j.validated("n1", since)
+	assert.Equal(t, `0 of 1 healthy collections in a row so far; the last failure: GPU 0 (GPU-n1-0): gpu_health{condition="pcie"} is 1; `+
+		"otelcol-gpu-check's newest run (ended at 2026-12-01T12:00:03Z) found the node unhealthy (its findings are in the agent's log)", why)
 }
 
 // TestGateTaints: the gate takes out its own taint only, and every other taint stays exactly

@@ -16,9 +16,9 @@ import (
 )
 
 // Metrics are the gpu receiver's metrics that carry GPU health: gpu_health{condition} per GPU
-// (0 ok, 1 warning, 2 fatal), the driver's recovery action per GPU, and the node's GPU count and
-// what it should be. Their XIDs are the gpunames.EventGPUXID log records.
-var Metrics = []string{gpunames.GPUHealth, gpunames.GPURecoveryAction, gpunames.GPUDevicesDetected, gpunames.ConfiguredGPUCount}
+// (0 ok, 1 warning, 2 fatal), the driver's recovery action per GPU, the node's GPU count and
+// what it should be, and the newest run of otelcol-gpu-check on the node. Their XIDs are the gpunames.EventGPUXID log records.
+var Metrics = []string{gpunames.GPUHealth, gpunames.GPURecoveryAction, gpunames.GPUDevicesDetected, gpunames.ConfiguredGPUCount, gpunames.GPUNodeCheckStatus, gpunames.GPUNodeCheckTimestampSeconds}
 
 // IsMetric reports whether name is a metric of GPU health.
 func IsMetric(name string) bool {

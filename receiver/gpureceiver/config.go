@@ -70,6 +70,8 @@ type Config struct {
 	MemoryLeakThreshold int64 `mapstructure:"memory_leak_threshold"`
 	// XID configures the XID sources and the XID table.
 	XID XIDConfig `mapstructure:"xid"`
+	// NodeCheck runs otelcol-gpu-check on the node now and then (off by default).
+	NodeCheck NodeCheckConfig `mapstructure:"node_check"`
 }
 
 // InitRetryConfig is an exponential backoff.
@@ -132,6 +134,7 @@ func (cfg *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("memory_leak_threshold must not be negative, got %d", cfg.MemoryLeakThreshold))
 	}
 	errs = append(errs, cfg.XID.validate()...)
+	errs = append(errs, cfg.NodeCheck.validate(cfg.CallTimeout)...)
 	return errors.Join(errs...)
 }
 

@@ -43,6 +43,16 @@ func TestLoadConfig(t *testing.T) {
 			"999": {Meaning: "vendor test code", Severity: "info"},
 		},
 	}, custom.XID)
+	assert.Equal(t, NodeCheckConfig{
+		Enabled: true, Path: "/usr/bin/otelcol-gpu-check", Interval: 10 * time.Minute, Timeout: 45 * time.Second,
+		Args: []string{"-ib-ports=8", "-ib-rate-gbps=400", "-driver-version=570.86.15"},
+	}, custom.NodeCheck)
+	assert.Equal(t, []string{
+		"-o", "json", "-timeout", "45s", "-call-timeout", "2s", "-backend", "nvml", "-root-path", "/hostfs", "-node-name", "gpu-node-07",
+		"-library-path", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "-kmsg-path", "/var/log/kern.log", "-gpus", "8",
+		"-ib-ports=8", "-ib-rate-gbps=400", "-driver-version=570.86.15",
+	}, custom.nodeCheckArgs(custom.NodeName), "the check reads the node as the receiver does")
+	assert.False(t, def.NodeCheck.Enabled, "the node check is opt-in")
 
 	sim := configtest.Load[Config](t, NewFactory(), "simulated")
 	require.NoError(t, confmap.Validate(sim))
@@ -93,6 +103,11 @@ faults[4]: kind collective_wait needs a share above 0 and at most 1 (1: a hung c
 		{"bad_xid_severity", `xid::table::79::severity: must be one of info, warning, fatal; got "critical"`},
 		{"bad_xid_resolution", `xid::table::79::resolution: must be one of none, restart_app, reset_gpu, reboot, check_nvlink, unknown; got "replace"`},
 		{"zero_interval", `"collection_interval": requires positive value`},
+		{"node_check_relative_path", `node_check::path must be an absolute path, got "otelcol-gpu-check"`},
+		{"node_check_zero_interval", "node_check::interval must be positive, got 0s"},
+		{"node_check_short_timeout", "node_check::timeout must be longer than call_timeout (5s): a hung GPU is found when its call passes call_timeout, got 5s"},
+		{"node_check_own_flag", "node_check::args: -backend is set from the receiver's own keys (backend, library_path, scenario, root_path, xid::kmsg, xid::kmsg_path, node_name, call_timeout, configured_gpu_count, node_check::timeout); remove it"},
+		{"node_check_not_a_flag", `node_check::args: "ib-ports=8" is not a flag: give each as -name=value`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

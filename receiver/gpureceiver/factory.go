@@ -47,6 +47,7 @@ func createDefaultConfig() component.Config {
 			DedupWindow:  2 * time.Second,
 			HealthWindow: time.Hour,
 		},
+		NodeCheck: NodeCheckConfig{Interval: 5 * time.Minute, Timeout: 30 * time.Second},
 	}
 }
 

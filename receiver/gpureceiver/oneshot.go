@@ -38,6 +38,8 @@ type OneShot struct {
 	backend backend
 	scraper *gpuScraper
 	nvml    *nvmlBackend // nil for the amdgpu backend
+	// kernelLog: read the kernel log since boot (xid::kmsg).
+	kernelLog bool
 
 	mu   sync.Mutex
 	xids plog.Logs
@@ -47,7 +49,8 @@ type OneShot struct {
 type OneShotResult struct {
 	// Metrics are the collection's, as the receiver emits them.
 	Metrics pmetric.Metrics
-	// XIDs are the gpu.xid log records of the kernel log since boot (NVML backends).
+	// XIDs are the gpu.xid log records of the kernel log since boot (NVML backends, with
+	// xid::kmsg).
 	XIDs plog.Logs
 	// KernelLogErr is why the kernel log could not be read: the XIDs are then unknown.
 	KernelLogErr error
@@ -68,7 +71,7 @@ func NewOneShot(cfg *Config, set receiver.Settings, onLate func(LateCall)) (*One
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: %w", c.Backend, err)
 	}
-	o := &OneShot{backend: b, scraper: newScraper(ss, b), xids: plog.NewLogs()}
+	o := &OneShot{backend: b, scraper: newScraper(ss, b), xids: plog.NewLogs(), kernelLog: cfg.XID.Kmsg}
 	if nb, ok := b.(*nvmlBackend); ok {
 		o.nvml = nb
 		nb.onLate, nb.lib.onLate = onLate, onLate
@@ -76,8 +79,8 @@ func NewOneShot(cfg *Config, set receiver.Settings, onLate func(LateCall)) (*One
 	return o, nil
 }
 
-// Collect sets the backend up (one try), reads the kernel log since boot and makes one
-// collection. Call it once.
+// Collect sets the backend up (one try), reads the kernel log since boot (xid::kmsg) and makes
+// one collection. Call it once.
 func (o *OneShot) Collect() OneShotResult {
 	o.backend.start(func(ld plog.Logs) {
 		o.mu.Lock()
@@ -85,7 +88,7 @@ func (o *OneShot) Collect() OneShotResult {
 		ld.ResourceLogs().MoveAndAppendTo(o.xids.ResourceLogs())
 	})
 	var res OneShotResult
-	if o.nvml != nil && o.nvml.lib.ready.Load() {
+	if o.kernelLog && o.nvml != nil && o.nvml.lib.ready.Load() {
 		res.KernelLogErr = o.nvml.readKernelLogSinceBoot()
 	}
 	res.Metrics = o.scraper.scrape()

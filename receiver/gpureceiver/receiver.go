@@ -61,6 +61,12 @@ func (r *gpuReceiver) start(ctx context.Context, host component.Host) error {
 		return err
 	}
 	ss := scraperSettings{cfg: r.cfg, set: r.set, nodeName: nodeName, clock: clock.Real{}}
+	var check *nodeChecker
+	if r.cfg.NodeCheck.Enabled {
+		if check, err = newNodeChecker(ss); err != nil {
+			return err
+		}
+	}
 	kind := resolveBackend(r.cfg)
 	if r.cfg.Backend == BackendAuto {
 		r.set.Logger.Info("GPU backend chosen", zap.String("backend", string(kind)), zap.String("root_path", r.cfg.RootPath))
@@ -79,7 +85,11 @@ func (r *gpuReceiver) start(ctx context.Context, host component.Host) error {
 		}
 	}
 	r.scraper = newScraper(ss, b)
+	r.scraper.check = check
 	b.start(events)
+	if check != nil {
+		check.start()
+	}
 	if r.metrics != nil {
 		return r.metrics.Start(ctx, host)
 	}
@@ -97,6 +107,9 @@ func (r *gpuReceiver) Shutdown(ctx context.Context) error {
 			err = r.metrics.Shutdown(ctx)
 		}
 		if r.scraper != nil {
+			if r.scraper.check != nil {
+				r.scraper.check.shutdown()
+			}
 			r.scraper.backend.shutdown()
 		}
 		r.forget()

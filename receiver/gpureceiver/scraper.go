@@ -48,6 +48,8 @@ type gpuScraper struct {
 	// stale ends the series a collection no longer has: a process that left the GPU, a health
 	// condition that cleared, a reading a lost GPU no longer gives.
 	stale *staleness.Tracker
+	// check runs otelcol-gpu-check now and then; nil without node_check.
+	check *nodeChecker
 }
 
 func newScraper(ss scraperSettings, b backend) *gpuScraper {
@@ -92,6 +94,9 @@ func (s *gpuScraper) scrape() pmetric.Metrics {
 	s.backend.finish(s.node, now)
 	if c := s.ss.cfg.ConfiguredGPUCount; c != nil {
 		s.node.RecordConfiguredGpuCountDataPoint(now, int64(*c))
+	}
+	if s.check != nil {
+		s.check.emit(s.node, now)
 	}
 	s.node.RecordCollectorIterationCountTotalDataPoint(now, s.iterations, collectorName)
 

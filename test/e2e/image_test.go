@@ -38,8 +38,8 @@ func imageArchive(tb testing.TB) string {
 // the binaries from that root: `validate` on every configuration in distro/ with the distribution
 // that runs it (the agent's for the agent's configurations), with the host's / at /hostfs
 // (read-only, in a mount namespace of its own) as the agent's DaemonSet has it, as the image's
-// default user. The root must hold nothing but the two binaries, the C library files they load
-// (as ldd lists them) and the user database; the image runs as a non-root user and is labeled
+// default user, and the node check on a simulated node. The root must hold nothing but the three
+// binaries, the C library files they load (as ldd lists them) and the user database; the image runs as a non-root user and is labeled
 // with version, source and revision.
 func TestImage(t *testing.T) {
 	version := regexp.MustCompile(`(?m)^ {2}version: *(\S+)`).FindSubmatch(mustRead(t, filepath.Join(repoRoot(t), "builder-config.yaml")))
@@ -71,8 +71,8 @@ func TestImage(t *testing.T) {
 	root := filepath.Join(bundle, "rootfs")
 	require.NoError(t, os.Chmod(root, 0o755)) // the image's user must be able to enter its /
 	// Nothing but the binaries, what they load and the user database.
-	want := []string{"/otelcol-gpu", "/otelcol-gpu-agent", "/etc/passwd", "/etc/group"}
-	for _, bin := range []string{stack.Binary(t), stack.AgentBinary(t)} {
+	want := []string{"/otelcol-gpu", "/otelcol-gpu-agent", "/otelcol-gpu-check", "/etc/passwd", "/etc/group"}
+	for _, bin := range []string{stack.Binary(t), stack.AgentBinary(t), stack.CheckBinary(t)} {
 		ldd, err := exec.Command("ldd", bin).Output()
 		require.NoError(t, err)
 		for _, m := range regexp.MustCompile(`(?m)(?:=> )?(/\S+) \(0x`).FindAllSubmatch(ldd, -1) {
@@ -130,6 +130,27 @@ exec chroot --userspec=65532:65532 "$ROOT" "$BIN" validate --config "/distro/$CO
 			assert.NoError(t, err, "validate %s from the image's root (needs root, for chroot and mount): %s", name, out)
 		})
 	}
+	t.Run("otelcol-gpu-check", func(t *testing.T) {
+		// The check re-executes itself (/proc/self/exe) for the reads: it must find itself, and
+		// the simulated node's GPUs, from the image's root as its user.
+		require.NoError(t, os.WriteFile(filepath.Join(root, "distro", "kmsg.log"), nil, 0o644)) //nolint:gosec // G306: the image's user reads it
+		script := `set -e
+mount --bind /proc "$ROOT/proc"
+exec chroot --userspec=65532:65532 "$ROOT" /otelcol-gpu-check -o json -backend simulated -scenario /distro/scenarios/dgx-h100-demo.yaml -gpus 8 -kmsg-path /distro/kmsg.log`
+		cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script)
+		cmd.Env = []string{"ROOT=" + root, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+		out, err := cmd.Output()
+		var report struct {
+			Status string
+			GPUs   []struct{ UUID string }
+			Checks []struct{ Name, Status string }
+		}
+		require.NoError(t, json.Unmarshal(out, &report), "the check's JSON report (exit: %v): %s", err, out)
+		assert.NoError(t, err, "the demo node is healthy: %s", out)
+		assert.Equal(t, "healthy", report.Status)
+		assert.Len(t, report.GPUs, 8)
+		assert.Contains(t, report.Checks, struct{ Name, Status string }{"backend", "pass"})
+	})
 	t.Run("without its C library", func(t *testing.T) {
 		// The check can fail: the same binary does not start from a root lacking what it loads.
 		require.NoError(t, os.Remove(filepath.Join(root, strings.TrimPrefix(want[slices.IndexFunc(want, func(p string) bool { return strings.Contains(p, "libc.so") })], "/"))))

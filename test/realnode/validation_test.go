@@ -38,8 +38,9 @@ var othersTaint = corev1.Taint{Key: "example.com/burn-in", Value: "kept", Effect
 // testValidationGate: the node joins with the gate's taint (the kubelet's --register-with-taints)
 // while the chart's validationGate is on. The agent runs there (it tolerates the taint) and
 // reports the scenario's XID 48 on GPU 1: the gate keeps the taint, and at its timeout raises a
-// Warning Event naming the GPU. Marked resolved and validated again, the node passes: the gate's
-// taint goes, the other taint stays byte for byte.
+// Warning Event naming the GPU. Marked resolved and validated again, the node passes once its
+// agent has also run otelcol-gpu-check (every 20 s here) and it passed: the gate's taint goes,
+// the other taint stays byte for byte.
 func testValidationGate(t *testing.T) {
 	t.Cleanup(func() {
 		resetGPUHealth(t)
@@ -72,6 +73,7 @@ agent:
     - --set=receivers::gpu::scenario=/etc/otelcol-gpu/scenario/scenario.yaml
     - --set=receivers::gpu::configured_gpu_count=%d
     - --set=receivers::gpu::xid::health_window=1m
+    - --set=receivers::gpu::node_check::interval=20s
 `, gateTimeout, len(gpus)), 0o600))
 	out, err := helm(t, "upgrade", release, filepath.Join(stack.RepoRoot(), "deploy", "helm", "otelcol-gpu"), "--namespace", namespace,
 		"--reuse-values", "--values", values)
@@ -90,7 +92,7 @@ agent:
 	// The agent runs on the tainted node, and reports XID 48: the gate holds the node, and at its
 	// timeout leaves it to a person.
 	pending := waitEvents(t, "GPUValidationPending")
-	assert.Contains(t, pending[0].Message, "held by the taint "+gateTaintKey+":NoSchedule until its agent reports 3 healthy collections in a row")
+	assert.Contains(t, pending[0].Message, "held by the taint "+gateTaintKey+":NoSchedule until its agent reports 3 healthy collections in a row and a run of otelcol-gpu-check that passes")
 	timedOut := waitEvents(t, "GPUValidationTimedOut")
 	assert.Equal(t, corev1.EventTypeWarning, timedOut[0].Type)
 	assert.Contains(t, timedOut[0].Message, "validation did not pass within "+gateTimeout.String())
@@ -116,6 +118,7 @@ agent:
 	})
 	passed := waitEvents(t, "GPUValidationPassed")
 	assert.Contains(t, passed[0].Message, "removed the taint "+gateTaintKey+":NoSchedule")
+	assert.Contains(t, passed[0].Message, "and a run of otelcol-gpu-check that passed", "the image's check ran under the agent, in its pod")
 	assert.NotContains(t, n.Annotations, annotationValidation)
 	want, err := json.Marshal(othersTaint)
 	require.NoError(t, err)

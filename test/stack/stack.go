@@ -53,6 +53,12 @@ func AgentBinary(tb testing.TB) string {
 	return binary(tb, "OTELCOL_AGENT_BIN", "otelcol-gpu-agent")
 }
 
+// CheckBinary is the node check, otelcol-gpu-check (cmd/gpucheck); its absence fails the test.
+func CheckBinary(tb testing.TB) string {
+	tb.Helper()
+	return binary(tb, "OTELCOL_CHECK_BIN", "otelcol-gpu-check")
+}
+
 // BinaryFor is the distribution that runs config (a path whose file name is in distro/, or a
 // test's own configuration, which needs the gateway's distribution).
 func BinaryFor(tb testing.TB, config string) string {

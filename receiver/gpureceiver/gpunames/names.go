@@ -60,6 +60,12 @@ const (
 	GPUMIGMemoryTotalBytes = "gpu_mig_memory_total_bytes"
 	// GPUMIGMemoryUsedBytes: Framebuffer memory used in a MIG instance.
 	GPUMIGMemoryUsedBytes = "gpu_mig_memory_used_bytes"
+	// GPUNodeCheckDurationSeconds: How long the newest run of otelcol-gpu-check took (config node_check); absent until it has run.
+	GPUNodeCheckDurationSeconds = "gpu_node_check_duration_seconds"
+	// GPUNodeCheckStatus: The newest run of otelcol-gpu-check on this node (config node_check), its exit code - 0 healthy, 1 unhealthy, 2 could not check (the check could not run, or ran past node_check::timeout); absent until it has run.
+	GPUNodeCheckStatus = "gpu_node_check_status"
+	// GPUNodeCheckTimestampSeconds: When the newest run of otelcol-gpu-check ended (config node_check), in seconds since the epoch; absent until it has run.
+	GPUNodeCheckTimestampSeconds = "gpu_node_check_timestamp_seconds"
 	// GPUNVLinkAverageBytesPerSecond: NVLink traffic over all links, protocol headers included, averaged over the collection interval (GPM, Hopper and newer, from two samples a collection apart). Absent where the GPU has no GPM or no NVLink.
 	GPUNVLinkAverageBytesPerSecond = "gpu_nvlink_average_bytes_per_second"
 	// GPUNVLinkDataBytesTotal: NVLink payload bytes (without protocol overhead) over all links since the driver was loaded; absent on GPUs without NVLink.
@@ -172,6 +178,9 @@ var Metrics = []string{
 	GPUMIGEnabled,
 	GPUMIGMemoryTotalBytes,
 	GPUMIGMemoryUsedBytes,
+	GPUNodeCheckDurationSeconds,
+	GPUNodeCheckStatus,
+	GPUNodeCheckTimestampSeconds,
 	GPUNVLinkAverageBytesPerSecond,
 	GPUNVLinkDataBytesTotal,
 	GPUNVLinkErrorsTotal,

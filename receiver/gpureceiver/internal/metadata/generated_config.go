@@ -942,6 +942,66 @@ func (ms *GpuMigMemoryUsedBytesMetricConfig) Validate() error {
 	return nil
 }
 
+// GpuNodeCheckDurationSecondsMetricConfig provides config for the gpu_node_check_duration_seconds metric.
+type GpuNodeCheckDurationSecondsMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuNodeCheckDurationSecondsMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// GpuNodeCheckStatusMetricConfig provides config for the gpu_node_check_status metric.
+type GpuNodeCheckStatusMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuNodeCheckStatusMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// GpuNodeCheckTimestampSecondsMetricConfig provides config for the gpu_node_check_timestamp_seconds metric.
+type GpuNodeCheckTimestampSecondsMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuNodeCheckTimestampSecondsMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
 // GpuNvlinkAverageBytesPerSecondMetricAttributeKey specifies the key of an attribute for the gpu_nvlink_average_bytes_per_second metric.
 type GpuNvlinkAverageBytesPerSecondMetricAttributeKey string
 
@@ -2252,6 +2312,9 @@ type MetricsConfig struct {
 	GpuMigEnabled                   GpuMigEnabledMetricConfig                   `mapstructure:"gpu_mig_enabled"`
 	GpuMigMemoryTotalBytes          GpuMigMemoryTotalBytesMetricConfig          `mapstructure:"gpu_mig_memory_total_bytes"`
 	GpuMigMemoryUsedBytes           GpuMigMemoryUsedBytesMetricConfig           `mapstructure:"gpu_mig_memory_used_bytes"`
+	GpuNodeCheckDurationSeconds     GpuNodeCheckDurationSecondsMetricConfig     `mapstructure:"gpu_node_check_duration_seconds"`
+	GpuNodeCheckStatus              GpuNodeCheckStatusMetricConfig              `mapstructure:"gpu_node_check_status"`
+	GpuNodeCheckTimestampSeconds    GpuNodeCheckTimestampSecondsMetricConfig    `mapstructure:"gpu_node_check_timestamp_seconds"`
 	GpuNvlinkAverageBytesPerSecond  GpuNvlinkAverageBytesPerSecondMetricConfig  `mapstructure:"gpu_nvlink_average_bytes_per_second"`
 	GpuNvlinkDataBytesTotal         GpuNvlinkDataBytesTotalMetricConfig         `mapstructure:"gpu_nvlink_data_bytes_total"`
 	GpuNvlinkErrorsTotal            GpuNvlinkErrorsTotalMetricConfig            `mapstructure:"gpu_nvlink_errors_total"`
@@ -2405,6 +2468,15 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []GpuMigMemoryUsedBytesMetricAttributeKey{GpuMigMemoryUsedBytesMetricAttributeKeyMigUUID, GpuMigMemoryUsedBytesMetricAttributeKeyGpuInstanceID, GpuMigMemoryUsedBytesMetricAttributeKeyComputeInstanceID},
+		},
+		GpuNodeCheckDurationSeconds: GpuNodeCheckDurationSecondsMetricConfig{
+			Enabled: true,
+		},
+		GpuNodeCheckStatus: GpuNodeCheckStatusMetricConfig{
+			Enabled: true,
+		},
+		GpuNodeCheckTimestampSeconds: GpuNodeCheckTimestampSecondsMetricConfig{
+			Enabled: true,
 		},
 		GpuNvlinkAverageBytesPerSecond: GpuNvlinkAverageBytesPerSecondMetricConfig{
 			Enabled:             true,

@@ -136,6 +136,15 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuMigMemoryUsedBytesMetricAttributeKey{GpuMigMemoryUsedBytesMetricAttributeKeyMigUUID, GpuMigMemoryUsedBytesMetricAttributeKeyGpuInstanceID, GpuMigMemoryUsedBytesMetricAttributeKeyComputeInstanceID},
 					},
+					GpuNodeCheckDurationSeconds: GpuNodeCheckDurationSecondsMetricConfig{
+						Enabled: true,
+					},
+					GpuNodeCheckStatus: GpuNodeCheckStatusMetricConfig{
+						Enabled: true,
+					},
+					GpuNodeCheckTimestampSeconds: GpuNodeCheckTimestampSecondsMetricConfig{
+						Enabled: true,
+					},
 					GpuNvlinkAverageBytesPerSecond: GpuNvlinkAverageBytesPerSecondMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
@@ -413,6 +422,15 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuMigMemoryUsedBytesMetricAttributeKey{GpuMigMemoryUsedBytesMetricAttributeKeyMigUUID, GpuMigMemoryUsedBytesMetricAttributeKeyGpuInstanceID, GpuMigMemoryUsedBytesMetricAttributeKeyComputeInstanceID},
 					},
+					GpuNodeCheckDurationSeconds: GpuNodeCheckDurationSecondsMetricConfig{
+						Enabled: false,
+					},
+					GpuNodeCheckStatus: GpuNodeCheckStatusMetricConfig{
+						Enabled: false,
+					},
+					GpuNodeCheckTimestampSeconds: GpuNodeCheckTimestampSecondsMetricConfig{
+						Enabled: false,
+					},
 					GpuNvlinkAverageBytesPerSecond: GpuNvlinkAverageBytesPerSecondMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
@@ -580,7 +598,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(CollectorIterationCountTotalMetricConfig{}, CollectorReadErrorsTotalMetricConfig{}, ConfiguredGpuCountMetricConfig{}, GpuClockEventReasonMetricConfig{}, GpuClockMaxMhzMetricConfig{}, GpuClockMhzMetricConfig{}, GpuCodecUtilizationMetricConfig{}, GpuDevicesDetectedMetricConfig{}, GpuDramActivePercentMetricConfig{}, GpuEccErrorsMetricConfig{}, GpuEnergyJoulesTotalMetricConfig{}, GpuFabricHealthMetricConfig{}, GpuFabricStateMetricConfig{}, GpuFabricStatusMetricConfig{}, GpuGraphicsEngineActivePercentMetricConfig{}, GpuHealthMetricConfig{}, GpuInfoMetricConfig{}, GpuJunctionTemperatureCelsiusMetricConfig{}, GpuMemUtilizationMetricConfig{}, GpuMemoryControllerUtilizationMetricConfig{}, GpuMemoryFreeBytesMetricConfig{}, GpuMemoryReservedBytesMetricConfig{}, GpuMemoryTemperatureCelsiusMetricConfig{}, GpuMemoryTotalBytesMetricConfig{}, GpuMemoryUsedBytesMetricConfig{}, GpuMigEnabledMetricConfig{}, GpuMigMemoryTotalBytesMetricConfig{}, GpuMigMemoryUsedBytesMetricConfig{}, GpuNvlinkAverageBytesPerSecondMetricConfig{}, GpuNvlinkDataBytesTotalMetricConfig{}, GpuNvlinkErrorsTotalMetricConfig{}, GpuNvlinkStateMetricConfig{}, GpuNvmlTimeoutsTotalMetricConfig{}, GpuNvmlUpMetricConfig{}, GpuPcieAverageBytesPerSecondMetricConfig{}, GpuPcieLinkGenCurrentMetricConfig{}, GpuPcieLinkGenMaxMetricConfig{}, GpuPcieLinkWidthCurrentMetricConfig{}, GpuPcieLinkWidthMaxMetricConfig{}, GpuPcieReplaysTotalMetricConfig{}, GpuPcieThroughputBytesPerSecondMetricConfig{}, GpuPipeActivePercentMetricConfig{}, GpuPowerLimitMaxWattsMetricConfig{}, GpuPowerLimitMinWattsMetricConfig{}, GpuPowerWattsMetricConfig{}, GpuProcessMemoryUsedBytesMetricConfig{}, GpuProcessSmUtilizationMetricConfig{}, GpuRasErrorsMetricConfig{}, GpuRecoveryActionMetricConfig{}, GpuRemappedRowsMetricConfig{}, GpuRemappedRowsFailedMetricConfig{}, GpuRemappedRowsPendingMetricConfig{}, GpuSmActivePercentMetricConfig{}, GpuSmOccupancyPercentMetricConfig{}, GpuUpMetricConfig{}, GpuUtilizationMetricConfig{}, GpuVgpuLicensedMetricConfig{}, GpuXidErrorsTotalMetricConfig{}, NvidiasmiEccErrorCountMetricConfig{}, NvidiasmiMemoryLeakCountMetricConfig{}, NvidiasmiPerformanceStateMetricConfig{}, NvidiasmiRetiredPageCountMetricConfig{}, NvidiasmiTemperatureMetricConfig{}, NvidiasmiUtilizationGpuMetricConfig{}, NvidiasmiUtilizationMemoryMetricConfig{}, RocmsmiTemperatureMetricConfig{}, RocmsmiUtilizationGpuMetricConfig{}, RocmsmiUtilizationMemoryMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(CollectorIterationCountTotalMetricConfig{}, CollectorReadErrorsTotalMetricConfig{}, ConfiguredGpuCountMetricConfig{}, GpuClockEventReasonMetricConfig{}, GpuClockMaxMhzMetricConfig{}, GpuClockMhzMetricConfig{}, GpuCodecUtilizationMetricConfig{}, GpuDevicesDetectedMetricConfig{}, GpuDramActivePercentMetricConfig{}, GpuEccErrorsMetricConfig{}, GpuEnergyJoulesTotalMetricConfig{}, GpuFabricHealthMetricConfig{}, GpuFabricStateMetricConfig{}, GpuFabricStatusMetricConfig{}, GpuGraphicsEngineActivePercentMetricConfig{}, GpuHealthMetricConfig{}, GpuInfoMetricConfig{}, GpuJunctionTemperatureCelsiusMetricConfig{}, GpuMemUtilizationMetricConfig{}, GpuMemoryControllerUtilizationMetricConfig{}, GpuMemoryFreeBytesMetricConfig{}, GpuMemoryReservedBytesMetricConfig{}, GpuMemoryTemperatureCelsiusMetricConfig{}, GpuMemoryTotalBytesMetricConfig{}, GpuMemoryUsedBytesMetricConfig{}, GpuMigEnabledMetricConfig{}, GpuMigMemoryTotalBytesMetricConfig{}, GpuMigMemoryUsedBytesMetricConfig{}, GpuNodeCheckDurationSecondsMetricConfig{}, GpuNodeCheckStatusMetricConfig{}, GpuNodeCheckTimestampSecondsMetricConfig{}, GpuNvlinkAverageBytesPerSecondMetricConfig{}, GpuNvlinkDataBytesTotalMetricConfig{}, GpuNvlinkErrorsTotalMetricConfig{}, GpuNvlinkStateMetricConfig{}, GpuNvmlTimeoutsTotalMetricConfig{}, GpuNvmlUpMetricConfig{}, GpuPcieAverageBytesPerSecondMetricConfig{}, GpuPcieLinkGenCurrentMetricConfig{}, GpuPcieLinkGenMaxMetricConfig{}, GpuPcieLinkWidthCurrentMetricConfig{}, GpuPcieLinkWidthMaxMetricConfig{}, GpuPcieReplaysTotalMetricConfig{}, GpuPcieThroughputBytesPerSecondMetricConfig{}, GpuPipeActivePercentMetricConfig{}, GpuPowerLimitMaxWattsMetricConfig{}, GpuPowerLimitMinWattsMetricConfig{}, GpuPowerWattsMetricConfig{}, GpuProcessMemoryUsedBytesMetricConfig{}, GpuProcessSmUtilizationMetricConfig{}, GpuRasErrorsMetricConfig{}, GpuRecoveryActionMetricConfig{}, GpuRemappedRowsMetricConfig{}, GpuRemappedRowsFailedMetricConfig{}, GpuRemappedRowsPendingMetricConfig{}, GpuSmActivePercentMetricConfig{}, GpuSmOccupancyPercentMetricConfig{}, GpuUpMetricConfig{}, GpuUtilizationMetricConfig{}, GpuVgpuLicensedMetricConfig{}, GpuXidErrorsTotalMetricConfig{}, NvidiasmiEccErrorCountMetricConfig{}, NvidiasmiMemoryLeakCountMetricConfig{}, NvidiasmiPerformanceStateMetricConfig{}, NvidiasmiRetiredPageCountMetricConfig{}, NvidiasmiTemperatureMetricConfig{}, NvidiasmiUtilizationGpuMetricConfig{}, NvidiasmiUtilizationMemoryMetricConfig{}, RocmsmiTemperatureMetricConfig{}, RocmsmiUtilizationGpuMetricConfig{}, RocmsmiUtilizationMemoryMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}

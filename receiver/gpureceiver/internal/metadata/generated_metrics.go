@@ -687,6 +687,15 @@ var MetricsInfo = metricsInfo{
 		Name:       "gpu_mig_memory_used_bytes",
 		Attributes: []string{"mig_uuid", "gpu_instance_id", "compute_instance_id"},
 	},
+	GpuNodeCheckDurationSeconds: metricInfo{
+		Name: "gpu_node_check_duration_seconds",
+	},
+	GpuNodeCheckStatus: metricInfo{
+		Name: "gpu_node_check_status",
+	},
+	GpuNodeCheckTimestampSeconds: metricInfo{
+		Name: "gpu_node_check_timestamp_seconds",
+	},
 	GpuNvlinkAverageBytesPerSecond: metricInfo{
 		Name:       "gpu_nvlink_average_bytes_per_second",
 		Attributes: []string{"direction"},
@@ -857,6 +866,9 @@ type metricsInfo struct {
 	GpuMigEnabled                   metricInfo
 	GpuMigMemoryTotalBytes          metricInfo
 	GpuMigMemoryUsedBytes           metricInfo
+	GpuNodeCheckDurationSeconds     metricInfo
+	GpuNodeCheckStatus              metricInfo
+	GpuNodeCheckTimestampSeconds    metricInfo
 	GpuNvlinkAverageBytesPerSecond  metricInfo
 	GpuNvlinkDataBytesTotal         metricInfo
 	GpuNvlinkErrorsTotal            metricInfo
@@ -2866,6 +2878,156 @@ func (m *metricGpuMigMemoryUsedBytes) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGpuMigMemoryUsedBytes(cfg GpuMigMemoryUsedBytesMetricConfig) metricGpuMigMemoryUsedBytes {
 	m := metricGpuMigMemoryUsedBytes{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuNodeCheckDurationSeconds struct {
+	data     pmetric.Metric                          // data buffer for generated metric.
+	config   GpuNodeCheckDurationSecondsMetricConfig // metric config provided by user.
+	capacity int                                     // max observed number of data points added to the metric.
+}
+
+// init fills gpu_node_check_duration_seconds metric with initial data.
+func (m *metricGpuNodeCheckDurationSeconds) init() {
+	m.data.SetName("gpu_node_check_duration_seconds")
+	m.data.SetDescription("How long the newest run of otelcol-gpu-check took (config node_check); absent until it has run.")
+	m.data.SetUnit("s")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricGpuNodeCheckDurationSeconds) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuNodeCheckDurationSeconds) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuNodeCheckDurationSeconds) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuNodeCheckDurationSeconds(cfg GpuNodeCheckDurationSecondsMetricConfig) metricGpuNodeCheckDurationSeconds {
+	m := metricGpuNodeCheckDurationSeconds{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuNodeCheckStatus struct {
+	data     pmetric.Metric                 // data buffer for generated metric.
+	config   GpuNodeCheckStatusMetricConfig // metric config provided by user.
+	capacity int                            // max observed number of data points added to the metric.
+}
+
+// init fills gpu_node_check_status metric with initial data.
+func (m *metricGpuNodeCheckStatus) init() {
+	m.data.SetName("gpu_node_check_status")
+	m.data.SetDescription("The newest run of otelcol-gpu-check on this node (config node_check), its exit code - 0 healthy, 1 unhealthy, 2 could not check (the check could not run, or ran past node_check::timeout); absent until it has run.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricGpuNodeCheckStatus) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuNodeCheckStatus) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuNodeCheckStatus) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuNodeCheckStatus(cfg GpuNodeCheckStatusMetricConfig) metricGpuNodeCheckStatus {
+	m := metricGpuNodeCheckStatus{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuNodeCheckTimestampSeconds struct {
+	data     pmetric.Metric                           // data buffer for generated metric.
+	config   GpuNodeCheckTimestampSecondsMetricConfig // metric config provided by user.
+	capacity int                                      // max observed number of data points added to the metric.
+}
+
+// init fills gpu_node_check_timestamp_seconds metric with initial data.
+func (m *metricGpuNodeCheckTimestampSeconds) init() {
+	m.data.SetName("gpu_node_check_timestamp_seconds")
+	m.data.SetDescription("When the newest run of otelcol-gpu-check ended (config node_check), in seconds since the epoch; absent until it has run.")
+	m.data.SetUnit("s")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricGpuNodeCheckTimestampSeconds) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuNodeCheckTimestampSeconds) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuNodeCheckTimestampSeconds) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuNodeCheckTimestampSeconds(cfg GpuNodeCheckTimestampSecondsMetricConfig) metricGpuNodeCheckTimestampSeconds {
+	m := metricGpuNodeCheckTimestampSeconds{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -5605,6 +5767,9 @@ type MetricsBuilder struct {
 	metricGpuMigEnabled                   metricGpuMigEnabled
 	metricGpuMigMemoryTotalBytes          metricGpuMigMemoryTotalBytes
 	metricGpuMigMemoryUsedBytes           metricGpuMigMemoryUsedBytes
+	metricGpuNodeCheckDurationSeconds     metricGpuNodeCheckDurationSeconds
+	metricGpuNodeCheckStatus              metricGpuNodeCheckStatus
+	metricGpuNodeCheckTimestampSeconds    metricGpuNodeCheckTimestampSeconds
 	metricGpuNvlinkAverageBytesPerSecond  metricGpuNvlinkAverageBytesPerSecond
 	metricGpuNvlinkDataBytesTotal         metricGpuNvlinkDataBytesTotal
 	metricGpuNvlinkErrorsTotal            metricGpuNvlinkErrorsTotal
@@ -5698,6 +5863,9 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricGpuMigEnabled:                   newMetricGpuMigEnabled(mbc.Metrics.GpuMigEnabled),
 		metricGpuMigMemoryTotalBytes:          newMetricGpuMigMemoryTotalBytes(mbc.Metrics.GpuMigMemoryTotalBytes),
 		metricGpuMigMemoryUsedBytes:           newMetricGpuMigMemoryUsedBytes(mbc.Metrics.GpuMigMemoryUsedBytes),
+		metricGpuNodeCheckDurationSeconds:     newMetricGpuNodeCheckDurationSeconds(mbc.Metrics.GpuNodeCheckDurationSeconds),
+		metricGpuNodeCheckStatus:              newMetricGpuNodeCheckStatus(mbc.Metrics.GpuNodeCheckStatus),
+		metricGpuNodeCheckTimestampSeconds:    newMetricGpuNodeCheckTimestampSeconds(mbc.Metrics.GpuNodeCheckTimestampSeconds),
 		metricGpuNvlinkAverageBytesPerSecond:  newMetricGpuNvlinkAverageBytesPerSecond(mbc.Metrics.GpuNvlinkAverageBytesPerSecond),
 		metricGpuNvlinkDataBytesTotal:         newMetricGpuNvlinkDataBytesTotal(mbc.Metrics.GpuNvlinkDataBytesTotal),
 		metricGpuNvlinkErrorsTotal:            newMetricGpuNvlinkErrorsTotal(mbc.Metrics.GpuNvlinkErrorsTotal),
@@ -5862,6 +6030,9 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGpuMigEnabled.emit(ils.Metrics())
 	mb.metricGpuMigMemoryTotalBytes.emit(ils.Metrics())
 	mb.metricGpuMigMemoryUsedBytes.emit(ils.Metrics())
+	mb.metricGpuNodeCheckDurationSeconds.emit(ils.Metrics())
+	mb.metricGpuNodeCheckStatus.emit(ils.Metrics())
+	mb.metricGpuNodeCheckTimestampSeconds.emit(ils.Metrics())
 	mb.metricGpuNvlinkAverageBytesPerSecond.emit(ils.Metrics())
 	mb.metricGpuNvlinkDataBytesTotal.emit(ils.Metrics())
 	mb.metricGpuNvlinkErrorsTotal.emit(ils.Metrics())
@@ -6071,6 +6242,21 @@ func (mb *MetricsBuilder) RecordGpuMigMemoryTotalBytesDataPoint(ts pcommon.Times
 // RecordGpuMigMemoryUsedBytesDataPoint adds a data point to gpu_mig_memory_used_bytes metric.
 func (mb *MetricsBuilder) RecordGpuMigMemoryUsedBytesDataPoint(ts pcommon.Timestamp, val int64, migUUIDAttributeValue string, gpuInstanceIDAttributeValue string, computeInstanceIDAttributeValue string) {
 	mb.metricGpuMigMemoryUsedBytes.recordDataPoint(mb.startTime, ts, val, migUUIDAttributeValue, gpuInstanceIDAttributeValue, computeInstanceIDAttributeValue)
+}
+
+// RecordGpuNodeCheckDurationSecondsDataPoint adds a data point to gpu_node_check_duration_seconds metric.
+func (mb *MetricsBuilder) RecordGpuNodeCheckDurationSecondsDataPoint(ts pcommon.Timestamp, val float64) {
+	mb.metricGpuNodeCheckDurationSeconds.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordGpuNodeCheckStatusDataPoint adds a data point to gpu_node_check_status metric.
+func (mb *MetricsBuilder) RecordGpuNodeCheckStatusDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricGpuNodeCheckStatus.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordGpuNodeCheckTimestampSecondsDataPoint adds a data point to gpu_node_check_timestamp_seconds metric.
+func (mb *MetricsBuilder) RecordGpuNodeCheckTimestampSecondsDataPoint(ts pcommon.Timestamp, val float64) {
+	mb.metricGpuNodeCheckTimestampSeconds.recordDataPoint(mb.startTime, ts, val)
 }
 
 // RecordGpuNvlinkAverageBytesPerSecondDataPoint adds a data point to gpu_nvlink_average_bytes_per_second metric.

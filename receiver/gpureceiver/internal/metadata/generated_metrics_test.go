@@ -230,6 +230,15 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGpuNodeCheckDurationSecondsDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuNodeCheckStatusDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuNodeCheckTimestampSecondsDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGpuNvlinkAverageBytesPerSecondDataPoint(ts, 1, AttributeDirectionRx)
 			if tt.name == "reaggregate_set" {
 				mb.RecordGpuNvlinkAverageBytesPerSecondDataPoint(ts, 3, AttributeDirectionTx)
@@ -1224,6 +1233,42 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("compute_instance_id")
 						assert.False(t, ok)
 					}
+				case "gpu_node_check_duration_seconds":
+					assert.False(t, validatedMetrics["gpu_node_check_duration_seconds"], "Found a duplicate in the metrics slice: gpu_node_check_duration_seconds")
+					validatedMetrics["gpu_node_check_duration_seconds"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "How long the newest run of otelcol-gpu-check took (config node_check); absent until it has run.", mi.Description())
+					assert.Equal(t, "s", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+				case "gpu_node_check_status":
+					assert.False(t, validatedMetrics["gpu_node_check_status"], "Found a duplicate in the metrics slice: gpu_node_check_status")
+					validatedMetrics["gpu_node_check_status"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "The newest run of otelcol-gpu-check on this node (config node_check), its exit code - 0 healthy, 1 unhealthy, 2 could not check (the check could not run, or ran past node_check::timeout); absent until it has run.", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+				case "gpu_node_check_timestamp_seconds":
+					assert.False(t, validatedMetrics["gpu_node_check_timestamp_seconds"], "Found a duplicate in the metrics slice: gpu_node_check_timestamp_seconds")
+					validatedMetrics["gpu_node_check_timestamp_seconds"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "When the newest run of otelcol-gpu-check ended (config node_check), in seconds since the epoch; absent until it has run.", mi.Description())
+					assert.Equal(t, "s", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
 				case "gpu_nvlink_average_bytes_per_second":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["gpu_nvlink_average_bytes_per_second"], "Found a duplicate in the metrics slice: gpu_nvlink_average_bytes_per_second")
