@@ -41,9 +41,9 @@ type options struct {
 	KmsgPath    string              `json:"kmsg_path"`
 	// Kmsg reads the kernel log since boot for XIDs; false where it cannot be opened (a
 	// container that is not privileged), and the xid check is skipped.
-	Kmsg bool `json:"kmsg"`
-	NodeName    string              `json:"node_name"`
-	CallTimeout time.Duration       `json:"call_timeout"`
+	Kmsg        bool          `json:"kmsg"`
+	NodeName    string        `json:"node_name"`
+	CallTimeout time.Duration `json:"call_timeout"`
 }
 
 // Output formats.

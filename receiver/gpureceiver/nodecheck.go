@@ -115,13 +115,13 @@ type nodeCheckResult struct {
 
 // nodeChecker runs the check in the background and keeps its newest result for the scrape.
 type nodeChecker struct {
-	path   string
-	args   []string
-	cfg    NodeCheckConfig
+	path string
+	args []string
+	cfg  NodeCheckConfig
 	// killAfter bounds a run: the check's own -timeout, and killGrace.
 	killAfter time.Duration
 	clock     clock.Clock
-	logger *zap.Logger
+	logger    *zap.Logger
 
 	mu     sync.Mutex
 	latest *nodeCheckResult

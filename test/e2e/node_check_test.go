@@ -26,11 +26,15 @@ func TestNodeCheckInTheAgent(t *testing.T) {
 		status               float64
 		log                  []string
 	}{
-		{"healthy", filepath.Join(root, "distro", "scenarios", "dgx-a100-demo.yaml"), filepath.Join(root, "distro", "scenarios", "pods", "dgx-a100-demo.yaml"), 0,
-			[]string{"The node check passed"}},
+		{
+			"healthy", filepath.Join(root, "distro", "scenarios", "dgx-a100-demo.yaml"), filepath.Join(root, "distro", "scenarios", "pods", "dgx-a100-demo.yaml"), 0,
+			[]string{"The node check passed"},
+		},
 		// GPU 4's uncorrected ECC errors and pending row remap, GPU 7's failed remap, from 0 s.
-		{"faulty", filepath.Join(root, "receiver", "gpureceiver", "testdata", "scenarios", "dgxa100.yaml"), filepath.Join("testdata", "no-pods.yaml"), 1,
-			[]string{"The node check did not pass", "GPU 4 (GPU-", "GPU 7 (GPU-"}},
+		{
+			"faulty", filepath.Join(root, "receiver", "gpureceiver", "testdata", "scenarios", "dgxa100.yaml"), filepath.Join("testdata", "no-pods.yaml"), 1,
+			[]string{"The node check did not pass", "GPU 4 (GPU-", "GPU 7 (GPU-"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			started := time.Now()
