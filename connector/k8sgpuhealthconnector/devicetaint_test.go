@@ -5,6 +5,7 @@ package k8sgpuhealthconnector
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/connector/connectortest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -134,6 +136,8 @@ func TestDeviceTaintRuleForDRAGPU(t *testing.T) {
 			assert.Equal(t, "gpu.nvidia.com/n1/gpu-1", rec.Device)
 			assert.Equal(t, ActionResetGPU, rec.Action)
 			assert.Equal(t, int64(1), w.quarantine.counts[quarantineCount{metadata.AttributeQuarantineActionTaintDevice, metadata.AttributeOutcomeApplied}])
+			assert.Equal(t, []string{"action=reset_gpu device=gpu.nvidia.com/n1/gpu-1 dry_run=false gpu=GPU-a1 node_name=n1"}, deviceQuarantined(w),
+				"the GPU held, not the node")
 			// Made at the version discovered, and no other.
 			for _, a := range kube.Actions() {
 				if a.GetVerb() == "create" {
@@ -158,8 +162,34 @@ func TestDeviceTaintRuleForDRAGPU(t *testing.T) {
 			assert.Empty(t, rules, "returned to service")
 			assert.False(t, node.Spec.Unschedulable)
 			assert.Equal(t, int64(1), w.quarantine.counts[quarantineCount{metadata.AttributeQuarantineActionUntaintDevice, metadata.AttributeOutcomeApplied}])
+			assert.Empty(t, deviceQuarantined(w))
 		})
 	}
+}
+
+// deviceQuarantined is gpu_device_quarantined as the writer records it now: each point's
+// attributes, sorted.
+func deviceQuarantined(w *writer) []string {
+	w.recordQuarantine(pcommon.NewTimestampFromTime(t0))
+	var out []string
+	for _, rm := range w.mb.Emit().ResourceMetrics().All() {
+		for _, sm := range rm.ScopeMetrics().All() {
+			for _, m := range sm.Metrics().All() {
+				if m.Name() != "gpu_device_quarantined" {
+					continue
+				}
+				for _, dp := range m.Gauge().DataPoints().All() {
+					var kv []string
+					for k, v := range dp.Attributes().All() {
+						kv = append(kv, k+"="+v.AsString())
+					}
+					slices.Sort(kv)
+					out = append(out, strings.Join(kv, " "))
+				}
+			}
+		}
+	}
+	return out
 }
 
 func TestDevicePluginGPUTakesTheNode(t *testing.T) {
@@ -216,6 +246,7 @@ func TestDeviceTaintByMinorEffectAndDryRun(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, rules.Items)
 	assert.Len(t, w.devices.held["n1"], 1)
+	assert.Equal(t, []string{"action=reset_gpu device=gpu.nvidia.com/n1/gpu-1 dry_run=true gpu=GPU-a1 node_name=n1"}, deviceQuarantined(w))
 	assert.Equal(t, int64(1), w.quarantine.counts[quarantineCount{metadata.AttributeQuarantineActionTaintDevice, metadata.AttributeOutcomeDryRun}])
 	w.quarantinePass(t, kube, faultyVerdict(), []faultyGPU{{gpu: "GPU-a1", minor: "1"}}, time.Time{}, t0.Add(time.Minute))
 	assert.Equal(t, int64(1), w.quarantine.counts[quarantineCount{metadata.AttributeQuarantineActionTaintDevice, metadata.AttributeOutcomeDryRun}], "recorded once")

@@ -485,14 +485,22 @@ func (w *writer) endQuarantinePass(ctx context.Context, now time.Time) {
 	}
 }
 
-// recordQuarantine records the quarantine's metrics: the nodes it holds (or would, in dry
-// run), the breaker, its counts.
+// recordQuarantine records the quarantine's metrics: the nodes and the GPUs it holds (or would,
+// in dry run), the breaker, its counts.
 func (w *writer) recordQuarantine(ts pcommon.Timestamp) {
 	q := w.quarantine
 	for _, obj := range w.nodes.GetStore().List() {
 		node := obj.(*corev1.Node)
 		if s := q.state(node); s.ours != nil {
 			w.mb.RecordGpuNodeQuarantinedDataPoint(ts, 1, node.Name, metadata.MapAttributeAction[string(s.ours.Action)], q.cfg.DryRun)
+		}
+	}
+	if w.devices != nil {
+		for node, held := range w.devices.held {
+			for i := range held {
+				r := &held[i].record
+				w.mb.RecordGpuDeviceQuarantinedDataPoint(ts, 1, node, r.GPU, r.Device, metadata.MapAttributeAction[string(r.Action)], w.devices.dryRun)
+			}
 		}
 	}
 	open := int64(0)

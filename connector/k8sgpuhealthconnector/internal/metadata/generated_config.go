@@ -6,6 +6,26 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 )
 
+// GpuDeviceQuarantinedMetricConfig provides config for the gpu_device_quarantined metric.
+type GpuDeviceQuarantinedMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuDeviceQuarantinedMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
 // GpuHealthWriterErrorsTotalMetricConfig provides config for the gpu_health_writer_errors_total metric.
 type GpuHealthWriterErrorsTotalMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
@@ -188,6 +208,7 @@ func (ms *GpuQuarantineRecentNodesMetricConfig) Unmarshal(parser *confmap.Conf) 
 
 // MetricsConfig provides config for k8s_gpu_health metrics.
 type MetricsConfig struct {
+	GpuDeviceQuarantined       GpuDeviceQuarantinedMetricConfig       `mapstructure:"gpu_device_quarantined"`
 	GpuHealthWriterErrorsTotal GpuHealthWriterErrorsTotalMetricConfig `mapstructure:"gpu_health_writer_errors_total"`
 	GpuHealthWriterLeader      GpuHealthWriterLeaderMetricConfig      `mapstructure:"gpu_health_writer_leader"`
 	GpuNodeFaultsTotal         GpuNodeFaultsTotalMetricConfig         `mapstructure:"gpu_node_faults_total"`
@@ -201,6 +222,9 @@ type MetricsConfig struct {
 
 func DefaultMetricsConfig() MetricsConfig {
 	return MetricsConfig{
+		GpuDeviceQuarantined: GpuDeviceQuarantinedMetricConfig{
+			Enabled: true,
+		},
 		GpuHealthWriterErrorsTotal: GpuHealthWriterErrorsTotalMetricConfig{
 			Enabled: true,
 		},

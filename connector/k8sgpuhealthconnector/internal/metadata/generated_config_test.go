@@ -26,6 +26,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 			name: "all_set",
 			want: MetricsBuilderConfig{
 				Metrics: MetricsConfig{
+					GpuDeviceQuarantined: GpuDeviceQuarantinedMetricConfig{
+						Enabled: true,
+					},
 					GpuHealthWriterErrorsTotal: GpuHealthWriterErrorsTotalMetricConfig{
 						Enabled: true,
 					},
@@ -60,6 +63,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 			name: "none_set",
 			want: MetricsBuilderConfig{
 				Metrics: MetricsConfig{
+					GpuDeviceQuarantined: GpuDeviceQuarantinedMetricConfig{
+						Enabled: false,
+					},
 					GpuHealthWriterErrorsTotal: GpuHealthWriterErrorsTotalMetricConfig{
 						Enabled: false,
 					},
@@ -94,7 +100,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpuHealthWriterErrorsTotalMetricConfig{}, GpuHealthWriterLeaderMetricConfig{}, GpuNodeFaultsTotalMetricConfig{}, GpuNodeQuarantinedMetricConfig{}, GpuNodeUnhealthyMetricConfig{}, GpuNodeValidationPendingMetricConfig{}, GpuQuarantineActionsTotalMetricConfig{}, GpuQuarantineBreakerOpenMetricConfig{}, GpuQuarantineRecentNodesMetricConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpuDeviceQuarantinedMetricConfig{}, GpuHealthWriterErrorsTotalMetricConfig{}, GpuHealthWriterLeaderMetricConfig{}, GpuNodeFaultsTotalMetricConfig{}, GpuNodeQuarantinedMetricConfig{}, GpuNodeUnhealthyMetricConfig{}, GpuNodeValidationPendingMetricConfig{}, GpuQuarantineActionsTotalMetricConfig{}, GpuQuarantineBreakerOpenMetricConfig{}, GpuQuarantineRecentNodesMetricConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}

@@ -276,6 +276,10 @@ var MapAttributeSeverity = map[string]AttributeSeverity{
 }
 
 var MetricsInfo = metricsInfo{
+	GpuDeviceQuarantined: metricInfo{
+		Name:       "gpu_device_quarantined",
+		Attributes: []string{"node_name", "gpu", "device", "action", "dry_run"},
+	},
 	GpuHealthWriterErrorsTotal: metricInfo{
 		Name:       "gpu_health_writer_errors_total",
 		Attributes: []string{"operation"},
@@ -312,6 +316,7 @@ var MetricsInfo = metricsInfo{
 }
 
 type metricsInfo struct {
+	GpuDeviceQuarantined       metricInfo
 	GpuHealthWriterErrorsTotal metricInfo
 	GpuHealthWriterLeader      metricInfo
 	GpuNodeFaultsTotal         metricInfo
@@ -326,6 +331,62 @@ type metricsInfo struct {
 type metricInfo struct {
 	Name       string
 	Attributes []string
+}
+
+type metricGpuDeviceQuarantined struct {
+	data     pmetric.Metric                   // data buffer for generated metric.
+	config   GpuDeviceQuarantinedMetricConfig // metric config provided by user.
+	capacity int                              // max observed number of data points added to the metric.
+}
+
+// init fills gpu_device_quarantined metric with initial data.
+func (m *metricGpuDeviceQuarantined) init() {
+	m.data.SetName("gpu_device_quarantined")
+	m.data.SetDescription("1 while this component holds one GPU out of service with a DeviceTaintRule, the node left in service (dry_run true - it would, in dry run), with the recommended action (the Lease holder only, with quarantine::device_taint).")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGpuDeviceQuarantined) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, nodeNameAttributeValue string, gpuAttributeValue string, deviceAttributeValue string, actionAttributeValue string, dryRunAttributeValue bool) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+	dp.Attributes().PutStr("node_name", nodeNameAttributeValue)
+	dp.Attributes().PutStr("gpu", gpuAttributeValue)
+	dp.Attributes().PutStr("device", deviceAttributeValue)
+	dp.Attributes().PutStr("action", actionAttributeValue)
+	dp.Attributes().PutBool("dry_run", dryRunAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuDeviceQuarantined) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuDeviceQuarantined) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuDeviceQuarantined(cfg GpuDeviceQuarantinedMetricConfig) metricGpuDeviceQuarantined {
+	m := metricGpuDeviceQuarantined{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
 }
 
 type metricGpuHealthWriterErrorsTotal struct {
@@ -814,6 +875,7 @@ type MetricsBuilder struct {
 	metricsCapacity                  int                  // maximum observed number of metrics per resource.
 	metricsBuffer                    pmetric.Metrics      // accumulates metrics data before emitting.
 	buildInfo                        component.BuildInfo  // contains version information.
+	metricGpuDeviceQuarantined       metricGpuDeviceQuarantined
 	metricGpuHealthWriterErrorsTotal metricGpuHealthWriterErrorsTotal
 	metricGpuHealthWriterLeader      metricGpuHealthWriterLeader
 	metricGpuNodeFaultsTotal         metricGpuNodeFaultsTotal
@@ -848,6 +910,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings connector.Settings, op
 		startTime:                        pcommon.NewTimestampFromTime(time.Now()),
 		metricsBuffer:                    pmetric.NewMetrics(),
 		buildInfo:                        settings.BuildInfo,
+		metricGpuDeviceQuarantined:       newMetricGpuDeviceQuarantined(mbc.Metrics.GpuDeviceQuarantined),
 		metricGpuHealthWriterErrorsTotal: newMetricGpuHealthWriterErrorsTotal(mbc.Metrics.GpuHealthWriterErrorsTotal),
 		metricGpuHealthWriterLeader:      newMetricGpuHealthWriterLeader(mbc.Metrics.GpuHealthWriterLeader),
 		metricGpuNodeFaultsTotal:         newMetricGpuNodeFaultsTotal(mbc.Metrics.GpuNodeFaultsTotal),
@@ -922,6 +985,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	ils.Scope().SetName(ScopeName)
 	ils.Scope().SetVersion(mb.buildInfo.Version)
 	ils.Metrics().EnsureCapacity(mb.metricsCapacity)
+	mb.metricGpuDeviceQuarantined.emit(ils.Metrics())
 	mb.metricGpuHealthWriterErrorsTotal.emit(ils.Metrics())
 	mb.metricGpuHealthWriterLeader.emit(ils.Metrics())
 	mb.metricGpuNodeFaultsTotal.emit(ils.Metrics())
@@ -950,6 +1014,11 @@ func (mb *MetricsBuilder) Emit(options ...ResourceMetricsOption) pmetric.Metrics
 	metrics := mb.metricsBuffer
 	mb.metricsBuffer = pmetric.NewMetrics()
 	return metrics
+}
+
+// RecordGpuDeviceQuarantinedDataPoint adds a data point to gpu_device_quarantined metric.
+func (mb *MetricsBuilder) RecordGpuDeviceQuarantinedDataPoint(ts pcommon.Timestamp, val int64, nodeNameAttributeValue string, gpuAttributeValue string, deviceAttributeValue string, actionAttributeValue AttributeAction, dryRunAttributeValue bool) {
+	mb.metricGpuDeviceQuarantined.recordDataPoint(mb.startTime, ts, val, nodeNameAttributeValue, gpuAttributeValue, deviceAttributeValue, actionAttributeValue.String(), dryRunAttributeValue)
 }
 
 // RecordGpuHealthWriterErrorsTotalDataPoint adds a data point to gpu_health_writer_errors_total metric.

@@ -59,6 +59,9 @@ func TestMetricsBuilder(t *testing.T) {
 			allMetricsCount := 0
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGpuDeviceQuarantinedDataPoint(ts, 1, "node_name-val", "gpu-val", "device-val", AttributeActionResetGpu, false)
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGpuHealthWriterErrorsTotalDataPoint(ts, 1, AttributeOperationCondition)
 			defaultMetricsCount++
 			allMetricsCount++
@@ -113,6 +116,33 @@ func TestMetricsBuilder(t *testing.T) {
 			validatedMetrics := make(map[string]bool)
 			for _, mi := range allMetricsList {
 				switch mi.Name() {
+				case "gpu_device_quarantined":
+					assert.False(t, validatedMetrics["gpu_device_quarantined"], "Found a duplicate in the metrics slice: gpu_device_quarantined")
+					validatedMetrics["gpu_device_quarantined"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "1 while this component holds one GPU out of service with a DeviceTaintRule, the node left in service (dry_run true - it would, in dry run), with the recommended action (the Lease holder only, with quarantine::device_taint).", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					nodeNameAttrVal, ok := dp.Attributes().Get("node_name")
+					assert.True(t, ok)
+					assert.Equal(t, "node_name-val", nodeNameAttrVal.Str())
+					gpuAttrVal, ok := dp.Attributes().Get("gpu")
+					assert.True(t, ok)
+					assert.Equal(t, "gpu-val", gpuAttrVal.Str())
+					deviceAttrVal, ok := dp.Attributes().Get("device")
+					assert.True(t, ok)
+					assert.Equal(t, "device-val", deviceAttrVal.Str())
+					actionAttrVal, ok := dp.Attributes().Get("action")
+					assert.True(t, ok)
+					assert.Equal(t, "reset_gpu", actionAttrVal.Str())
+					dryRunAttrVal, ok := dp.Attributes().Get("dry_run")
+					assert.True(t, ok)
+					assert.False(t, dryRunAttrVal.Bool())
 				case "gpu_health_writer_errors_total":
 					assert.False(t, validatedMetrics["gpu_health_writer_errors_total"], "Found a duplicate in the metrics slice: gpu_health_writer_errors_total")
 					validatedMetrics["gpu_health_writer_errors_total"] = true
