@@ -92,6 +92,21 @@ func testDeviceTaint(t *testing.T, w *workload) {
 		assert.NoError(t, rules.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: ruleSelector}), "deleting the quarantine's DeviceTaintRules")
 	})
 
+	// The running agent's XID 48 on GPU 1 is in the past (reported, not waiting in its queue),
+	// and the node as it was before the gateway wrote on it, the gateway stopped: a test run
+	// alone starts as one run after the others.
+	poll.UntilNoError(t, waitFor, "the running agent to report the scenario's XID 48 on GPU 1", func() error {
+		p, scrapeErr := scrape(agentMetrics)
+		if scrapeErr != nil {
+			return scrapeErr
+		}
+		if xid := p.find("gpu_xid_errors_total", labels("xid", "48", "uuid", gpus[1].UUID)); len(xid) != 1 || xid[0].value < 1 {
+			return fmt.Errorf("gpu_xid_errors_total %v", xid)
+		}
+		return nil
+	})
+	resetGPUHealth(t)
+
 	// The scenario with its fault on GPU 6, and an agent that plays it from the start.
 	require.Equal(t, 1, bytes.Count(w.scenario, []byte(scenarioFault)), "the scenario's fault %s", scenarioFault)
 	scenario := bytes.Replace(w.scenario, []byte(scenarioFault), []byte(draFault), 1)
