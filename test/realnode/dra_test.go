@@ -28,9 +28,9 @@ import (
 	"github.com/otelcol-gpu/otelcol-gpu/test/realnode/draplugin"
 )
 
-// GPU 5 is not the device plugin's: the DRA driver publishes it (testdata/dra.yaml's pod claims
-// it), under the driver name the agent reads by default (gpu_attribution's
-// pod_resources::drivers).
+// GPUs 5, 6 and 7 are not the device plugin's: the DRA driver publishes them, under the driver
+// name the agent reads by default (gpu_attribution's pod_resources::drivers). testdata/dra.yaml's
+// pod claims one, and is given GPU 5, the first; the device taint test claims another.
 const (
 	draGPU    = 5
 	draDriver = "gpu.nvidia.com"
@@ -38,8 +38,11 @@ const (
 	draNamespace, draClaim, draPod = "llm", "llama-gpu", "llama-finetune-0"
 )
 
+// draGPUs are the GPUs the DRA driver publishes, in its ResourceSlice's order.
+var draGPUs = []int{draGPU, 6, 7}
+
 // startDRA lays out the NVIDIA driver's files for the simulated GPUs on the node, starts the DRA
-// driver with GPU draGPU, and runs testdata/dra.yaml's pod with a ResourceClaim on it. The agent
+// driver with draGPUs, and runs testdata/dra.yaml's pod with a ResourceClaim on it. The agent
 // then joins the claim to the GPU as on a node with NVIDIA's DRA driver: the kubelet's
 // pod-resources lists the claim's CDI device, the node's CDI spec its /dev/nvidia<minor>, and
 // /proc/driver/nvidia that minor's UUID.
@@ -65,7 +68,7 @@ func startDRA(t *testing.T) *draplugin.Plugin {
 
 	plugin, err := draplugin.Start(draplugin.Config{
 		Driver: draDriver, NodeName: realnode.NodeName, Client: node.Admin,
-		GPUs:       []draplugin.GPU{{UUID: gpus[draGPU].UUID, Minor: draGPU}},
+		GPUs:       draPluginGPUs(),
 		KubeletDir: node.HostPath("/var/lib/kubelet"), CDIDir: cdi,
 	})
 	require.NoError(t, err)
@@ -103,6 +106,15 @@ func startDRA(t *testing.T) *draplugin.Plugin {
 	assert.Equal(t, fmt.Sprintf("gpu-%d", draGPU), r.Device, "the claim has GPU %d", draGPU)
 	assert.Positive(t, plugin.Prepared(string(claim.UID)), "the kubelet had the driver prepare the claim")
 	return plugin
+}
+
+// draPluginGPUs are draGPUs as the DRA driver publishes them.
+func draPluginGPUs() []draplugin.GPU {
+	out := make([]draplugin.GPU, 0, len(draGPUs))
+	for _, i := range draGPUs {
+		out = append(out, draplugin.GPU{UUID: gpus[i].UUID, Minor: i})
+	}
+	return out
 }
 
 // bindOnNode bind-mounts dir at path in the node's mount namespace (which alone sees it), until

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -151,12 +152,16 @@ func (w *window) assertRight(t *testing.T, what string) {
 }
 
 // kubeletGPUs is the kubelet's allocation as GPU UUIDs by "namespace/pod" (a replica or a MIG
-// slice as its GPU's; a DRA claim as the DRA driver's GPU, the only one it serves).
+// slice as its GPU's; a DRA claim's device gpu-<minor> as that GPU).
 func kubeletGPUs(t *testing.T) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
-	for _, pod := range draClaimants(t) {
-		out[pod] = append(out[pod], gpus[draGPU].UUID)
+	for pod, devices := range draClaimants(t) {
+		for _, device := range devices {
+			minor, err := strconv.Atoi(strings.TrimPrefix(device, "gpu-"))
+			require.NoError(t, err, "the DRA driver's device %q of %s", device, pod)
+			out[pod] = append(out[pod], gpus[minor].UUID)
+		}
 	}
 	for key, ids := range allocations(t) {
 		parts := strings.Split(key, "/")
@@ -365,8 +370,9 @@ func kubeletBack(t *testing.T, registrations int) {
 	erinOnGPU4(t, "after the kubelet is back")
 }
 
-// draClaimants are the pods ("namespace/pod") with a DRA claim in the kubelet's List.
-func draClaimants(t *testing.T) []string {
+// draClaimants are the devices of the pods ("namespace/pod") with a DRA claim in the kubelet's
+// List.
+func draClaimants(t *testing.T) map[string][]string {
 	t.Helper()
 	conn, err := grpc.NewClient("unix://"+node.HostPath("/var/lib/kubelet/pod-resources/kubelet.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
@@ -375,11 +381,14 @@ func draClaimants(t *testing.T) []string {
 	defer cancel()
 	resp, err := podresourcesv1.NewPodResourcesListerClient(conn).List(ctx, &podresourcesv1.ListPodResourcesRequest{})
 	require.NoError(t, err, "the kubelet's pod-resources List")
-	var out []string
+	out := map[string][]string{}
 	for _, p := range resp.GetPodResources() {
 		for _, c := range p.GetContainers() {
-			if len(c.GetDynamicResources()) > 0 {
-				out = append(out, p.GetNamespace()+"/"+p.GetName())
+			for _, d := range c.GetDynamicResources() {
+				for _, r := range d.GetClaimResources() {
+					pod := p.GetNamespace() + "/" + p.GetName()
+					out[pod] = append(out[pod], r.GetDeviceName())
+				}
 			}
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"text/template"
 
@@ -83,7 +84,7 @@ func deviceResources(gpus map[int]demonode.GPU) []gpuplugin.Resource {
 	var shared []string
 	for i := range len(gpus) {
 		switch g := gpus[i]; {
-		case i == draGPU: // the DRA driver's
+		case slices.Contains(draGPUs, i): // the DRA driver's
 		case len(g.MIG) > 0:
 			mig.IDs = append(mig.IDs, g.MIG...)
 		case i == timeSlicedGPU:

@@ -311,6 +311,14 @@ func (n *Node) namespaces() error {
 	return nil
 }
 
+// DRA's device taints, alpha in Kubernetes 1.34: the gate on the API server, the scheduler and
+// the controller manager, and their API (resource.k8s.io/v1alpha3, DeviceTaintRules) served, so
+// that the quarantine can take one GPU out instead of the node (deploy/README.md).
+const (
+	featureGates  = "DRADeviceTaints=true"
+	runtimeConfig = "resource.k8s.io/v1alpha3=true"
+)
+
 // controlPlane starts etcd, kube-apiserver, kube-controller-manager and kube-scheduler.
 func (n *Node) controlPlane() error {
 	etcdBin := os.Getenv("ETCD_BIN")
@@ -350,7 +358,7 @@ func (n *Node) controlPlane() error {
 		"--service-cluster-ip-range="+serviceCIDR,
 		"--kubelet-client-certificate="+filepath.Join(pkiDir, "kubelet-client.crt"), "--kubelet-client-key="+filepath.Join(pkiDir, "kubelet-client.key"),
 		"--kubelet-preferred-address-types=InternalIP",
-		"--profiling=false")
+		"--profiling=false", "--feature-gates="+featureGates, "--runtime-config="+runtimeConfig)
 	if err != nil {
 		return err
 	}
@@ -372,7 +380,7 @@ func (n *Node) controlPlane() error {
 		}
 		args := []string{
 			"--kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
-			"--bind-address=127.0.0.1", "--leader-elect=false",
+			"--bind-address=127.0.0.1", "--leader-elect=false", "--feature-gates=" + featureGates,
 		}
 		if c == "kube-controller-manager" {
 			// Each controller with its own service account, as kubeadm runs it: as one user, the

@@ -62,6 +62,7 @@ func TestRealNode(t *testing.T) {
 			t.Run("gpu health", func(t *testing.T) { testGPUHealth(t, in) })
 			if in.name == "helm" {
 				t.Run("validation gate", testValidationGate)
+				t.Run("device taint", func(t *testing.T) { testDeviceTaint(t, w) })
 			}
 		})
 	}
