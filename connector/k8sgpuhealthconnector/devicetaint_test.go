@@ -5,7 +5,6 @@ package k8sgpuhealthconnector
 
 import (
 	"encoding/json"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -136,7 +135,7 @@ func TestDeviceTaintRuleForDRAGPU(t *testing.T) {
 			assert.Equal(t, "gpu.nvidia.com/n1/gpu-1", rec.Device)
 			assert.Equal(t, ActionResetGPU, rec.Action)
 			assert.Equal(t, int64(1), w.quarantine.counts[quarantineCount{metadata.AttributeQuarantineActionTaintDevice, metadata.AttributeOutcomeApplied}])
-			assert.Equal(t, []string{"action=reset_gpu device=gpu.nvidia.com/n1/gpu-1 dry_run=false gpu=GPU-a1 node_name=n1"}, deviceQuarantined(w),
+			assert.Equal(t, map[string]int64{"action=reset_gpu,device=gpu.nvidia.com/n1/gpu-1,dry_run=false,gpu=GPU-a1,node_name=n1": 1}, deviceQuarantined(w),
 				"the GPU held, not the node")
 			// Made at the version discovered, and no other.
 			for _, a := range kube.Actions() {
@@ -167,29 +166,10 @@ func TestDeviceTaintRuleForDRAGPU(t *testing.T) {
 	}
 }
 
-// deviceQuarantined is gpu_device_quarantined as the writer records it now: each point's
-// attributes, sorted.
-func deviceQuarantined(w *writer) []string {
+// deviceQuarantined is gpu_device_quarantined as the writer records it now.
+func deviceQuarantined(w *writer) map[string]int64 {
 	w.recordQuarantine(pcommon.NewTimestampFromTime(t0))
-	var out []string
-	for _, rm := range w.mb.Emit().ResourceMetrics().All() {
-		for _, sm := range rm.ScopeMetrics().All() {
-			for _, m := range sm.Metrics().All() {
-				if m.Name() != "gpu_device_quarantined" {
-					continue
-				}
-				for _, dp := range m.Gauge().DataPoints().All() {
-					var kv []string
-					for k, v := range dp.Attributes().All() {
-						kv = append(kv, k+"="+v.AsString())
-					}
-					slices.Sort(kv)
-					out = append(out, strings.Join(kv, " "))
-				}
-			}
-		}
-	}
-	return out
+	return points(w.mb.Emit(), "gpu_device_quarantined")
 }
 
 func TestDevicePluginGPUTakesTheNode(t *testing.T) {
@@ -246,7 +226,7 @@ func TestDeviceTaintByMinorEffectAndDryRun(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, rules.Items)
 	assert.Len(t, w.devices.held["n1"], 1)
-	assert.Equal(t, []string{"action=reset_gpu device=gpu.nvidia.com/n1/gpu-1 dry_run=true gpu=GPU-a1 node_name=n1"}, deviceQuarantined(w))
+	assert.Equal(t, map[string]int64{"action=reset_gpu,device=gpu.nvidia.com/n1/gpu-1,dry_run=true,gpu=GPU-a1,node_name=n1": 1}, deviceQuarantined(w))
 	assert.Equal(t, int64(1), w.quarantine.counts[quarantineCount{metadata.AttributeQuarantineActionTaintDevice, metadata.AttributeOutcomeDryRun}])
 	w.quarantinePass(t, kube, faultyVerdict(), []faultyGPU{{gpu: "GPU-a1", minor: "1"}}, time.Time{}, t0.Add(time.Minute))
 	assert.Equal(t, int64(1), w.quarantine.counts[quarantineCount{metadata.AttributeQuarantineActionTaintDevice, metadata.AttributeOutcomeDryRun}], "recorded once")

@@ -502,33 +502,3 @@ func TestNodeOfAnotherCluster(t *testing.T) {
 		return tw.w.judge.nodes["elsewhere"] == nil
 	})
 }
-
-// points lists a metric's data points in md as "label=value,..." -> value.
-func points(md pmetric.Metrics, name string) map[string]int64 {
-	out := map[string]int64{}
-	for _, rm := range md.ResourceMetrics().All() {
-		for _, sm := range rm.ScopeMetrics().All() {
-			for _, m := range sm.Metrics().All() {
-				if m.Name() != name {
-					continue
-				}
-				var dps pmetric.NumberDataPointSlice
-				switch m.Type() {
-				case pmetric.MetricTypeGauge:
-					dps = m.Gauge().DataPoints()
-				case pmetric.MetricTypeSum:
-					dps = m.Sum().DataPoints()
-				}
-				for _, dp := range dps.All() {
-					var kv []string
-					for k, v := range dp.Attributes().All() {
-						kv = append(kv, k+"="+v.AsString())
-					}
-					slices.Sort(kv)
-					out[strings.Join(kv, ",")] = dp.IntValue()
-				}
-			}
-		}
-	}
-	return out
-}
